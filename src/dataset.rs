@@ -235,8 +235,12 @@ impl Dataset {
             MapFunction::Exprs { outputs, keep_input } => MapFn::Exprs { outputs: named(&outputs)?, keep_input },
             MapFunction::Closure(c, output) => MapFn::Closure { closure: c.register(&mut registry, "map")?, output },
         };
-        let op =
-            Op::Map { func, num_parallel_calls: parallel.num_parallel_calls, deterministic: parallel.deterministic };
+        let op = Op::Map {
+            func,
+            num_parallel_calls: parallel.num_parallel_calls,
+            deterministic: parallel.deterministic,
+            vectorized: false,
+        };
         Ok(Dataset { registry, ..self.then(op)? })
     }
 
@@ -252,7 +256,7 @@ impl Dataset {
     /// Keeps the elements for which `predicate` holds.
     pub fn filter(&self, predicate: impl Into<PredicateFunction>) -> Result<Dataset> {
         let (predicate, registry) = self.predicate(predicate.into(), "filter")?;
-        Ok(Dataset { registry, ..self.then(Op::Filter { predicate })? })
+        Ok(Dataset { registry, ..self.then(Op::Filter { predicate, vectorized: false })? })
     }
 
     /// Elements until the first for which `predicate` fails.

@@ -24,7 +24,16 @@ pub fn cardinality(plan: &Plan) -> Option<u64> {
                     n.div_ceil(*batch_size)
                 }
             }),
-        Op::Repeat { count } => input().map(|n| match (*count, n) {
+        Op::MapAndBatch { batch_size, drop_remainder, .. } => input().map(|n| {
+            if n == INFINITE {
+                INFINITE
+            } else if *drop_remainder {
+                n / batch_size
+            } else {
+                n.div_ceil(*batch_size)
+            }
+        }),
+        Op::Repeat { count } | Op::ShuffleAndRepeat { count, .. } => input().map(|n| match (*count, n) {
             (_, 0) => 0,
             (-1, _) | (_, INFINITE) => INFINITE,
             (c, n) => n.saturating_mul(c as u64),

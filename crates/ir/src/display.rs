@@ -3,13 +3,30 @@
 use crate::function::{DatasetFn, MapFn, Predicate};
 use crate::op::{Op, Tunable};
 use crate::plan::Plan;
-use crate::source::SourceDesc;
+use crate::source::{FileFormat, SourceDesc};
 
 fn tunable(t: &Tunable) -> String {
     match t {
         Tunable::Default => "default".into(),
         Tunable::Fixed(n) => n.to_string(),
         Tunable::Autotune => "autotune".into(),
+    }
+}
+
+/// The prefix of a function run over whole chunks (pfor).
+fn pfor(vectorized: bool) -> &'static str {
+    if vectorized {
+        "pfor "
+    } else {
+        ""
+    }
+}
+
+fn parallel(t: &Tunable) -> String {
+    if *t == Tunable::Default {
+        String::new()
+    } else {
+        format!("; parallel {}", tunable(t))
     }
 }
 
@@ -30,10 +47,21 @@ fn predicate(p: &Predicate) -> String {
     }
 }
 
+fn pushed(format: &FileFormat) -> String {
+    let p = format.pushdown();
+    if p.is_empty() {
+        p
+    } else {
+        format!(" ({p})")
+    }
+}
+
 fn dataset_fn(f: &DatasetFn) -> String {
     match f {
-        DatasetFn::ReadFile { field, format } => format!("read {} files named by '{field}'", format.name()),
-        DatasetFn::ReadSplit { format } => format!("read {} splits", format.name()),
+        DatasetFn::ReadFile { field, format } => {
+            format!("read {} files named by '{field}'{}", format.name(), pushed(format))
+        }
+        DatasetFn::ReadSplit { format } => format!("read {} splits{}", format.name(), pushed(format)),
         DatasetFn::FromTensorSlices => "from_tensor_slices".into(),
         DatasetFn::Closure { closure, .. } => format!("closure '{}'", closure.name),
     }
@@ -61,17 +89,23 @@ pub fn describe(op: &Op) -> String {
                     String::new()
                 }
             ),
-            SourceDesc::Files { files, .. } | SourceDesc::Splits { files, .. } => format!("{} files", files.len()),
+            SourceDesc::Files { files, format } | SourceDesc::Splits { files, format } => {
+                let pushed = format.pushdown();
+                format!("{} files{}{pushed}", files.len(), if pushed.is_empty() { "" } else { ", " })
+            }
         },
-        Op::Map { func, num_parallel_calls, .. } => {
-            let par = if *num_parallel_calls == Tunable::Default {
-                String::new()
-            } else {
-                format!("; parallel {}", tunable(num_parallel_calls))
-            };
-            format!("{}{par}", map_fn(func))
+        Op::Map { func, num_parallel_calls, vectorized, .. } => {
+            format!("{}{}{}", pfor(*vectorized), map_fn(func), parallel(num_parallel_calls))
         }
-        Op::Filter { predicate: p } | Op::TakeWhile { predicate: p } => predicate(p),
+        Op::MapAndBatch { func, batch_size, drop_remainder, num_parallel_calls, vectorized, .. } => format!(
+            "{}{}; batch {batch_size}{}{}",
+            pfor(*vectorized),
+            map_fn(func),
+            if *drop_remainder { ", drop_remainder" } else { "" },
+            parallel(num_parallel_calls)
+        ),
+        Op::Filter { predicate: p, vectorized } => format!("{}{}", pfor(*vectorized), predicate(p)),
+        Op::TakeWhile { predicate: p } => predicate(p),
         Op::FlatMap { func } => dataset_fn(func),
         Op::Interleave { func, cycle_length, block_length, .. } => {
             format!("{}; cycle {}, block {block_length}", dataset_fn(func), tunable(cycle_length))
@@ -87,6 +121,11 @@ pub fn describe(op: &Op) -> String {
         Op::Unbatch | Op::Zip | Op::Concatenate | Op::IgnoreErrors => String::new(),
         Op::Shuffle { buffer_size, seed, reshuffle_each_iteration } => format!(
             "buffer {buffer_size}, seed {}{}",
+            seed.map_or("random".to_string(), |s| s.to_string()),
+            if *reshuffle_each_iteration { ", reshuffle each iteration" } else { "" }
+        ),
+        Op::ShuffleAndRepeat { buffer_size, seed, reshuffle_each_iteration, count } => format!(
+            "buffer {buffer_size}, seed {}{}, count {count}",
             seed.map_or("random".to_string(), |s| s.to_string()),
             if *reshuffle_each_iteration { ", reshuffle each iteration" } else { "" }
         ),

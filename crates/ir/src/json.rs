@@ -41,7 +41,8 @@ fn anonymous_in(op: &Op) -> Option<&str> {
     match op {
         Op::Source(SourceDesc::Generator { name, anonymous: true, .. }) => Some(name),
         Op::Map { func: MapFn::Closure { closure, .. }, .. }
-        | Op::Filter { predicate: Predicate::Closure { closure } }
+        | Op::MapAndBatch { func: MapFn::Closure { closure, .. }, .. }
+        | Op::Filter { predicate: Predicate::Closure { closure }, .. }
         | Op::TakeWhile { predicate: Predicate::Closure { closure } }
         | Op::FlatMap { func: DatasetFn::Closure { closure, .. } }
         | Op::Interleave { func: DatasetFn::Closure { closure, .. }, .. }

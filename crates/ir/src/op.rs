@@ -50,11 +50,37 @@ pub enum Op {
         /// Keep input order when parallel (`None`: the pipeline's option).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         deterministic: Option<bool>,
+        /// Run the function over whole chunks of elements at once (pfor). Set by the
+        /// optimizer's vectorize rules; otherwise the function is called once per element.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        vectorized: bool,
     },
     /// Keep the elements for which the predicate holds.
     Filter {
         /// The predicate.
         predicate: Predicate,
+        /// Evaluate the predicate over whole chunks at once (pfor); per element otherwise.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        vectorized: bool,
+    },
+    /// `map` followed by `batch`, fused (tf.data's map_and_batch): the function's results are
+    /// written straight into output batches.
+    MapAndBatch {
+        /// The function, applied to each element before batching.
+        func: MapFn,
+        /// Elements per batch (> 0).
+        batch_size: u64,
+        /// Drop a last, smaller batch.
+        drop_remainder: bool,
+        /// Parallel calls.
+        #[serde(default, skip_serializing_if = "Tunable::is_default")]
+        num_parallel_calls: Tunable,
+        /// Keep input order when parallel (`None`: the pipeline's option).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deterministic: Option<bool>,
+        /// Run the function over whole chunks at once (pfor); per element otherwise.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        vectorized: bool,
     },
     /// Map each element to a dataset and concatenate them.
     FlatMap {
@@ -121,6 +147,19 @@ pub enum Op {
         seed: Option<u64>,
         /// Use a different order in every epoch and iteration.
         reshuffle_each_iteration: bool,
+    },
+    /// `shuffle` followed by `repeat`, fused: the same elements in the same order, with one
+    /// shuffle buffer reused across epochs.
+    ShuffleAndRepeat {
+        /// Buffer size (> 0).
+        buffer_size: u64,
+        /// Seed (random when absent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seed: Option<u64>,
+        /// Use a different order in every epoch and iteration.
+        reshuffle_each_iteration: bool,
+        /// Repetitions, or -1.
+        count: i64,
     },
     /// Repeat the input `count` times (`-1`: forever).
     Repeat {
@@ -246,6 +285,8 @@ impl Op {
             Op::Source(s) => return s.name(),
             Op::Map { .. } => "map",
             Op::Filter { .. } => "filter",
+            Op::MapAndBatch { .. } => "map_and_batch",
+            Op::ShuffleAndRepeat { .. } => "shuffle_and_repeat",
             Op::FlatMap { .. } => "flat_map",
             Op::Interleave { .. } => "interleave",
             Op::Batch { .. } => "batch",
@@ -305,7 +346,19 @@ impl Op {
         match self {
             Op::Source(s) => s.output_spec(),
             Op::Map { func, .. } => map_output(func, input()),
-            Op::Filter { predicate } | Op::TakeWhile { predicate } => {
+            Op::MapAndBatch { func, batch_size, drop_remainder, .. } => {
+                positive("batch_size", *batch_size)?;
+                let mapped = map_output(func, input())?;
+                Ok(mapped.batched(if *drop_remainder { *batch_size as i64 } else { UNKNOWN }))
+            }
+            Op::ShuffleAndRepeat { buffer_size, count, .. } => {
+                positive("buffer_size", *buffer_size)?;
+                if *count < -1 {
+                    return Err(Error::plan(&name, format!("count must be >= -1, got {count}")));
+                }
+                Ok(input().clone())
+            }
+            Op::Filter { predicate, .. } | Op::TakeWhile { predicate } => {
                 check_predicate(predicate, input(), &name)?;
                 Ok(input().clone())
             }
@@ -448,7 +501,9 @@ impl Op {
     pub fn without_seeds(&self) -> Op {
         let mut op = self.clone();
         match &mut op {
-            Op::Shuffle { seed, .. } | Op::SampleFromDatasets { seed, .. } => *seed = None,
+            Op::Shuffle { seed, .. } | Op::ShuffleAndRepeat { seed, .. } | Op::SampleFromDatasets { seed, .. } => {
+                *seed = None
+            }
             Op::Source(SourceDesc::ListFiles { seed, .. }) => *seed = None,
             _ => {}
         }

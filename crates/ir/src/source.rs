@@ -11,6 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::expr::Expr;
 use crate::inline::{decode_batches, encode_batches};
 use crate::spec::{ElementSpec, FieldSpec};
 
@@ -36,6 +37,11 @@ pub struct ParquetFormat {
     /// Read only these columns, in this order (projection); all when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub columns: Option<Vec<String>>,
+    /// Keep only the rows where this boolean expression over the file's columns holds (a
+    /// pushed-down filter): row groups whose statistics prove it false are skipped, the rest
+    /// are filtered row by row. The columns it reads need not be projected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicate: Option<Expr>,
 }
 
 /// How to read one file.
@@ -61,6 +67,23 @@ pub enum FileFormat {
 }
 
 impl FileFormat {
+    /// What is pushed into the reader, for plan displays: `columns [a, b]`, `where p`.
+    pub fn pushdown(&self) -> String {
+        let (columns, predicate) = match self {
+            FileFormat::Csv(c) => (&c.columns, None),
+            FileFormat::Parquet(p) => (&p.columns, p.predicate.as_ref()),
+            _ => (&None, None),
+        };
+        let mut parts = Vec::new();
+        if let Some(cols) = columns {
+            parts.push(format!("columns [{}]", cols.join(", ")));
+        }
+        if let Some(p) = predicate {
+            parts.push(format!("where {p}"));
+        }
+        parts.join(", ")
+    }
+
     /// The short name of the format (`csv`, `parquet`, ...).
     pub fn name(&self) -> &'static str {
         match self {

@@ -34,10 +34,33 @@ pub fn build(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
     let chunk_rows = ctx.options.chunk_rows;
     Ok(match plan.op() {
         Op::Source(desc) => build_source(plan, desc, schema, ctx)?,
-        Op::Map { func, .. } => Box::new(MapOp::new(input()?, map_fn(func, schema, &ctx.registry)?)),
-        Op::Filter { predicate } => Box::new(MapOp::new(input()?, filter_fn(predicate, &ctx.registry)?)),
+        Op::Map { func, vectorized, .. } => {
+            Box::new(MapOp::new(input()?, map_fn(func, schema, &ctx.registry, *vectorized)?))
+        }
+        Op::Filter { predicate, vectorized } => {
+            Box::new(MapOp::new(input()?, filter_fn(predicate, &ctx.registry, *vectorized)?))
+        }
+        // Runs as map then batch until the parallel runtime fills whole batches per worker.
+        Op::MapAndBatch { func, batch_size, drop_remainder, vectorized, .. } => {
+            let mapped_spec = plan.spec().unbatched("map_and_batch")?;
+            let map = MapOp::new(input()?, map_fn(func, mapped_spec.arrow_schema(), &ctx.registry, *vectorized)?);
+            Box::new(BatchOp::new(Box::new(map), *batch_size, *drop_remainder, schema))
+        }
+        // Shuffle then repeat, each epoch reshuffled exactly as the unfused pair would be.
+        Op::ShuffleAndRepeat { buffer_size, seed, reshuffle_each_iteration, count } => {
+            let base = ctx.seed(plan, *seed, false);
+            let shuffle = Plan::new(
+                Op::Shuffle {
+                    buffer_size: *buffer_size,
+                    seed: Some(base),
+                    reshuffle_each_iteration: *reshuffle_each_iteration,
+                },
+                vec![plan.input().clone()],
+            )?;
+            Box::new(RepeatOp::new(shuffle, ctx.clone(), *count))
+        }
         Op::TakeWhile { predicate } => {
-            Box::new(TakeWhileOp::new(input()?, mask_fn(predicate, "take_while", &ctx.registry)?))
+            Box::new(TakeWhileOp::new(input()?, mask_fn(predicate, "take_while", &ctx.registry, true)?))
         }
         Op::FlatMap { func } => Box::new(FlatMapOp::new(input()?, ElementDatasets::new(func, ctx, schema)?)),
         Op::Interleave { func, cycle_length, block_length, .. } => {

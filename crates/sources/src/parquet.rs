@@ -27,7 +27,7 @@ fn builder(path: &str) -> Result<ParquetRecordBatchReaderBuilder<File>> {
 /// The format of the Parquet file `path`: its schema as read from the footer, all columns.
 pub fn parquet_format(path: &str) -> Result<ParquetFormat> {
     let builder = builder(path)?;
-    Ok(ParquetFormat { schema: file_spec(path, builder.schema())?, columns: None })
+    Ok(ParquetFormat { schema: file_spec(path, builder.schema())?, columns: None, predicate: None })
 }
 
 /// The number of row groups of the Parquet file `path`.
@@ -212,7 +212,7 @@ mod tests {
             FieldSpec::ragged("tags", DType::Int64, vec![-1]),
         ])
         .unwrap();
-        assert_eq!(format, ParquetFormat { schema: expected, columns: None });
+        assert_eq!(format, ParquetFormat { schema: expected, columns: None, predicate: None });
         assert_eq!(row_group_count(&path).unwrap(), 3);
     }
 

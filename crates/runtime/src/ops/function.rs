@@ -73,12 +73,40 @@ impl<T> Failure<T> {
 /// A function from a chunk of elements to a chunk of results (maybe empty for filters).
 pub type ChunkFn = Arc<dyn Fn(&RecordBatch) -> Outcome<RecordBatch> + Send + Sync>;
 
-/// The callable of a `map` with output `schema`.
-pub fn map_fn(func: &MapFn, schema: SchemaRef, registry: &Registry) -> Result<ChunkFn> {
+/// Calls `f` once per element of each chunk, as tf.data calls a function the optimizer did
+/// not vectorize; a failing element is reported at its row.
+fn per_element<T: 'static>(
+    f: Arc<dyn Fn(&RecordBatch) -> Outcome<T> + Send + Sync>,
+    join: impl Fn(Vec<T>) -> Result<T> + Send + Sync + 'static,
+) -> Arc<dyn Fn(&RecordBatch) -> Outcome<T> + Send + Sync> {
+    Arc::new(move |chunk| {
+        let mut done = Vec::with_capacity(chunk.num_rows());
+        for row in 0..chunk.num_rows() {
+            match f(&chunk.slice(row, 1)) {
+                Ok(out) => done.push(out),
+                Err(failure) => return Err(Failure::AtRow { done, row, error: failure.into_error() }),
+            }
+        }
+        join(done).map_err(Failure::Whole)
+    })
+}
+
+/// The callable of a `map` with output `schema`. An expression map runs over whole chunks
+/// when `vectorized` (pfor), and once per element otherwise.
+pub fn map_fn(func: &MapFn, schema: SchemaRef, registry: &Registry, vectorized: bool) -> Result<ChunkFn> {
     match func {
         MapFn::Exprs { outputs, keep_input } => {
             let (outputs, keep) = (outputs.clone(), *keep_input);
-            Ok(Arc::new(move |chunk| evaluate_map(&outputs, keep, chunk, &schema).map_err(Failure::Pure)))
+            let out_schema = schema.clone();
+            let f: ChunkFn =
+                Arc::new(move |chunk| evaluate_map(&outputs, keep, chunk, &out_schema).map_err(Failure::Pure));
+            if vectorized {
+                return Ok(f);
+            }
+            let join = move |rows: Vec<RecordBatch>| {
+                Ok(concat(&rows)?.unwrap_or_else(|| RecordBatch::new_empty(schema.clone())))
+            };
+            Ok(per_element(f, join))
         }
         MapFn::Closure { closure, .. } => {
             let operator = format!("map(closure '{}')", closure.name);
@@ -118,12 +146,17 @@ pub fn map_fn(func: &MapFn, schema: SchemaRef, registry: &Registry) -> Result<Ch
 /// The mask function of a predicate: one bool per element of a chunk.
 pub type MaskFn = Arc<dyn Fn(&RecordBatch) -> Outcome<BooleanArray> + Send + Sync>;
 
-/// The mask of a `filter` or `take_while` predicate.
-pub fn mask_fn(predicate: &Predicate, operator: &str, registry: &Registry) -> Result<MaskFn> {
+/// The mask of a `filter` or `take_while` predicate. An expression predicate is evaluated
+/// over whole chunks when `vectorized` (pfor), and once per element otherwise.
+pub fn mask_fn(predicate: &Predicate, operator: &str, registry: &Registry, vectorized: bool) -> Result<MaskFn> {
     match predicate {
         Predicate::Expr { expr } => {
             let expr = expr.clone();
-            Ok(Arc::new(move |chunk| evaluate_predicate(&expr, chunk).map_err(Failure::Pure)))
+            let f: MaskFn = Arc::new(move |chunk| evaluate_predicate(&expr, chunk).map_err(Failure::Pure));
+            if vectorized {
+                return Ok(f);
+            }
+            Ok(per_element(f, |masks| Ok(concat_masks(&masks))))
         }
         Predicate::Closure { closure } => {
             let operator = format!("{operator}(closure '{}')", closure.name);
@@ -172,8 +205,8 @@ pub fn concat_masks(parts: &[BooleanArray]) -> BooleanArray {
 }
 
 /// The callable of a `filter`: the chunk's rows for which the predicate holds.
-pub fn filter_fn(predicate: &Predicate, registry: &Registry) -> Result<ChunkFn> {
-    let mask = mask_fn(predicate, "filter", registry)?;
+pub fn filter_fn(predicate: &Predicate, registry: &Registry, vectorized: bool) -> Result<ChunkFn> {
+    let mask = mask_fn(predicate, "filter", registry, vectorized)?;
     Ok(Arc::new(move |chunk| {
         let apply = |rows: &RecordBatch, m: &BooleanArray| filter_record_batch(rows, m).map_err(Error::from);
         match mask(chunk) {
