@@ -1,7 +1,7 @@
 //! `Dataset`: an immutable, cheaply cloned description of a pipeline, and its builders.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow::array::ArrayRef;
 use arrow::datatypes::{Field, Schema};
@@ -11,12 +11,14 @@ use flumen_ir::{
     DatasetFn, ElementSpec, Error, InlineData, MapFn, NamedExpr, Op, Plan, Predicate, Result, Scalar, SourceDesc,
     Tunable,
 };
+use flumen_optimizer::{optimize, Report};
 use flumen_runtime::conform::conform_chunk;
 use flumen_runtime::{build, ChunkIterator, ElementIterator, ExecContext, ExecOptions, SharedState};
 use flumen_udf::closure::GeneratorFn;
 use flumen_udf::lower::lower;
 use flumen_udf::registry::{Callable, Registry};
 
+use crate::explain::ExplainFormat;
 use crate::format::{resolve, CsvOptions};
 use crate::function::{DatasetFunction, FileRead, MapFunction, PredicateFunction};
 use crate::options::Options;
@@ -30,7 +32,14 @@ pub struct Dataset {
     registry: Registry,
     shared: Arc<SharedState>,
     options: Options,
+    /// The optimizer's result for this plan and these options, computed on first use and
+    /// shared by clones, so every iterator of one dataset runs the same optimized nodes
+    /// (caches and reshuffle counters are keyed by them).
+    optimized: Arc<OnceLock<Optimized>>,
 }
+
+/// The optimizer's report and the interned plan that runs, or why optimizing failed.
+type Optimized = std::result::Result<(Arc<Report>, Plan), String>;
 
 /// Options of `padded_batch`.
 #[derive(Debug, Clone, Default)]
@@ -97,16 +106,23 @@ impl Dataset {
             registry,
             shared: Arc::new(SharedState::default()),
             options: Options::default(),
+            optimized: Arc::default(),
         })
     }
 
     /// A dataset running `plan`, whose closures and generators are found in `registry`.
     pub fn from_plan(plan: Plan, registry: Registry) -> Dataset {
-        Dataset { plan, registry, shared: Arc::new(SharedState::default()), options: Options::default() }
+        Dataset {
+            plan,
+            registry,
+            shared: Arc::new(SharedState::default()),
+            options: Options::default(),
+            optimized: Arc::default(),
+        }
     }
 
     fn then(&self, op: Op) -> Result<Dataset> {
-        Ok(Dataset { plan: Plan::new(op, vec![self.plan.clone()])?, ..self.clone() })
+        Ok(Dataset { plan: Plan::new(op, vec![self.plan.clone()])?, optimized: Arc::default(), ..self.clone() })
     }
 
     fn combine(datasets: &[&Dataset], op: Op) -> Result<Dataset> {
@@ -116,7 +132,7 @@ impl Dataset {
             registry.merge(&d.registry)?;
         }
         let plan = Plan::new(op, datasets.iter().map(|d| d.plan.clone()).collect())?;
-        Ok(Dataset { plan, registry, ..(*first).clone() })
+        Ok(Dataset { plan, registry, optimized: Arc::default(), ..(*first).clone() })
     }
 
     // ----- sources -----
@@ -519,9 +535,37 @@ impl Dataset {
         flumen_ir::fingerprint::fingerprint_without_seeds(&self.plan)
     }
 
-    /// The typed plan as text: one node per line, output first, with each node's spec.
+    /// What the optimizer made of this dataset's plan under its options (computed once).
+    pub fn optimization_report(&self) -> Result<Arc<Report>> {
+        Ok(self.optimized()?.0)
+    }
+
+    /// The plan that runs: the optimized plan (the written one when optimization is off).
+    pub fn optimized_plan(&self) -> Result<Plan> {
+        Ok(self.optimized()?.1)
+    }
+
+    fn optimized(&self) -> Result<(Arc<Report>, Plan)> {
+        self.optimized
+            .get_or_init(|| {
+                let report = optimize(&self.plan, &self.options.optimization).map_err(|e| e.to_string())?;
+                let plan = self.shared.intern(&report.output).map_err(|e| e.to_string())?;
+                Ok((Arc::new(report), plan))
+            })
+            .clone()
+            .map_err(|e| Error::plan("optimizer", e))
+    }
+
+    /// The logical plan, what each optimizer stage did, the optimized plan and the physical
+    /// operators, as text (see [`Dataset::explain_with`]).
     pub fn explain(&self) -> String {
-        format!("== Logical plan ==\n{}", self.plan)
+        self.explain_with(ExplainFormat::Text, false).unwrap_or_else(|e| format!("explain failed: {e}"))
+    }
+
+    /// The explanation in `format`; `verbose` adds the plan after each stage.
+    pub fn explain_with(&self, format: ExplainFormat, verbose: bool) -> Result<String> {
+        let report = self.optimization_report()?;
+        Ok(crate::explain::render(&report, format, verbose))
     }
 
     /// The options this dataset runs with.
@@ -531,7 +575,7 @@ impl Dataset {
 
     /// The same dataset with other options.
     pub fn with_options(&self, options: Options) -> Dataset {
-        Dataset { options, ..self.clone() }
+        Dataset { options, optimized: Arc::default(), ..self.clone() }
     }
 
     // ----- iteration -----
@@ -540,7 +584,7 @@ impl Dataset {
         let options = ExecOptions { chunk_rows: self.options.chunk_rows, ..ExecOptions::default() };
         let iteration = self.shared.next_iteration();
         let ctx = ExecContext::new(self.registry.clone(), Arc::new(options), self.shared.clone(), iteration);
-        build(&self.plan, &ctx)
+        build(&self.optimized_plan()?, &ctx)
     }
 
     /// A new iterator over the elements: one `RecordBatch` per element (one row, or the

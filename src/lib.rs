@@ -19,11 +19,13 @@
 #![warn(missing_docs)]
 
 pub mod dataset;
+pub mod explain;
 pub mod format;
 pub mod function;
 pub mod options;
 
 pub use dataset::{BucketOptions, ChunkIter, Dataset, DatasetIterator, PaddedBatchOptions, Parallel};
+pub use explain::ExplainFormat;
 pub use flumen_ir::{DType, ElementSpec, Error, FieldKind, FieldSpec, Plan, Result, Tunable};
 pub use flumen_udf::registry::{Callable, Registry};
 pub use format::CsvOptions;
@@ -33,6 +35,7 @@ pub use options::Options;
 /// The crates flumen is made of, for users who need their full APIs.
 pub mod crates {
     pub use flumen_ir as ir;
+    pub use flumen_optimizer as optimizer;
     pub use flumen_runtime as runtime;
     pub use flumen_sources as sources;
     pub use flumen_udf as udf;
@@ -41,8 +44,8 @@ pub mod crates {
 /// Everything a pipeline author needs: `use flumen::prelude::*`.
 pub mod prelude {
     pub use crate::{
-        BucketOptions, CsvOptions, DType, Dataset, DatasetFunction, ElementSpec, FieldSpec, FileRead, MapFunction,
-        Options, PaddedBatchOptions, Parallel, PredicateFunction, Tunable,
+        BucketOptions, CsvOptions, DType, Dataset, DatasetFunction, ElementSpec, ExplainFormat, FieldSpec, FileRead,
+        MapFunction, Options, PaddedBatchOptions, Parallel, PredicateFunction, Tunable,
     };
     pub use datafusion_expr::{cast, col, lit, when, Expr};
     pub use flumen_udf::functions::*;

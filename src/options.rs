@@ -1,7 +1,9 @@
 //! Pipeline options (tf.data's `tf.data.Options`): how a dataset runs, not what it computes.
 
-/// Options of a pipeline. Later subsystems (optimizer, parallel runtime, autotuner) add
-/// their switches here.
+pub use flumen_optimizer::OptimizerConfig;
+
+/// Options of a pipeline. Later subsystems (parallel runtime, autotuner) add their
+/// switches here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// Keep element order exactly as written even where an operator is parallel (tf.data's
@@ -9,11 +11,18 @@ pub struct Options {
     pub deterministic: bool,
     /// Rows per chunk the executor aims for; larger chunks amortize per-chunk overhead.
     pub chunk_rows: usize,
+    /// The optimizer's rules and limits (tf.data's `experimental_optimization`); its
+    /// `autotune` flag is tf.data's `autotune.enabled`.
+    pub optimization: OptimizerConfig,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { deterministic: true, chunk_rows: flumen_sources::reader::DEFAULT_CHUNK_ROWS }
+        Options {
+            deterministic: true,
+            chunk_rows: flumen_sources::reader::DEFAULT_CHUNK_ROWS,
+            optimization: OptimizerConfig::default(),
+        }
     }
 }
 
@@ -21,6 +30,27 @@ impl Options {
     /// The same options with `deterministic` set.
     pub fn with_deterministic(mut self, deterministic: bool) -> Self {
         self.deterministic = deterministic;
+        self
+    }
+
+    /// The same options with the optimizer off: the plan runs exactly as written, and
+    /// every expression function is called once per element.
+    pub fn without_optimizations(mut self) -> Self {
+        self.optimization.enabled = false;
+        self
+    }
+
+    /// The same options with optimizer rule `name` switched on or off (see
+    /// `flumen_optimizer::rule_names`).
+    pub fn with_optimization_rule(mut self, name: &str, on: bool) -> Self {
+        self.optimization = self.optimization.with_rule(name, on);
+        self
+    }
+
+    /// The same options with autotuning on or off (off: no map parallelization, no
+    /// injected prefetch).
+    pub fn with_autotune(mut self, on: bool) -> Self {
+        self.optimization.autotune = on;
         self
     }
 

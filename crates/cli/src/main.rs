@@ -1,7 +1,8 @@
 //! The `flumen` command: run and explain serialized pipelines.
 //!
 //! `flumen run PIPELINE.json` iterates a pipeline and reports what it delivered and how fast;
-//! `flumen explain PIPELINE.json` prints its typed plan. Pipelines are the JSON documents
+//! `flumen explain PIPELINE.json [--verbose] [--format text|json|dot]` prints the logical plan,
+//! what each optimizer stage did, the optimized plan and the physical operators. Pipelines are the JSON documents
 //! that `Dataset::serialize` writes (see `flumen_ir::json`); closures cannot be registered
 //! from the command line, so pipelines that call Rust closures run only from Rust.
 
@@ -11,7 +12,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use flumen::{Dataset, Registry};
+use flumen::{Dataset, ExplainFormat, Registry};
 
 #[derive(Parser)]
 #[command(name = "flumen", version, about = "Run and explain flumen input pipelines")]
@@ -33,13 +34,16 @@ enum Command {
         #[arg(long)]
         limit: Option<u64>,
     },
-    /// Print the typed plan with every node's element spec.
+    /// Print the logical plan, the optimizer's stages, the optimized and the physical plan.
     Explain {
         /// The pipeline (JSON written by `Dataset::serialize`).
         pipeline: PathBuf,
-        /// Output format.
+        /// Output format (dot: the optimized plan as a Graphviz graph).
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// Also print the plan after each optimizer stage ("unchanged" when it is).
+        #[arg(long)]
+        verbose: bool,
     },
 }
 
@@ -91,27 +95,14 @@ fn run(pipeline: &PathBuf, show: usize, limit: Option<u64>) -> Result<(), String
     Ok(())
 }
 
-fn explain(pipeline: &PathBuf, format: Format) -> Result<(), String> {
+fn explain(pipeline: &PathBuf, format: Format, verbose: bool) -> Result<(), String> {
     let ds = load(pipeline)?;
-    match format {
-        Format::Text => print!("{}", ds.explain()),
-        Format::Dot => print!("{}", ds.plan().to_dot()),
-        Format::Json => {
-            let nodes: Vec<serde_json::Value> = ds
-                .plan()
-                .nodes_topological()
-                .iter()
-                .map(|n| {
-                    serde_json::json!({
-                        "op": flumen::crates::ir::display::describe(n.op()),
-                        "spec": n.spec().to_string(),
-                        "cardinality": n.cardinality(),
-                    })
-                })
-                .collect();
-            println!("{}", serde_json::to_string_pretty(&nodes).map_err(|e| e.to_string())?);
-        }
-    }
+    let format = match format {
+        Format::Text => ExplainFormat::Text,
+        Format::Json => ExplainFormat::Json,
+        Format::Dot => ExplainFormat::Dot,
+    };
+    print!("{}", ds.explain_with(format, verbose).map_err(|e| format!("{}: {e}", pipeline.display()))?);
     Ok(())
 }
 
@@ -119,7 +110,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Run { pipeline, show, limit } => run(pipeline, *show, *limit),
-        Command::Explain { pipeline, format } => explain(pipeline, *format),
+        Command::Explain { pipeline, format, verbose } => explain(pipeline, *format, *verbose),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

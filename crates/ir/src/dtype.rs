@@ -144,6 +144,30 @@ impl DType {
     }
 }
 
+impl DType {
+    /// Every dtype, in declaration order.
+    pub const ALL: [DType; 13] = [
+        DType::Bool,
+        DType::Int8,
+        DType::Int16,
+        DType::Int32,
+        DType::Int64,
+        DType::UInt8,
+        DType::UInt16,
+        DType::UInt32,
+        DType::UInt64,
+        DType::Float32,
+        DType::Float64,
+        DType::Utf8,
+        DType::Binary,
+    ];
+
+    /// The dtype named `name` (as [`DType::name`] writes it).
+    pub fn from_name(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

@@ -232,6 +232,36 @@ impl Func {
         }
     }
 
+    /// Every function, in declaration order.
+    pub const ALL: [Func; 21] = [
+        Func::Abs,
+        Func::Sqrt,
+        Func::Exp,
+        Func::Ln,
+        Func::Log2,
+        Func::Log10,
+        Func::Floor,
+        Func::Ceil,
+        Func::Round,
+        Func::Trunc,
+        Func::Sin,
+        Func::Cos,
+        Func::Tan,
+        Func::Tanh,
+        Func::Signum,
+        Func::Power,
+        Func::Atan2,
+        Func::Least,
+        Func::Greatest,
+        Func::Coalesce,
+        Func::Length,
+    ];
+
+    /// The function named `name` (as [`Func::name`] writes it).
+    pub fn from_name(name: &str) -> Option<Func> {
+        Func::ALL.into_iter().find(|f| f.name() == name)
+    }
+
     /// True for the float-valued unary math functions.
     pub fn is_unary_math(self) -> bool {
         matches!(

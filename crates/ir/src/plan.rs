@@ -134,6 +134,11 @@ impl WeakPlan {
         self.0.upgrade().is_some_and(|node| Arc::ptr_eq(&node, &plan.0))
     }
 
+    /// The node, while it is alive.
+    pub fn upgrade(&self) -> Option<Plan> {
+        self.0.upgrade().map(Plan)
+    }
+
     /// True while the node is alive.
     pub fn is_alive(&self) -> bool {
         self.0.strong_count() > 0

@@ -26,6 +26,17 @@ impl Default for ExecOptions {
     }
 }
 
+/// Equal operators; in-memory data is compared by identity, never element by element.
+fn same_op(a: &flumen_ir::Op, b: &flumen_ir::Op) -> bool {
+    use flumen_ir::{Op, SourceDesc};
+    match (a, b) {
+        (Op::Source(SourceDesc::InMemory { data: x, .. }), Op::Source(SourceDesc::InMemory { data: y, .. })) => {
+            Arc::ptr_eq(&x.batches, &y.batches)
+        }
+        _ => a == b,
+    }
+}
+
 /// The contents of an in-memory cache once a pass over its input completed.
 pub type CachedChunks = Arc<Vec<RecordBatch>>;
 
@@ -36,6 +47,8 @@ pub struct SharedState {
     /// address may be reused by another node, which must not see this cache).
     caches: Mutex<Vec<(WeakPlan, CachedChunks)>>,
     iterations: Mutex<u64>,
+    /// Plan nodes handed out by [`SharedState::intern`], without keeping them alive.
+    interned: Mutex<Vec<WeakPlan>>,
     /// Drawn once per dataset: what unseeded random operators derive their seed from, so an
     /// unseeded shuffle without reshuffling repeats its order, as in tf.data.
     unseeded: u64,
@@ -43,7 +56,12 @@ pub struct SharedState {
 
 impl Default for SharedState {
     fn default() -> Self {
-        SharedState { caches: Mutex::default(), iterations: Mutex::default(), unseeded: rand::random() }
+        SharedState {
+            caches: Mutex::default(),
+            iterations: Mutex::default(),
+            interned: Mutex::default(),
+            unseeded: rand::random(),
+        }
     }
 }
 
@@ -62,6 +80,28 @@ impl SharedState {
         if !caches.iter().any(|(key, _)| key.refers_to(node)) {
             caches.push((node.downgrade(), Arc::new(chunks)));
         }
+    }
+
+    /// `plan` with every node replaced by an equal node handed out before, if one is still
+    /// alive. Datasets derived from one another are optimized separately, so equal sub-plans
+    /// come back as distinct nodes; interning makes them one node again, and per-node state
+    /// (in-memory caches, unseeded seeds) is shared between them as in the written plan.
+    pub fn intern(&self, plan: &Plan) -> flumen_ir::Result<Plan> {
+        let inputs = plan.inputs().iter().map(|i| self.intern(i)).collect::<flumen_ir::Result<Vec<_>>>()?;
+        let same_inputs = inputs.iter().zip(plan.inputs()).all(|(a, b)| a.node_id() == b.node_id());
+        let node = if same_inputs { plan.clone() } else { Plan::new(plan.op().clone(), inputs)? };
+        let mut interned = self.interned.lock().expect("intern lock");
+        interned.retain(|w| w.is_alive());
+        let equal = |p: &Plan| {
+            same_op(p.op(), node.op())
+                && p.inputs().len() == node.inputs().len()
+                && p.inputs().iter().zip(node.inputs()).all(|(a, b)| a.node_id() == b.node_id())
+        };
+        if let Some(existing) = interned.iter().filter_map(|w| w.upgrade()).find(equal) {
+            return Ok(existing);
+        }
+        interned.push(node.downgrade());
+        Ok(node)
     }
 
     /// The seed of an unseeded random operator at `node`: random, but fixed for the dataset.

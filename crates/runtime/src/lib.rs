@@ -17,6 +17,7 @@ pub mod context;
 pub mod iter;
 pub mod operator;
 pub mod ops;
+pub mod physical;
 pub mod resume;
 pub mod rows;
 

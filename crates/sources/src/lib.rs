@@ -30,6 +30,7 @@ pub mod ipc;
 pub mod memory;
 pub mod open;
 pub mod parquet;
+pub mod prune;
 pub mod range;
 pub mod reader;
 pub mod split;

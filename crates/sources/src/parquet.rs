@@ -1,15 +1,25 @@
 //! Apache Parquet files: the schema from the footer, and a reader of projected columns and
-//! chosen row groups.
+//! chosen row groups, with an optional pushed-down predicate.
+//!
+//! With a predicate ([`ParquetFormat::predicate`]) the reader first skips the row groups whose
+//! column statistics prove that no row passes ([`crate::prune`]), then decodes the projected
+//! columns plus the columns the predicate reads, keeps the rows where the predicate is true
+//! (null counts as false) and hands out the projected columns only.
 
+use std::collections::VecDeque;
 use std::fs::File;
 
 use ::parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use ::parquet::arrow::ProjectionMask;
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::SchemaRef;
 use arrow::record_batch::{RecordBatch, RecordBatchReader};
-use flumen_ir::{Error, FileFormat, Location, ParquetFormat, Result};
+use flumen_ir::{DType, ElementSpec, Error, Expr, FileFormat, Location, ParquetFormat, Result};
+use flumen_udf::eval::evaluate_predicate;
 
-use crate::conform::{file_spec, Conformer};
+use crate::conform::{file_spec, with_schema, Conformer};
 use crate::guard::{guarded, next_batch};
+use crate::prune::row_group_may_match;
 use crate::reader::ChunkReader;
 
 /// Opens `path` and reads its footer.
@@ -35,27 +45,59 @@ pub fn row_group_count(path: &str) -> Result<usize> {
     Ok(builder(path)?.metadata().num_row_groups())
 }
 
-/// Reads the projected columns of chosen row groups of a Parquet file in chunks.
+/// Reads the projected columns of chosen row groups of a Parquet file in chunks, keeping
+/// only the rows that pass the format's predicate when it has one.
 pub struct ParquetReader {
     reader: ParquetRecordBatchReader,
+    /// Fits the decoded batches to the output columns followed by the columns only the
+    /// predicate reads.
     conformer: Conformer,
+    /// The pushed-down predicate and the output schema (a prefix of the conformed columns).
+    filter: Option<(Expr, SchemaRef)>,
     path: String,
-    /// The row groups read, in order, with their number of rows.
+    /// The row groups read (those left after pruning), in order, with their number of rows.
     row_groups: Vec<(usize, u64)>,
-    /// Rows read so far.
+    /// Rows decoded so far.
     rows_read: u64,
     done: bool,
+    /// What the predicate's failure on a chunk left to hand out before decoding more: the
+    /// rows before the failing one, its error, the rows after it.
+    pending: VecDeque<Pending>,
+}
+
+/// Work left over from a chunk whose predicate failed.
+enum Pending {
+    /// Conformed rows still to filter; `first` is the index of the first among the rows read.
+    Rows { batch: RecordBatch, first: u64 },
+    /// An error to report.
+    Error(Error),
 }
 
 impl ParquetReader {
     /// Opens `path` to read the columns `format.columns` (all when absent, in the given
     /// order) of the row groups `row_groups` (all when absent) in chunks of at most
-    /// `chunk_rows` rows. Only the projected columns are decoded.
+    /// `chunk_rows` rows. Only the projected columns are decoded, and the columns
+    /// `format.predicate` reads.
+    ///
+    /// With a predicate, the row groups whose statistics prove it false for every row are
+    /// skipped ([`row_group_may_match`]) and the rows of the others are filtered; chunks may
+    /// then hold fewer than `chunk_rows` rows. A predicate that fails on a row (an integer
+    /// division by zero, an impossible cast) is an [`Error::Data`] naming the file, the row
+    /// group and the row within it; the rows before it come first and reading continues after
+    /// it.
     ///
     /// A file that is not Parquet (truncated, corrupt footer), a row group it does not have,
     /// or a schema that does not match `format.schema` is an [`Error::Data`] naming the file.
+    /// A predicate that is not a boolean expression over `format.schema` is an
+    /// [`Error::Plan`].
     pub fn open(path: &str, format: &ParquetFormat, row_groups: Option<Vec<usize>>, chunk_rows: usize) -> Result<Self> {
-        let target = FileFormat::Parquet(format.clone()).output_spec()?.arrow_schema();
+        let output = FileFormat::Parquet(format.clone()).output_spec()?;
+        let target = output.arrow_schema();
+        let read = match &format.predicate {
+            Some(predicate) => read_spec(&output, predicate, &format.schema)?,
+            None => output,
+        };
+        let read_schema = read.arrow_schema();
         let builder = builder(path)?;
         let metadata = builder.metadata().clone();
         let count = metadata.num_row_groups();
@@ -66,8 +108,14 @@ impl ParquetReader {
                 format!("the file has {count} row groups"),
             ));
         }
+        let row_groups: Vec<usize> = match &format.predicate {
+            Some(predicate) => {
+                row_groups.into_iter().filter(|&i| row_group_may_match(predicate, metadata.row_group(i))).collect()
+            }
+            None => row_groups,
+        };
         let roots = builder.parquet_schema().root_schema().get_fields();
-        let indices = target
+        let indices = read_schema
             .fields()
             .iter()
             .map(|f| {
@@ -95,9 +143,114 @@ impl ParquetReader {
                     .map_err(|e| Error::data(Location::source(path), e.to_string()))
             },
         )?;
-        let conformer = Conformer::new(&reader.schema(), target, path)?;
-        Ok(ParquetReader { reader, conformer, path: path.to_string(), row_groups: sizes, rows_read: 0, done: false })
+        let conformer = Conformer::new(&reader.schema(), read_schema, path)?;
+        Ok(ParquetReader {
+            reader,
+            conformer,
+            filter: format.predicate.clone().map(|p| (p, target)),
+            path: path.to_string(),
+            row_groups: sizes,
+            rows_read: 0,
+            done: false,
+            pending: VecDeque::new(),
+        })
     }
+
+    /// The row groups this reader reads, in order: the chosen ones less those the predicate's
+    /// statistics check skipped.
+    pub fn row_groups(&self) -> Vec<usize> {
+        self.row_groups.iter().map(|&(index, _)| index).collect()
+    }
+
+    /// The number of rows decoded from the file so far, before the predicate filters them.
+    pub fn rows_decoded(&self) -> u64 {
+        self.rows_read
+    }
+
+    /// The rows of the conformed `batch` (whose first row is row `first` of the rows read)
+    /// that pass the predicate, in the output schema; `None` when none passes or when the
+    /// predicate failed (its error and the rest of the batch are then pending).
+    fn filter_rows(&mut self, batch: RecordBatch, first: u64) -> Result<Option<RecordBatch>> {
+        let Some((predicate, output)) = &self.filter else {
+            return Ok(Some(batch));
+        };
+        let mask = match evaluate_predicate(predicate, &batch) {
+            Ok(mask) => mask,
+            Err(chunk_error) => {
+                // Find the failing row: the rows before it are delivered, then its error, then
+                // the rows after it. When every row passes alone, the batch fails as a whole.
+                let n = batch.num_rows();
+                let failing =
+                    (0..n).find_map(|i| evaluate_predicate(predicate, &batch.slice(i, 1)).err().map(|e| (i, e)));
+                let (row, error) = match failing {
+                    Some((i, e)) => (Some(i), e),
+                    None => (None, chunk_error),
+                };
+                let at = match row {
+                    Some(i) => self.row_location(first + i as u64),
+                    None => locate(&self.path, &self.row_groups, first),
+                };
+                let message = match error {
+                    Error::Expr(message) => message,
+                    other => other.to_string(),
+                };
+                let error = Error::data(at, format!("the pushed-down predicate {predicate} failed: {message}"));
+                if let Some(i) = row {
+                    if i + 1 < n {
+                        self.pending.push_front(Pending::Rows {
+                            batch: batch.slice(i + 1, n - i - 1),
+                            first: first + i as u64 + 1,
+                        });
+                    }
+                    self.pending.push_front(Pending::Error(error));
+                    if i > 0 {
+                        self.pending.push_front(Pending::Rows { batch: batch.slice(0, i), first });
+                    }
+                } else {
+                    self.pending.push_front(Pending::Error(error));
+                }
+                return Ok(None);
+            }
+        };
+        let kept = filter_record_batch(&batch, &mask)
+            .map_err(|e| Error::data(locate(&self.path, &self.row_groups, first), e.to_string()))?;
+        if kept.num_rows() == 0 {
+            return Ok(None);
+        }
+        let columns = kept.columns()[..output.fields().len()].to_vec();
+        with_schema(output.clone(), columns, kept.num_rows()).map(Some)
+    }
+
+    /// Where row `row` of the rows read is: its row group and its row within the group.
+    fn row_location(&self, row: u64) -> Location {
+        let mut first = 0;
+        for &(index, rows) in &self.row_groups {
+            if row < first + rows {
+                return Location::new(&self.path, format!("row group {index}, row {}", row - first));
+            }
+            first += rows;
+        }
+        Location::source(&self.path)
+    }
+}
+
+/// The spec of the columns decoded for `predicate`: the output columns `output`, then the
+/// other columns of `schema` (the file's) that the predicate reads, in name order. Fails when
+/// the predicate is not a boolean expression over `schema`.
+fn read_spec(output: &ElementSpec, predicate: &Expr, schema: &ElementSpec) -> Result<ElementSpec> {
+    let dtype = predicate
+        .data_type(schema)
+        .map_err(|e| Error::plan("parquet", format!("the pushed-down predicate {predicate} is invalid: {e}")))?;
+    if dtype != DType::Bool {
+        return Err(Error::plan("parquet", format!("the pushed-down predicate {predicate} is {dtype}, not bool")));
+    }
+    let mut fields = output.fields.clone();
+    for name in predicate.columns() {
+        if output.field(&name).is_none() {
+            fields.push(schema.require(&name, "parquet")?.clone());
+        }
+    }
+    Ok(ElementSpec { fields, batch_dims: 0 })
 }
 
 /// Where row `row` of the rows read from `row_groups` (index, rows) of file `path` is.
@@ -114,18 +267,32 @@ fn locate(path: &str, row_groups: &[(usize, u64)], row: u64) -> Location {
 
 impl ChunkReader for ParquetReader {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
-        while !self.done {
+        loop {
+            match self.pending.pop_front() {
+                Some(Pending::Error(error)) => return Err(error),
+                Some(Pending::Rows { batch, first }) => match self.filter_rows(batch, first)? {
+                    Some(chunk) => return Ok(Some(chunk)),
+                    None => continue,
+                },
+                None => {}
+            }
+            if self.done {
+                return Ok(None);
+            }
             let location = locate(&self.path, &self.row_groups, self.rows_read);
             let Some(batch) = next_batch(&mut self.reader, &location, &mut self.done)? else {
-                break;
+                continue;
             };
+            let first = self.rows_read;
             self.rows_read += batch.num_rows() as u64;
             if batch.num_rows() == 0 {
                 continue;
             }
-            return self.conformer.apply(&batch, || location.clone()).map(Some);
+            let batch = self.conformer.apply(&batch, || location.clone())?;
+            if let Some(chunk) = self.filter_rows(batch, first)? {
+                return Ok(Some(chunk));
+            }
         }
-        Ok(None)
     }
 }
 
@@ -135,9 +302,12 @@ mod tests {
 
     use ::parquet::arrow::ArrowWriter;
     use ::parquet::file::properties::WriterProperties;
-    use arrow::array::{ArrayRef, AsArray, FixedSizeListArray, Int64Array, LargeStringArray, ListArray, StringArray};
+    use arrow::array::{
+        Array, ArrayRef, AsArray, FixedSizeListArray, Float64Array, Int64Array, LargeStringArray, ListArray,
+        StringArray,
+    };
     use arrow::datatypes::{DataType, Field, Float32Type, Int64Type, Schema};
-    use flumen_ir::{DType, ElementSpec, FieldSpec};
+    use flumen_ir::{BinaryOp, FieldSpec};
 
     use super::*;
 
@@ -368,6 +538,258 @@ mod tests {
         let format = parquet_format(&path).unwrap();
         assert_eq!(row_group_count(&path).unwrap(), 0);
         assert!(read_all(&path, &format, None, 10).unwrap().is_empty());
+    }
+
+    fn lit(v: i64) -> Expr {
+        Expr::Literal(flumen_ir::Scalar::Int(v, DType::Int64))
+    }
+
+    fn bin(op: BinaryOp, left: Expr, right: Expr) -> Expr {
+        Expr::binary(op, left, right)
+    }
+
+    fn id_cmp(op: BinaryOp, v: i64) -> Expr {
+        bin(op, Expr::col("id"), lit(v))
+    }
+
+    /// The format of `path` reading `columns` (all when absent) where `predicate` holds.
+    fn filtered(path: &str, columns: Option<&[&str]>, predicate: Expr) -> ParquetFormat {
+        ParquetFormat {
+            columns: columns.map(|c| c.iter().map(|s| s.to_string()).collect()),
+            predicate: Some(predicate),
+            ..parquet_format(path).unwrap()
+        }
+    }
+
+    /// Reads `format` of `path` with its predicate: the row groups read, the rows decoded and
+    /// the chunks.
+    fn read_filtered(path: &str, format: &ParquetFormat, chunk_rows: usize) -> (Vec<usize>, u64, Vec<RecordBatch>) {
+        let schema = FileFormat::Parquet(format.clone()).output_spec().unwrap().arrow_schema();
+        let mut reader = ParquetReader::open(path, format, None, chunk_rows).unwrap();
+        let mut chunks = vec![];
+        while let Some(chunk) = reader.next_chunk().unwrap() {
+            assert!(chunk.num_rows() > 0 && chunk.num_rows() <= chunk_rows);
+            assert_eq!(chunk.schema(), schema);
+            chunks.push(chunk);
+        }
+        (reader.row_groups(), reader.rows_decoded(), chunks)
+    }
+
+    /// What reading everything, then filtering by the predicate and projecting, gives.
+    fn filtered_afterwards(path: &str, format: &ParquetFormat) -> RecordBatch {
+        let all = read_all(path, &parquet_format(path).unwrap(), None, 8192).unwrap();
+        let schema = FileFormat::Parquet(format.clone()).output_spec().unwrap().arrow_schema();
+        let all = arrow::compute::concat_batches(&all[0].schema(), &all).unwrap();
+        let mask = evaluate_predicate(format.predicate.as_ref().unwrap(), &all).unwrap();
+        let kept = filter_record_batch(&all, &mask).unwrap();
+        let columns = schema.fields().iter().map(|f| kept.column_by_name(f.name()).unwrap().clone()).collect();
+        RecordBatch::try_new(schema, columns).unwrap()
+    }
+
+    /// x: int64, entirely null in rows 0-9 and null where i % 3 == 0 after; s: "s{i:02}";
+    /// f: i / 2 (float64); rows 0..30 in row groups of 10.
+    fn with_nulls() -> RecordBatch {
+        let x: Vec<Option<i64>> = (0..30).map(|i| (i >= 10 && i % 3 != 0).then_some(i)).collect();
+        let s: Vec<String> = (0..30).map(|i| format!("s{i:02}")).collect();
+        let f: Vec<f64> = (0..30).map(|i| i as f64 / 2.0).collect();
+        let columns: Vec<ArrayRef> =
+            vec![Arc::new(Int64Array::from(x)), Arc::new(StringArray::from(s)), Arc::new(Float64Array::from(f))];
+        let schema = Schema::new(vec![
+            Field::new("x", DataType::Int64, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("f", DataType::Float64, true),
+        ]);
+        RecordBatch::try_new(Arc::new(schema), columns).unwrap()
+    }
+
+    #[test]
+    fn predicate_skips_row_groups_and_filters_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "a.parquet", &sample());
+        let predicate = bin(BinaryOp::And, id_cmp(BinaryOp::GtEq, 12), id_cmp(BinaryOp::Lt, 18));
+        let format = filtered(&path, None, predicate);
+        let (groups, decoded, chunks) = read_filtered(&path, &format, 4);
+        assert_eq!(groups, vec![1]);
+        assert_eq!(decoded, 10, "only row group 1 is decoded");
+        assert_eq!(column_ints(&chunks, "id"), (12..18).collect::<Vec<_>>());
+        // Without statistics to exclude them, the chosen row groups are all read.
+        let format = filtered(&path, None, id_cmp(BinaryOp::Gt, 100));
+        let mut reader = ParquetReader::open(&path, &format, Some(vec![2, 0]), 4).unwrap();
+        assert!(reader.row_groups().is_empty());
+        assert!(reader.next_chunk().unwrap().is_none());
+        assert_eq!(reader.rows_decoded(), 0);
+        let format = filtered(&path, None, id_cmp(BinaryOp::Lt, 5));
+        let reader = ParquetReader::open(&path, &format, Some(vec![2, 0]), 4).unwrap();
+        assert_eq!(reader.row_groups(), vec![0]);
+    }
+
+    #[test]
+    fn predicate_results_equal_filtering_afterwards() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "a.parquet", &sample());
+        let nulls = write(&dir, "nulls.parquet", &with_nulls());
+        let name = |v: &str| Expr::Literal(flumen_ir::Scalar::Utf8(v.into()));
+        let length = Expr::Call { func: flumen_ir::Func::Length, args: vec![Expr::col("tags")] };
+        let x = |op, v| bin(op, Expr::col("x"), lit(v));
+        let cases: Vec<(&str, Option<&[&str]>, Expr)> = vec![
+            (&path, None, id_cmp(BinaryOp::Gt, 7)),
+            (&path, Some(&["tags", "name"]), id_cmp(BinaryOp::LtEq, 10)),
+            (&path, None, bin(BinaryOp::Or, id_cmp(BinaryOp::Lt, 3), id_cmp(BinaryOp::GtEq, 21))),
+            (&path, Some(&["vec"]), bin(BinaryOp::Eq, Expr::col("name"), name("n17"))),
+            (&path, None, bin(BinaryOp::Gt, length, lit(1))),
+            (
+                &path,
+                Some(&["id"]),
+                Expr::Unary { op: flumen_ir::UnaryOp::Not, arg: Box::new(id_cmp(BinaryOp::NotEq, 4)) },
+            ),
+            (&nulls, None, x(BinaryOp::Gt, 5)),
+            (&nulls, Some(&["s"]), x(BinaryOp::NotEq, 20)),
+            (
+                &nulls,
+                Some(&["f", "s"]),
+                bin(BinaryOp::Or, x(BinaryOp::Lt, 12), bin(BinaryOp::GtEq, Expr::col("s"), name("s25"))),
+            ),
+            (&nulls, None, Expr::Unary { op: flumen_ir::UnaryOp::IsNull, arg: Box::new(Expr::col("x")) }),
+            (
+                &nulls,
+                None,
+                bin(BinaryOp::Eq, Expr::col("f"), Expr::Literal(flumen_ir::Scalar::Float(7.5, DType::Float64))),
+            ),
+        ];
+        for (file, columns, predicate) in cases {
+            let format = filtered(file, columns, predicate.clone());
+            let expected = filtered_afterwards(file, &format);
+            for chunk_rows in [3, 10, 8192] {
+                let (_, _, chunks) = read_filtered(file, &format, chunk_rows);
+                let got = arrow::compute::concat_batches(&expected.schema(), &chunks).unwrap();
+                assert_eq!(got, expected, "{predicate} with chunks of {chunk_rows}");
+            }
+        }
+    }
+
+    #[test]
+    fn null_values_never_pass_a_comparison() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "a.parquet", &with_nulls());
+        let format = filtered(&path, Some(&["x"]), bin(BinaryOp::Gt, Expr::col("x"), lit(5)));
+        let (groups, decoded, chunks) = read_filtered(&path, &format, 100);
+        assert_eq!(groups, vec![1, 2], "row group 0 is entirely null");
+        assert_eq!(decoded, 20);
+        let expected: Vec<i64> = (10..30).filter(|i| i % 3 != 0).collect();
+        assert_eq!(column_ints(&chunks, "x"), expected);
+        assert!(chunks.iter().all(|c| c.column(0).null_count() == 0));
+    }
+
+    #[test]
+    fn or_of_ranges_reads_the_groups_of_either() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "a.parquet", &sample());
+        let format = filtered(&path, None, bin(BinaryOp::Or, id_cmp(BinaryOp::Lt, 3), id_cmp(BinaryOp::Gt, 22)));
+        let (groups, decoded, chunks) = read_filtered(&path, &format, 8192);
+        assert_eq!(groups, vec![0, 2]);
+        assert_eq!(decoded, 15);
+        assert_eq!(column_ints(&chunks, "id"), vec![0, 1, 2, 23, 24]);
+    }
+
+    #[test]
+    fn string_predicates_use_byte_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "a.parquet", &sample());
+        let n15 = Expr::Literal(flumen_ir::Scalar::Utf8("n15".into()));
+        let format = filtered(&path, None, bin(BinaryOp::Eq, Expr::col("name"), n15));
+        let (groups, _, chunks) = read_filtered(&path, &format, 8192);
+        // Group 0 holds "n0".."n9": "n15" sorts between them, so only group 2 ("n20".."n24")
+        // is excluded.
+        assert_eq!(groups, vec![0, 1]);
+        assert_eq!(column_ints(&chunks, "id"), vec![15]);
+    }
+
+    #[test]
+    fn predicate_on_a_column_that_is_not_projected() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "a.parquet", &sample());
+        let even = bin(BinaryOp::Eq, bin(BinaryOp::Mod, Expr::col("id"), lit(2)), lit(0));
+        let format = filtered(&path, Some(&["name"]), bin(BinaryOp::And, even, id_cmp(BinaryOp::GtEq, 20)));
+        let (groups, decoded, chunks) = read_filtered(&path, &format, 2);
+        assert_eq!(groups, vec![2]);
+        assert_eq!(decoded, 5);
+        let names: Vec<&str> = chunks.iter().flat_map(|c| c.column(0).as_string::<i32>().iter().flatten()).collect();
+        assert_eq!(names, vec!["n20", "n22", "n24"]);
+        assert_eq!(chunks[0].num_columns(), 1);
+    }
+
+    #[test]
+    fn missing_statistics_or_unsupported_predicates_keep_every_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nostats.parquet");
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(10))
+            .set_statistics_enabled(::parquet::file::properties::EnabledStatistics::None)
+            .build();
+        let batch = sample();
+        let mut writer = ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let path = path.to_str().unwrap();
+        let format = filtered(path, None, id_cmp(BinaryOp::Gt, 22));
+        let (groups, decoded, chunks) = read_filtered(path, &format, 8192);
+        assert_eq!((groups, decoded), (vec![0, 1, 2], 25));
+        assert_eq!(column_ints(&chunks, "id"), vec![23, 24]);
+
+        let with_stats = write(&dir, "a.parquet", &sample());
+        let plus_one = bin(BinaryOp::Gt, bin(BinaryOp::Add, Expr::col("id"), lit(1)), lit(23));
+        let format = filtered(&with_stats, None, plus_one);
+        let (groups, decoded, chunks) = read_filtered(&with_stats, &format, 8192);
+        assert_eq!((groups, decoded), (vec![0, 1, 2], 25));
+        assert_eq!(column_ints(&chunks, "id"), vec![23, 24]);
+    }
+
+    #[test]
+    fn a_failing_predicate_names_the_row_and_reading_continues() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "a.parquet", &sample());
+        // 100 / (id - 13) divides by zero at id 13 (row 3 of row group 1), and is non-zero
+        // elsewhere.
+        let quotient = bin(BinaryOp::Div, lit(100), bin(BinaryOp::Sub, Expr::col("id"), lit(13)));
+        let format = filtered(&path, Some(&["id"]), bin(BinaryOp::NotEq, quotient, lit(0)));
+        let mut reader = ParquetReader::open(&path, &format, None, 4).unwrap();
+        let (mut before, mut after, mut errors) = (vec![], vec![], vec![]);
+        for _ in 0..100 {
+            match reader.next_chunk() {
+                Ok(None) => break,
+                Ok(Some(chunk)) => {
+                    let ids = column_ints(&[chunk], "id");
+                    if errors.is_empty() {
+                        before.extend(ids)
+                    } else {
+                        after.extend(ids)
+                    }
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        assert_eq!(before, (0..13).collect::<Vec<_>>());
+        assert_eq!(after, (14..25).collect::<Vec<_>>());
+        assert_eq!(errors.len(), 1);
+        let err = &errors[0];
+        assert!(
+            matches!(err, Error::Data { location, .. }
+                if location.source == path && location.position.as_deref() == Some("row group 1, row 3")),
+            "{err}"
+        );
+        assert!(err.to_string().contains("predicate"), "{err}");
+        assert!(reader.next_chunk().unwrap().is_none());
+    }
+
+    #[test]
+    fn an_ill_typed_predicate_is_a_plan_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "a.parquet", &sample());
+        for predicate in [bin(BinaryOp::Add, Expr::col("id"), lit(1)), bin(BinaryOp::Gt, Expr::col("nope"), lit(1))] {
+            let format = filtered(&path, None, predicate);
+            let err = ParquetReader::open(&path, &format, None, 10).err().unwrap();
+            assert!(matches!(err, Error::Plan { .. }), "{err}");
+        }
     }
 
     #[test]

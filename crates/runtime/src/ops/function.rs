@@ -70,15 +70,18 @@ impl<T> Failure<T> {
     }
 }
 
+/// A function over a chunk of elements with one result for the chunk.
+pub type ChunkCall<T> = Arc<dyn Fn(&RecordBatch) -> Outcome<T> + Send + Sync>;
+
 /// A function from a chunk of elements to a chunk of results (maybe empty for filters).
-pub type ChunkFn = Arc<dyn Fn(&RecordBatch) -> Outcome<RecordBatch> + Send + Sync>;
+pub type ChunkFn = ChunkCall<RecordBatch>;
 
 /// Calls `f` once per element of each chunk, as tf.data calls a function the optimizer did
 /// not vectorize; a failing element is reported at its row.
 fn per_element<T: 'static>(
-    f: Arc<dyn Fn(&RecordBatch) -> Outcome<T> + Send + Sync>,
+    f: ChunkCall<T>,
     join: impl Fn(Vec<T>) -> Result<T> + Send + Sync + 'static,
-) -> Arc<dyn Fn(&RecordBatch) -> Outcome<T> + Send + Sync> {
+) -> ChunkCall<T> {
     Arc::new(move |chunk| {
         let mut done = Vec::with_capacity(chunk.num_rows());
         for row in 0..chunk.num_rows() {
@@ -144,7 +147,7 @@ pub fn map_fn(func: &MapFn, schema: SchemaRef, registry: &Registry, vectorized: 
 }
 
 /// The mask function of a predicate: one bool per element of a chunk.
-pub type MaskFn = Arc<dyn Fn(&RecordBatch) -> Outcome<BooleanArray> + Send + Sync>;
+pub type MaskFn = ChunkCall<BooleanArray>;
 
 /// The mask of a `filter` or `take_while` predicate. An expression predicate is evaluated
 /// over whole chunks when `vectorized` (pfor), and once per element otherwise.

@@ -1,0 +1,67 @@
+//! Composing functions by substituting field references: `g ∘ f` for two expression maps,
+//! and `p ∘ f` for a predicate over a map's output.
+
+use std::collections::HashMap;
+
+use flumen_ir::{Expr, MapFn, NamedExpr};
+
+/// The expression of each field of `f`'s output, over `f`'s input: a field `f` assigns is
+/// its expression; a field `f` keeps is the input column itself.
+fn substitution(f_outputs: &[NamedExpr]) -> HashMap<&str, &Expr> {
+    f_outputs.iter().map(|o| (o.name.as_str(), &o.expr)).collect()
+}
+
+/// `expr` over `f`'s output, rewritten over `f`'s input. `None` when `expr` reads a field
+/// that `f` drops (cannot happen for well-typed plans) .
+pub fn substitute(expr: &Expr, f: &MapFn) -> Option<Expr> {
+    let MapFn::Exprs { outputs, keep_input } = f else { return None };
+    let sub = substitution(outputs);
+    if !keep_input && expr.columns().iter().any(|c| !sub.contains_key(c.as_str())) {
+        return None;
+    }
+    Some(expr.substitute(&|c| sub.get(c).map(|e| (*e).clone())))
+}
+
+/// The single expression map equal to `f` then `g`, with the same output fields in the same
+/// order; `None` unless both are expression maps. Outputs of `f` that `g` drops are not
+/// computed (dead-field elimination).
+pub fn compose(g: &MapFn, f: &MapFn) -> Option<MapFn> {
+    let (MapFn::Exprs { outputs: g_out, keep_input: g_keep }, MapFn::Exprs { outputs: f_out, keep_input: f_keep }) =
+        (g, f)
+    else {
+        return None;
+    };
+    let over_input = |o: &NamedExpr| substitute(&o.expr, f).map(|expr| NamedExpr { name: o.name.clone(), expr });
+    if !g_keep {
+        let outputs = g_out.iter().map(over_input).collect::<Option<Vec<_>>>()?;
+        return Some(MapFn::Exprs { outputs, keep_input: false });
+    }
+    // g keeps its input (f's output): f's fields stay in place, g's assignments replace
+    // theirs, and g's new fields come after f's.
+    let g_by_name: HashMap<&str, &NamedExpr> = g_out.iter().map(|o| (o.name.as_str(), o)).collect();
+    let mut outputs = Vec::with_capacity(f_out.len() + g_out.len());
+    for o in f_out {
+        match g_by_name.get(o.name.as_str()) {
+            Some(g_o) => outputs.push(over_input(g_o)?),
+            None => outputs.push(o.clone()),
+        }
+    }
+    for o in g_out {
+        if !f_out.iter().any(|f_o| f_o.name == o.name) {
+            outputs.push(over_input(o)?);
+        }
+    }
+    Some(MapFn::Exprs { outputs, keep_input: *f_keep })
+}
+
+/// True when every output of `f` that may fail over `input` is still computed, as it was,
+/// by `composed` — so fusing cannot hide an error the unfused plan reports.
+pub fn keeps_fallible_outputs(composed: &MapFn, f: &MapFn, input: &flumen_ir::ElementSpec) -> bool {
+    let (MapFn::Exprs { outputs: c_out, .. }, MapFn::Exprs { outputs: f_out, .. }) = (composed, f) else {
+        return false;
+    };
+    f_out
+        .iter()
+        .filter(|o| crate::simplify::may_fail(&o.expr, input))
+        .all(|o| c_out.iter().any(|c| c.name == o.name && c.expr == o.expr))
+}

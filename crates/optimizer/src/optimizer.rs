@@ -1,0 +1,262 @@
+//! Staged optimization: each stage lowers the plan into a fresh e-graph, saturates it with
+//! the stage's rules under explicit iteration and node limits (never a time limit, so the
+//! result is the same on every machine), and extracts the cheapest plan for the next stage.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use egg::{Extractor, Runner, SimpleScheduler, StopReason};
+use flumen_ir::{Plan, Result};
+
+use crate::analysis::Graph;
+use crate::cost::{CostModel, DefaultCost, Extraction};
+use crate::language::Node;
+use crate::lower::lower_plan;
+use crate::rules::{eliminate, fusion, parallelize, pushdown, vectorize, Rule};
+use crate::value::raise;
+
+/// Which rules run and within which limits (tf.data's `Options().experimental_optimization`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptimizerConfig {
+    /// Run the optimizer at all.
+    pub enabled: bool,
+    /// Rules switched off by name (see [`rule_names`]).
+    pub disabled: BTreeSet<String>,
+    /// Autotuning is on: the parallelization stage runs.
+    pub autotune: bool,
+    /// At most this many saturation iterations per stage.
+    pub iter_limit: usize,
+    /// Stop a stage's saturation when the e-graph has this many nodes.
+    pub node_limit: usize,
+    /// Keep a Graphviz dump of each stage's final e-graph in the report.
+    pub keep_dumps: bool,
+}
+
+impl Default for OptimizerConfig {
+    fn default() -> Self {
+        OptimizerConfig {
+            enabled: true,
+            disabled: BTreeSet::new(),
+            autotune: true,
+            iter_limit: 16,
+            node_limit: 20_000,
+            keep_dumps: false,
+        }
+    }
+}
+
+impl OptimizerConfig {
+    /// No rule runs: the plan executes exactly as written, every function per element.
+    pub fn disabled() -> Self {
+        OptimizerConfig { enabled: false, ..OptimizerConfig::default() }
+    }
+
+    /// This config with rule `name` switched on or off.
+    pub fn with_rule(mut self, name: &str, on: bool) -> Self {
+        if on {
+            self.disabled.remove(name);
+        } else {
+            self.disabled.insert(name.to_string());
+        }
+        self
+    }
+}
+
+/// A named group of rules saturated together.
+pub struct Stage {
+    /// The stage's name, as explain prints it.
+    pub name: String,
+    /// Its rules.
+    pub rules: Vec<Rule>,
+}
+
+/// The default stages, in order: `eliminate`, `fusion`, `pushdown`, `vectorize`,
+/// `parallelize` (the last only when autotuning is on).
+pub fn default_stages(config: &OptimizerConfig) -> Vec<Stage> {
+    let mut stages = vec![
+        Stage { name: "eliminate".into(), rules: eliminate::rules() },
+        Stage {
+            name: "fusion".into(),
+            rules: fusion::rules()
+                .into_iter()
+                .filter(|r| r.name.as_str() != "map-batch-fusion")
+                .chain(eliminate::rules())
+                .collect(),
+        },
+        Stage { name: "pushdown".into(), rules: pushdown::rules() },
+        Stage {
+            name: "vectorize".into(),
+            rules: vectorize::rules()
+                .into_iter()
+                .chain(fusion::rules().into_iter().filter(|r| r.name.as_str() == "map-batch-fusion"))
+                .collect(),
+        },
+    ];
+    if config.autotune {
+        stages.push(Stage { name: "parallelize".into(), rules: parallelize::rules() });
+    }
+    stages
+}
+
+/// The names of every built-in rule, by module.
+pub fn rule_names() -> Vec<(&'static str, Vec<String>)> {
+    let names = |rules: Vec<Rule>| rules.iter().map(|r| r.name.to_string()).collect();
+    vec![
+        ("eliminate", names(eliminate::rules())),
+        ("fusion", names(fusion::rules())),
+        ("pushdown", names(pushdown::rules())),
+        ("vectorize", names(vectorize::rules())),
+        ("parallelize", names(parallelize::rules())),
+    ]
+}
+
+/// What one stage did.
+#[derive(Debug, Clone)]
+pub struct StageReport {
+    /// The stage's name.
+    pub name: String,
+    /// How often each rule changed the e-graph (rules that never did are absent).
+    pub rules_fired: BTreeMap<String, usize>,
+    /// Saturation iterations run.
+    pub iterations: usize,
+    /// E-graph nodes at the end.
+    pub egraph_nodes: usize,
+    /// E-graph classes at the end.
+    pub egraph_classes: usize,
+    /// Why saturation stopped (`saturated`, `iteration limit`, `node limit`).
+    pub stop_reason: String,
+    /// The cost of the extracted plan.
+    pub cost: f64,
+    /// The plan after the stage.
+    pub plan: Plan,
+    /// The plan differs from the stage's input.
+    pub changed: bool,
+    /// Wall time of the stage (lowering, saturation, extraction).
+    pub time: Duration,
+    /// The final e-graph in Graphviz DOT, when asked for.
+    pub dump: Option<String>,
+}
+
+/// What the optimizer did to a plan.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The plan as written.
+    pub input: Plan,
+    /// One report per stage, in order.
+    pub stages: Vec<StageReport>,
+    /// The optimized plan.
+    pub output: Plan,
+    /// Total wall time.
+    pub time: Duration,
+}
+
+/// An optimizer: stages of rules and a cost model. [`Optimizer::new`] gives flumen's own;
+/// researchers can replace the stages, add rules and swap the cost model.
+pub struct Optimizer {
+    config: OptimizerConfig,
+    stages: Vec<Stage>,
+    cost: Box<dyn CostModel>,
+}
+
+impl Optimizer {
+    /// flumen's stages and cost model under `config`.
+    pub fn new(config: OptimizerConfig) -> Optimizer {
+        let stages = default_stages(&config);
+        Optimizer { config, stages, cost: Box::new(DefaultCost::default()) }
+    }
+
+    /// Replaces the stages.
+    pub fn with_stages(mut self, stages: Vec<Stage>) -> Optimizer {
+        self.stages = stages;
+        self
+    }
+
+    /// Adds `rule` to the stage named `stage` (a new last stage when there is none).
+    pub fn with_rule(mut self, stage: &str, rule: Rule) -> Optimizer {
+        match self.stages.iter_mut().find(|s| s.name == stage) {
+            Some(s) => s.rules.push(rule),
+            None => self.stages.push(Stage { name: stage.to_string(), rules: vec![rule] }),
+        }
+        self
+    }
+
+    /// Replaces the cost model extraction minimizes.
+    pub fn with_cost(mut self, cost: impl CostModel + 'static) -> Optimizer {
+        self.cost = Box::new(cost);
+        self
+    }
+
+    /// The stages as configured.
+    pub fn stages(&self) -> &[Stage] {
+        &self.stages
+    }
+
+    /// Optimizes `plan`: the cheapest equivalent plan found, and what happened.
+    pub fn optimize(&self, plan: &Plan) -> Result<Report> {
+        let start = Instant::now();
+        let mut current = plan.clone();
+        let mut stages = Vec::new();
+        if self.config.enabled {
+            for stage in &self.stages {
+                let rules: Vec<&Rule> =
+                    stage.rules.iter().filter(|r| !self.config.disabled.contains(r.name.as_str())).collect();
+                let report = self.run_stage(&stage.name, &rules, &current)?;
+                current = report.plan.clone();
+                stages.push(report);
+            }
+        }
+        Ok(Report { input: plan.clone(), stages, output: current, time: start.elapsed() })
+    }
+
+    fn run_stage(&self, name: &str, rules: &[&Rule], plan: &Plan) -> Result<StageReport> {
+        let start = Instant::now();
+        let mut egraph = Graph::default();
+        let root = lower_plan(&mut egraph, plan);
+        let sink = egraph.add(Node::Sink(root));
+        let runner = Runner::default()
+            .with_egraph(egraph)
+            .with_scheduler(SimpleScheduler)
+            .with_iter_limit(self.config.iter_limit)
+            .with_node_limit(self.config.node_limit)
+            // Limits are counts, never time: the same plan optimizes the same everywhere.
+            .with_time_limit(Duration::from_secs(u32::MAX.into()))
+            .run(rules.iter().copied());
+        let mut rules_fired = BTreeMap::new();
+        for it in &runner.iterations {
+            for (rule, n) in &it.applied {
+                if *n > 0 {
+                    *rules_fired.entry(rule.to_string()).or_insert(0) += n;
+                }
+            }
+        }
+        let egraph = &runner.egraph;
+        let extractor = Extractor::new(egraph, Extraction { egraph, model: &*self.cost });
+        let (cost, best) = extractor.find_best(egraph.find(sink));
+        let optimized = raise(&best)?;
+        let stop_reason = match &runner.stop_reason {
+            Some(StopReason::Saturated) => "saturated".to_string(),
+            Some(StopReason::IterationLimit(_)) => "iteration limit".to_string(),
+            Some(StopReason::NodeLimit(_)) => "node limit".to_string(),
+            Some(other) => format!("{other:?}"),
+            None => "not run".to_string(),
+        };
+        Ok(StageReport {
+            name: name.to_string(),
+            rules_fired,
+            iterations: runner.iterations.len(),
+            egraph_nodes: egraph.total_number_of_nodes(),
+            egraph_classes: egraph.number_of_classes(),
+            stop_reason,
+            cost: cost.total,
+            changed: optimized != *plan,
+            plan: optimized,
+            time: start.elapsed(),
+            dump: self.config.keep_dumps.then(|| egraph.dot().to_string()),
+        })
+    }
+}
+
+/// Optimizes `plan` with flumen's stages and cost model under `config`.
+pub fn optimize(plan: &Plan, config: &OptimizerConfig) -> Result<Report> {
+    Optimizer::new(config.clone()).optimize(plan)
+}

@@ -1,0 +1,44 @@
+//! No-op elimination: operators that provably leave the element sequence unchanged are
+//! merged with their input (`take(-1)`, `take(n)` over at most `n` elements, `skip(0)`,
+//! `repeat(1)`, `shard(1, 0)`, `prefetch(0)`, identity maps, `filter(true)`).
+
+use flumen_ir::{Expr, MapFn, Scalar, Tunable};
+
+use super::{rule, Rule};
+
+/// The rules of this module.
+pub fn rules() -> Vec<Rule> {
+    vec![
+        rule("noop-take", "(take ?n ?x)", |m| {
+            let n = m.signed("?n")?;
+            let x = m.id("?x");
+            let card = m.egraph[x].data.cardinality;
+            let noop = n == -1 || card.is_some_and(|c| c != u64::MAX && n >= 0 && c <= n as u64);
+            noop.then_some(x)
+        }),
+        rule("noop-skip", "(skip 0 ?x)", |m| Some(m.id("?x"))),
+        rule("noop-repeat", "(repeat 1 ?x)", |m| Some(m.id("?x"))),
+        rule("noop-shard", "(shard 1 0 ?x)", |m| Some(m.id("?x"))),
+        rule("noop-prefetch", "(prefetch ?b ?x)", |m| (m.tunable("?b")? == Tunable::Fixed(0)).then(|| m.id("?x"))),
+        rule("noop-map", "(map ?f ?c ?d ?x)", |m| {
+            let (f, _) = m.func("?f")?;
+            let x = m.plan("?x")?;
+            is_identity(&f, &x.spec().field_names()).then(|| m.id("?x"))
+        }),
+        rule("noop-filter", "(filter ?p ?x)", |m| {
+            let (p, _) = m.predicate("?p")?;
+            matches!(p, flumen_ir::Predicate::Expr { expr: Expr::Literal(Scalar::Bool(true)) }).then(|| m.id("?x"))
+        }),
+    ]
+}
+
+/// True when the map returns its input element unchanged.
+fn is_identity(f: &MapFn, fields: &[String]) -> bool {
+    let MapFn::Exprs { outputs, keep_input } = f else { return false };
+    let copies = |o: &flumen_ir::NamedExpr| o.expr == Expr::Column(o.name.clone());
+    if *keep_input {
+        outputs.iter().all(|o| copies(o) && fields.contains(&o.name))
+    } else {
+        outputs.len() == fields.len() && outputs.iter().zip(fields).all(|(o, f)| copies(o) && &o.name == f)
+    }
+}

@@ -1,0 +1,110 @@
+//! Fusion: map+map, filter+filter, map+filter (with filter hoisting), map+batch and
+//! shuffle+repeat. Functions are composed by substituting field references; a rule that
+//! would evaluate a fallible expression on other elements than the unfused plan does (and
+//! so hide or invent an error) does not fire.
+
+use flumen_ir::{BinaryOp, Expr, MapFn, Op, Predicate, Tunable};
+
+use super::{rule, Match, Rule};
+use crate::compose::{compose, keeps_fallible_outputs, substitute};
+use crate::simplify::{fold_map_fn, fold_typed, may_fail, outputs_may_fail};
+
+/// The rules of this module.
+pub fn rules() -> Vec<Rule> {
+    vec![
+        rule("map-fusion", "(map ?g ?c2 ?d2 (map ?f ?c1 ?d1 ?x))", map_fusion),
+        rule("filter-fusion", "(filter ?q (filter ?p ?x))", filter_fusion),
+        rule("filter-hoist", "(filter ?p (map ?f ?c ?d ?x))", |m| map_filter(m, true)),
+        rule("map-filter-fusion", "(filter ?p (map ?f ?c ?d ?x))", |m| map_filter(m, false)),
+        rule("map-batch-fusion", "(batch ?n ?r ?bc ?bd (map ?f ?c ?d ?x))", map_batch),
+        rule("shuffle-repeat-fusion", "(repeat ?k (shuffle ?n ?s ?r ?x))", shuffle_repeat),
+    ]
+}
+
+/// The larger of two parallelism settings (autotune above any fixed value).
+pub fn wider(a: Tunable, b: Tunable) -> Tunable {
+    match (a, b) {
+        (Tunable::Autotune, _) | (_, Tunable::Autotune) => Tunable::Autotune,
+        (Tunable::Fixed(x), Tunable::Fixed(y)) => Tunable::Fixed(x.max(y)),
+        (Tunable::Fixed(x), Tunable::Default) | (Tunable::Default, Tunable::Fixed(x)) => Tunable::Fixed(x),
+        (Tunable::Default, Tunable::Default) => Tunable::Default,
+    }
+}
+
+fn map_fusion(m: &mut Match) -> Option<egg::Id> {
+    let ((g, g_pfor), (f, f_pfor)) = (m.func("?g")?, m.func("?f")?);
+    if g_pfor != f_pfor {
+        return None;
+    }
+    let x = m.plan("?x")?;
+    let composed = fold_map_fn(&compose(&g, &f)?, x.spec());
+    if !keeps_fallible_outputs(&composed, &f, x.spec()) {
+        return None;
+    }
+    let (d1, d2) = (m.optional_bool("?d1")?, m.optional_bool("?d2")?);
+    let op = Op::Map {
+        func: composed,
+        num_parallel_calls: wider(m.tunable("?c1")?, m.tunable("?c2")?),
+        deterministic: d1.or(d2),
+        vectorized: f_pfor,
+    };
+    let id = m.id("?x");
+    m.add(op, &[id])
+}
+
+fn filter_fusion(m: &mut Match) -> Option<egg::Id> {
+    let ((q, q_pfor), (p, p_pfor)) = (m.predicate("?q")?, m.predicate("?p")?);
+    let (Predicate::Expr { expr: q }, Predicate::Expr { expr: p }) = (q, p) else { return None };
+    let x = m.plan("?x")?;
+    // The fused predicate evaluates q on elements p rejects: q must not fail there.
+    if p_pfor != q_pfor || may_fail(&q, x.spec()) {
+        return None;
+    }
+    let both = fold_typed(&Expr::binary(BinaryOp::And, p, q), x.spec());
+    let id = m.id("?x");
+    m.add(Op::Filter { predicate: Predicate::Expr { expr: both }, vectorized: p_pfor }, &[id])
+}
+
+/// `map(f).filter(p)` → `filter(p ∘ f).map(f)`: the map runs on fewer elements. Hoisting is
+/// the case where `p` reads only fields `f` passes through (`p ∘ f = p`).
+fn map_filter(m: &mut Match, hoist: bool) -> Option<egg::Id> {
+    let (f, f_pfor) = m.func("?f")?;
+    let (Predicate::Expr { expr: p }, p_pfor) = m.predicate("?p")? else { return None };
+    let MapFn::Exprs { outputs, .. } = &f else { return None };
+    let x = m.plan("?x")?;
+    let reads_computed = p.columns().iter().any(|c| outputs.iter().any(|o| &o.name == c));
+    // The map no longer runs on the rejected elements: it must not be able to fail there.
+    if hoist == reads_computed || outputs_may_fail(outputs, x.spec()) {
+        return None;
+    }
+    let before = fold_typed(&substitute(&p, &f)?, x.spec());
+    let (c, d) = (m.tunable("?c")?, m.optional_bool("?d")?);
+    let x_id = m.id("?x");
+    let filtered = m.add(Op::Filter { predicate: Predicate::Expr { expr: before }, vectorized: p_pfor }, &[x_id])?;
+    m.add(Op::Map { func: f, num_parallel_calls: c, deterministic: d, vectorized: f_pfor }, &[filtered])
+}
+
+fn map_batch(m: &mut Match) -> Option<egg::Id> {
+    let (func, vectorized) = m.func("?f")?;
+    let op = Op::MapAndBatch {
+        func,
+        batch_size: m.unsigned("?n")?,
+        drop_remainder: m.boolean("?r")?,
+        num_parallel_calls: wider(m.tunable("?c")?, m.tunable("?bc")?),
+        deterministic: m.optional_bool("?d")?.or(m.optional_bool("?bd")?),
+        vectorized,
+    };
+    let id = m.id("?x");
+    m.add(op, &[id])
+}
+
+fn shuffle_repeat(m: &mut Match) -> Option<egg::Id> {
+    let op = Op::ShuffleAndRepeat {
+        buffer_size: m.unsigned("?n")?,
+        seed: m.seed("?s")?,
+        reshuffle_each_iteration: m.boolean("?r")?,
+        count: m.signed("?k")?,
+    };
+    let id = m.id("?x");
+    m.add(op, &[id])
+}

@@ -1,0 +1,256 @@
+//! Pushdown into sources.
+//!
+//! - Projection: when a map reads only some fields, the fields nobody reads are pruned on
+//!   the way down — outputs of earlier maps that are never used (when they cannot fail)
+//!   and columns of CSV and Parquet sources (also inside `flat_map`/`interleave` reads),
+//!   so those columns are never read. Filters on the way add the fields they read.
+//! - Predicate: a filter right above a Parquet read becomes the reader's predicate
+//!   (row-group pruning from statistics plus an exact row filter). Only through
+//!   operators where that is exact: a plain read, or a `flat_map` of reads (not an
+//!   interleave with several inputs, whose order depends on how many elements each has).
+
+use std::collections::BTreeSet;
+
+use egg::Id;
+use flumen_ir::{BinaryOp, DatasetFn, Expr, FileFormat, MapFn, NamedExpr, Op, Predicate, SourceDesc, Tunable};
+
+use super::{rule, Match, Rule};
+use crate::language::Node;
+use crate::leaf::OpaqueValue;
+use crate::simplify::{fold, may_fail};
+use crate::value::{decode, Value};
+
+/// The rules of this module.
+pub fn rules() -> Vec<Rule> {
+    vec![
+        rule("projection-pushdown", "(map ?f ?c ?d ?x)", |m| {
+            let (func, vectorized) = m.func("?f")?;
+            let needed = reads(&func)?;
+            let op = Op::Map {
+                func,
+                num_parallel_calls: m.tunable("?c")?,
+                deterministic: m.optional_bool("?d")?,
+                vectorized,
+            };
+            let x = m.id("?x");
+            let pruned = project(m, x, &needed, 0)?;
+            m.add(op, &[pruned])
+        }),
+        rule("projection-pushdown-batch", "(map_and_batch ?f ?n ?r ?c ?d ?x)", |m| {
+            let (func, vectorized) = m.func("?f")?;
+            let needed = reads(&func)?;
+            let op = Op::MapAndBatch {
+                func,
+                batch_size: m.unsigned("?n")?,
+                drop_remainder: m.boolean("?r")?,
+                num_parallel_calls: m.tunable("?c")?,
+                deterministic: m.optional_bool("?d")?,
+                vectorized,
+            };
+            let x = m.id("?x");
+            let pruned = project(m, x, &needed, 0)?;
+            m.add(op, &[pruned])
+        }),
+        rule("predicate-pushdown", "(filter ?p ?x)", |m| {
+            let (Predicate::Expr { expr }, _) = m.predicate("?p")? else { return None };
+            let x = m.id("?x");
+            push_predicate(m, x, &expr)
+        }),
+    ]
+}
+
+/// The fields an expression map without `keep_input` reads; `None` otherwise (it needs
+/// its whole input).
+fn reads(f: &MapFn) -> Option<BTreeSet<String>> {
+    match f {
+        MapFn::Exprs { outputs, keep_input: false } => Some(outputs.iter().flat_map(|o| o.expr.columns()).collect()),
+        _ => None,
+    }
+}
+
+/// The operator of one term (not of its class's representative, which may be another
+/// operator with another input).
+fn op_of_node(m: &Match, node: &Node) -> Option<Op> {
+    decode(node, &|id| m.egraph[id].data.value.clone()).plan().map(|p| p.op().clone())
+}
+
+/// A class equivalent to `class` for readers of `needed` only, with fewer fields read or
+/// computed; `None` when nothing can be pruned.
+fn project(m: &mut Match, class: Id, needed: &BTreeSet<String>, depth: usize) -> Option<Id> {
+    // The plans rules see are shallow chains; the bound keeps a pathological DAG cheap.
+    if depth > 64 {
+        return None;
+    }
+    let nodes: Vec<Node> = m.egraph[class].nodes.clone();
+    nodes.iter().find_map(|node| project_node(m, node, needed, depth))
+}
+
+fn project_node(m: &mut Match, node: &Node, needed: &BTreeSet<String>, depth: usize) -> Option<Id> {
+    let value = |m: &Match, id: Id| m.egraph[id].data.value.clone();
+    match node {
+        Node::Source(s) => {
+            let Value::Opaque(OpaqueValue::Source(SourceDesc::Files { files, format })) = value(m, *s) else {
+                return None;
+            };
+            let format = project_format(&format, needed)?;
+            m.add(Op::Source(SourceDesc::Files { files, format }), &[])
+        }
+        Node::Other(_, children) if children.len() == 2 => {
+            let Value::Opaque(OpaqueValue::Op(op)) = value(m, children[0]) else { return None };
+            let op = match op {
+                Op::FlatMap { func } => Op::FlatMap { func: project_read(&func, needed)? },
+                Op::Interleave { func, cycle_length, block_length, num_parallel_calls, deterministic } => {
+                    Op::Interleave {
+                        func: project_read(&func, needed)?,
+                        cycle_length,
+                        block_length,
+                        num_parallel_calls,
+                        deterministic,
+                    }
+                }
+                Op::IgnoreErrors => {
+                    let input = project(m, children[1], needed, depth + 1)?;
+                    return m.add(Op::IgnoreErrors, &[input]);
+                }
+                _ => return None,
+            };
+            m.add(op, &[children[1]])
+        }
+        Node::Filter([p, x]) => {
+            let (predicate, _) = value(m, *p).predicate()?;
+            let Predicate::Expr { expr } = &predicate else { return None };
+            let mut below = needed.clone();
+            below.extend(expr.columns());
+            let input = project(m, *x, &below, depth + 1)?;
+            let op = m.egraph[*p]
+                .data
+                .value
+                .predicate()
+                .map(|(predicate, vectorized)| Op::Filter { predicate, vectorized })?;
+            m.add(op, &[input])
+        }
+        Node::Map([f, c, d, x]) => {
+            let (func, vectorized) = value(m, *f).func().map(|(f, p)| (f.clone(), p))?;
+            let MapFn::Exprs { outputs, keep_input } = &func else { return None };
+            let x_plan = value(m, *x).plan()?.clone();
+            // Keep the outputs someone reads, and those that could fail (their errors count).
+            let kept: Vec<NamedExpr> = outputs
+                .iter()
+                .filter(|o| needed.contains(&o.name) || may_fail(&o.expr, x_plan.spec()))
+                .cloned()
+                .collect();
+            let assigned: BTreeSet<&String> = outputs.iter().map(|o| &o.name).collect();
+            let mut below: BTreeSet<String> = kept.iter().flat_map(|o| o.expr.columns()).collect();
+            if *keep_input {
+                below.extend(needed.iter().filter(|n| !assigned.contains(n)).cloned());
+            }
+            let pruned_here = kept.len() < outputs.len();
+            let input = project(m, *x, &below, depth + 1);
+            if !pruned_here && input.is_none() {
+                return None;
+            }
+            let op = Op::Map {
+                func: MapFn::Exprs { outputs: kept, keep_input: *keep_input },
+                num_parallel_calls: crate::value::tunable(&value(m, *c)).ok()?,
+                deterministic: crate::value::optional_bool(&value(m, *d)).ok()?,
+                vectorized,
+            };
+            m.add(op, &[input.unwrap_or(*x)])
+        }
+        Node::Batch([.., x])
+        | Node::Shuffle([.., x])
+        | Node::ShuffleAndRepeat([.., x])
+        | Node::Repeat([_, x])
+        | Node::Take([_, x])
+        | Node::Skip([_, x])
+        | Node::Shard([_, _, x])
+        | Node::Prefetch([_, x]) => {
+            let input = project(m, *x, needed, depth + 1)?;
+            let op = op_of_node(m, node)?;
+            m.add(op, &[input])
+        }
+        _ => None,
+    }
+}
+
+/// The format reading only the `needed` columns (in the current order), when that reads fewer.
+fn project_format(format: &FileFormat, needed: &BTreeSet<String>) -> Option<FileFormat> {
+    let current = format.output_spec().ok()?.field_names();
+    let columns: Vec<String> = current.iter().filter(|c| needed.contains(*c)).cloned().collect();
+    if columns.len() == current.len() || columns.is_empty() {
+        return None;
+    }
+    match format {
+        FileFormat::Csv(c) => Some(FileFormat::Csv(flumen_ir::CsvFormat { columns: Some(columns), ..c.clone() })),
+        FileFormat::Parquet(p) => {
+            Some(FileFormat::Parquet(flumen_ir::ParquetFormat { columns: Some(columns), ..p.clone() }))
+        }
+        _ => None,
+    }
+}
+
+fn project_read(func: &DatasetFn, needed: &BTreeSet<String>) -> Option<DatasetFn> {
+    match func {
+        DatasetFn::ReadFile { field, format } => {
+            Some(DatasetFn::ReadFile { field: field.clone(), format: project_format(format, needed)? })
+        }
+        DatasetFn::ReadSplit { format } => Some(DatasetFn::ReadSplit { format: project_format(format, needed)? }),
+        _ => None,
+    }
+}
+
+/// The Parquet format with `predicate` added to what it already filters.
+fn with_predicate(format: &FileFormat, predicate: &Expr) -> Option<FileFormat> {
+    let FileFormat::Parquet(p) = format else { return None };
+    let combined = match &p.predicate {
+        None => predicate.clone(),
+        Some(existing) => fold(&Expr::binary(BinaryOp::And, existing.clone(), predicate.clone())),
+    };
+    Some(FileFormat::Parquet(flumen_ir::ParquetFormat { predicate: Some(combined), ..p.clone() }))
+}
+
+fn push_predicate(m: &mut Match, class: Id, predicate: &Expr) -> Option<Id> {
+    let nodes: Vec<Node> = m.egraph[class].nodes.clone();
+    nodes.iter().find_map(|node| match node {
+        Node::Source(s) => {
+            let Value::Opaque(OpaqueValue::Source(SourceDesc::Files { files, format })) =
+                m.egraph[*s].data.value.clone()
+            else {
+                return None;
+            };
+            let format = with_predicate(&format, predicate)?;
+            m.add(Op::Source(SourceDesc::Files { files, format }), &[])
+        }
+        Node::Other(_, children) if children.len() == 2 => {
+            let Value::Opaque(OpaqueValue::Op(op)) = m.egraph[children[0]].data.value.clone() else { return None };
+            let read = |func: &DatasetFn| match func {
+                DatasetFn::ReadFile { field, format } => {
+                    Some(DatasetFn::ReadFile { field: field.clone(), format: with_predicate(format, predicate)? })
+                }
+                DatasetFn::ReadSplit { format } => {
+                    Some(DatasetFn::ReadSplit { format: with_predicate(format, predicate)? })
+                }
+                _ => None,
+            };
+            let op = match op {
+                Op::FlatMap { func } => Op::FlatMap { func: read(&func)? },
+                Op::Interleave {
+                    func,
+                    cycle_length: Tunable::Fixed(1),
+                    block_length,
+                    num_parallel_calls,
+                    deterministic,
+                } => Op::Interleave {
+                    func: read(&func)?,
+                    cycle_length: Tunable::Fixed(1),
+                    block_length,
+                    num_parallel_calls,
+                    deterministic,
+                },
+                _ => return None,
+            };
+            m.add(op, &[children[1]])
+        }
+        _ => None,
+    })
+}

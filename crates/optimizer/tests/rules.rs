@@ -1,0 +1,210 @@
+//! Per-rule tests written as before/after s-expressions: after saturating with one rule
+//! module, `before` and `after` are in the same e-class — or, where a guard must stop the
+//! rule, they are not.
+
+use egg::{RecExpr, Runner, SimpleScheduler};
+use flumen_optimizer::rules::{eliminate, fusion, parallelize, pushdown, vectorize};
+use flumen_optimizer::{raise, Graph, Node, Rule};
+
+/// Saturates `before` with `rules`; true when `after` is then equivalent to it. Both must
+/// be well-typed plans.
+fn equivalent(rules: &[Rule], before: &str, after: &str) -> bool {
+    let before: RecExpr<Node> = before.parse().unwrap_or_else(|e| panic!("bad before {before}: {e}"));
+    let after: RecExpr<Node> = after.parse().unwrap_or_else(|e| panic!("bad after {after}: {e}"));
+    raise(&before).expect("the before plan type-checks");
+    raise(&after).expect("the after plan type-checks");
+    let runner: Runner<Node, _> = Runner::new(Default::default())
+        .with_egraph(Graph::default())
+        .with_expr(&before)
+        .with_scheduler(SimpleScheduler)
+        .with_iter_limit(8)
+        .with_node_limit(5_000)
+        .run(rules);
+    let root = runner.egraph.find(runner.roots[0]);
+    runner.egraph.lookup_expr(&after).is_some_and(|id| runner.egraph.find(id) == root)
+}
+
+macro_rules! rewrites {
+    ($name:ident, $rules:expr, $before:expr => $after:expr) => {
+        #[test]
+        fn $name() {
+            assert!(equivalent(&$rules, &$before, &$after), "expected\n  {}\nto rewrite to\n  {}", $before, $after);
+        }
+    };
+    ($name:ident, $rules:expr, $before:expr => not $after:expr) => {
+        #[test]
+        fn $name() {
+            assert!(
+                !equivalent(&$rules, &$before, &$after),
+                "the guard must stop\n  {}\nfrom rewriting to\n  {}",
+                $before,
+                $after
+            );
+        }
+    };
+}
+
+/// range(0, 10): field `value` (int64).
+const RANGE: &str = r#"(source #{"source":{"source":"range","start":0,"stop":10,"step":1}})"#;
+
+fn range() -> String {
+    RANGE.to_string()
+}
+
+fn s(text: &str) -> String {
+    text.replace("RANGE", RANGE)
+}
+
+// ---- eliminate ----
+rewrites!(take_all_is_a_noop, eliminate::rules(), s("(take -1 RANGE)") => range());
+rewrites!(take_more_than_cardinality_is_a_noop, eliminate::rules(), s("(take 10 RANGE)") => range());
+rewrites!(take_fewer_than_cardinality_stays, eliminate::rules(), s("(take 9 RANGE)") => not range());
+rewrites!(skip_zero_is_a_noop, eliminate::rules(), s("(skip 0 RANGE)") => range());
+rewrites!(skip_one_stays, eliminate::rules(), s("(skip 1 RANGE)") => not range());
+rewrites!(repeat_once_is_a_noop, eliminate::rules(), s("(repeat 1 RANGE)") => range());
+rewrites!(repeat_twice_stays, eliminate::rules(), s("(repeat 2 RANGE)") => not range());
+rewrites!(shard_one_is_a_noop, eliminate::rules(), s("(shard 1 0 RANGE)") => range());
+rewrites!(shard_two_stays, eliminate::rules(), s("(shard 2 0 RANGE)") => not range());
+rewrites!(prefetch_zero_is_a_noop, eliminate::rules(), s("(prefetch 0 RANGE)") => range());
+rewrites!(prefetch_autotune_stays, eliminate::rules(), s("(prefetch autotune RANGE)") => not range());
+rewrites!(identity_map_is_a_noop, eliminate::rules(), s("(map (exprs keep (out value (col value))) default none RANGE)") => range());
+rewrites!(identity_select_is_a_noop, eliminate::rules(), s("(map (exprs only (out value (col value))) default none RANGE)") => range());
+rewrites!(renaming_map_stays, eliminate::rules(), s("(map (exprs only (out v (col value))) default none RANGE)") => not range());
+rewrites!(filter_true_is_a_noop, eliminate::rules(), s("(filter true RANGE)") => range());
+
+// ---- fusion ----
+rewrites!(
+    map_map_fuses_by_substitution,
+    fusion::rules(),
+    s("(map (exprs only (out z (+ (col y) 1))) default none (map (exprs only (out y (* (col value) 2))) default none RANGE))")
+        => s("(map (exprs only (out z (+ (* (col value) 2) 1))) default none RANGE)")
+);
+rewrites!(
+    map_map_fusion_keeps_fields_in_place,
+    fusion::rules(),
+    s("(map (exprs keep (out value (+ (col value) 1)) (out w (col y))) default none (map (exprs keep (out y (* (col value) 2))) default none RANGE))")
+        => s("(map (exprs keep (out y (* (col value) 2)) (out value (+ (col value) 1)) (out w (* (col value) 2))) default none RANGE)")
+);
+rewrites!(
+    map_map_fusion_drops_dead_infallible_fields,
+    fusion::rules(),
+    s("(map (exprs only (out a (col value))) default none (map (exprs keep (out dead (* (col value) 3))) default none RANGE))")
+        => s("(map (exprs only (out a (col value))) default none RANGE)")
+);
+rewrites!(
+    map_map_fusion_keeps_a_field_that_can_fail,
+    fusion::rules(),
+    s("(map (exprs only (out a (col value))) default none (map (exprs keep (out dead (/ 10 (col value)))) default none RANGE))")
+        => not s("(map (exprs only (out a (col value))) default none RANGE)")
+);
+rewrites!(
+    closure_maps_do_not_fuse,
+    fusion::rules(),
+    s(r#"(map (exprs only (out a (col value))) default none (map (closure #{"closure":{"name":"f","kind":"per_element","deterministic":true,"stateless":true}} #{"spec":{"fields":[{"name":"value","dtype":"int64","shape":[],"kind":"dense"}],"batch_dims":0}}) default none RANGE))"#)
+        => not s(r#"(map (exprs only (out a (col value))) default none RANGE)"#)
+);
+rewrites!(
+    filters_fuse_with_and,
+    fusion::rules(),
+    s("(filter (< (col value) 8) (filter (> (col value) 2) RANGE))") => s("(filter (and (> (col value) 2) (< (col value) 8)) RANGE)")
+);
+rewrites!(
+    filter_fusion_stops_when_the_second_predicate_can_fail,
+    fusion::rules(),
+    s("(filter (> (/ 10 (col value)) 1) (filter (!= (col value) 0) RANGE))")
+        => not s("(filter (and (!= (col value) 0) (> (/ 10 (col value)) 1)) RANGE)")
+);
+rewrites!(
+    filter_hoists_above_a_map_it_does_not_read,
+    fusion::rules(),
+    s("(filter (> (col value) 3) (map (exprs keep (out y (* (col value) 2))) default none RANGE))")
+        => s("(map (exprs keep (out y (* (col value) 2))) default none (filter (> (col value) 3) RANGE))")
+);
+rewrites!(
+    map_filter_fusion_substitutes_computed_fields,
+    fusion::rules(),
+    s("(filter (> (col y) 6) (map (exprs only (out y (* (col value) 2))) default none RANGE))")
+        => s("(map (exprs only (out y (* (col value) 2))) default none (filter (> (* (col value) 2) 6) RANGE))")
+);
+rewrites!(
+    filter_does_not_hoist_above_a_map_that_can_fail,
+    fusion::rules(),
+    s("(filter (> (col value) 3) (map (exprs keep (out y (/ 10 (col value)))) default none RANGE))")
+        => not s("(map (exprs keep (out y (/ 10 (col value)))) default none (filter (> (col value) 3) RANGE))")
+);
+rewrites!(
+    map_and_batch_fuse,
+    fusion::rules(),
+    s("(batch 4 true default none (map (exprs only (out y (* (col value) 2))) default none RANGE))")
+        => s("(map_and_batch (exprs only (out y (* (col value) 2))) 4 true default none RANGE)")
+);
+rewrites!(
+    shuffle_and_repeat_fuse,
+    fusion::rules(),
+    s("(repeat 3 (shuffle 5 42 true RANGE))") => s("(shuffle_and_repeat 5 42 true 3 RANGE)")
+);
+
+// ---- vectorize ----
+rewrites!(
+    pfor_moves_the_map_after_the_batch,
+    vectorize::rules(),
+    s("(batch 4 false default none (map (exprs only (out y (* (col value) 2))) default none RANGE))")
+        => s("(map (pfor (exprs only (out y (* (col value) 2)))) default none (batch 4 false default none RANGE))")
+);
+rewrites!(
+    pfor_vectorizes_map_and_batch,
+    vectorize::rules(),
+    s("(map_and_batch (exprs keep (out y (* (col value) 2))) 4 true default none RANGE)")
+        => s("(map (pfor (exprs keep (out y (* (col value) 2)))) default none (batch 4 true default none RANGE))")
+);
+rewrites!(
+    pfor_runs_a_map_over_chunks,
+    vectorize::rules(),
+    s("(map (exprs only (out y (* (col value) 2))) default none RANGE)")
+        => s("(map (pfor (exprs only (out y (* (col value) 2)))) default none RANGE)")
+);
+rewrites!(
+    pfor_runs_a_filter_over_chunks,
+    vectorize::rules(),
+    s("(filter (> (col value) 2) RANGE)") => s("(filter (pfor (> (col value) 2)) RANGE)")
+);
+rewrites!(
+    closures_are_not_vectorized,
+    vectorize::rules(),
+    s(r#"(batch 4 false default none (map (closure #{"closure":{"name":"f","kind":"per_element","deterministic":true,"stateless":true}} #{"spec":{"fields":[{"name":"value","dtype":"int64","shape":[],"kind":"dense"}],"batch_dims":0}}) default none RANGE))"#)
+        => not s(r#"(map (closure #{"closure":{"name":"f","kind":"per_element","deterministic":true,"stateless":true}} #{"spec":{"fields":[{"name":"value","dtype":"int64","shape":[],"kind":"dense"}],"batch_dims":0}}) default none (batch 4 false default none RANGE))"#)
+);
+
+// ---- parallelize ----
+rewrites!(
+    stateless_maps_become_parallel,
+    parallelize::rules(),
+    s("(map (exprs only (out y (* (col value) 2))) default none RANGE)")
+        => s("(map (exprs only (out y (* (col value) 2))) autotune none RANGE)")
+);
+rewrites!(
+    stateful_closures_stay_sequential,
+    parallelize::rules(),
+    s(r#"(map (closure #{"closure":{"name":"f","kind":"per_element","deterministic":true,"stateless":false}} #{"spec":{"fields":[{"name":"value","dtype":"int64","shape":[],"kind":"dense"}],"batch_dims":0}}) default none RANGE)"#)
+        => not s(r#"(map (closure #{"closure":{"name":"f","kind":"per_element","deterministic":true,"stateless":false}} #{"spec":{"fields":[{"name":"value","dtype":"int64","shape":[],"kind":"dense"}],"batch_dims":0}}) autotune none RANGE)"#)
+);
+rewrites!(
+    prefetch_is_injected_at_the_output,
+    parallelize::rules(),
+    s("(sink RANGE)") => s("(sink (prefetch autotune RANGE))")
+);
+rewrites!(
+    prefetch_is_not_injected_twice,
+    parallelize::rules(),
+    s("(sink (prefetch 2 RANGE))") => not s("(sink (prefetch autotune (prefetch 2 RANGE)))")
+);
+
+#[test]
+fn pushdown_rules_leave_sources_without_pushdown_alone() {
+    let before = s("(map (exprs only (out y (col value))) default none RANGE)");
+    assert!(!equivalent(
+        &pushdown::rules(),
+        &before,
+        &s("(map (exprs only (out y (col value))) default none (take 3 RANGE))")
+    ));
+}
