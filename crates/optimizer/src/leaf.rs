@@ -9,6 +9,10 @@
 //! - names (field names, dtype and function names, keywords): bare words;
 //! - opaque descriptors (closures, specs, sources, operators the rules never look inside):
 //!   `#` followed by compact JSON.
+//!
+//! Characters the s-expression reader treats specially are rewritten so any leaf's text
+//! reads back: `"` is written `'` (so JSON reads `{'source':'range',...}`), and space,
+//! parentheses, `;`, `%`, `'`, tabs and newlines are written `%XX`.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -18,6 +22,41 @@ use std::sync::Arc;
 
 use flumen_ir::{ClosureRef, DType, ElementSpec, Op, Scalar, SourceDesc};
 use serde::{Deserialize, Serialize};
+
+const SPECIAL: [char; 9] = [' ', '(', ')', ';', '%', '\'', '\t', '\n', '\r'];
+
+/// `text` with the s-expression reader's special characters as `%XX`.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if SPECIAL.contains(&c) {
+            out.push_str(&format!("%{:02X}", c as u32));
+        } else if c == '"' {
+            out.push('\'');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The inverse of [`escape`].
+fn unescape(text: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            let hex: String = chars.by_ref().take(2).collect();
+            let code = u8::from_str_radix(&hex, 16).map_err(|_| format!("bad escape %{hex} in {text}"))?;
+            out.push(char::from(code));
+        } else if c == '\'' {
+            out.push('"');
+        } else {
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
 
 /// A constant: an expression literal, or an operator argument (sizes, counts, flags).
 #[derive(Debug, Clone)]
@@ -66,7 +105,8 @@ fn lit_text(v: &Scalar) -> String {
 impl FromStr for Lit {
     type Err = String;
 
-    fn from_str(s: &str) -> Result<Lit, String> {
+    fn from_str(text: &str) -> Result<Lit, String> {
+        let s = &unescape(text)?;
         let bad = || format!("not a literal: {s}");
         let value = if s == "true" || s == "false" {
             Scalar::Bool(s == "true")
@@ -84,7 +124,7 @@ impl FromStr for Lit {
         } else {
             let (num, t) = match s.split_once("::") {
                 Some((n, t)) => (n, Some(t)),
-                None => (s, None),
+                None => (s.as_str(), None),
             };
             if !num.starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '+')
                 && !matches!(num, "NaN" | "inf" | "-inf")
@@ -119,13 +159,13 @@ impl FromStr for Name {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Name, String> {
-        Ok(Name(s.to_string()))
+        Ok(Name(unescape(s)?))
     }
 }
 
 impl fmt::Display for Name {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&escape(&self.0))
     }
 }
 
@@ -203,14 +243,15 @@ impl Hash for Opaque {
 
 impl fmt::Display for Opaque {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
+        f.write_str(&escape(&self.text))
     }
 }
 
 impl FromStr for Opaque {
     type Err = String;
 
-    fn from_str(s: &str) -> Result<Opaque, String> {
+    fn from_str(text: &str) -> Result<Opaque, String> {
+        let s = &unescape(text)?;
         let json = s.strip_prefix('#').ok_or_else(|| format!("not an opaque value: {s}"))?;
         let value: OpaqueValue = serde_json::from_str(json).map_err(|e| format!("bad opaque value {s}: {e}"))?;
         Ok(Opaque::new(value))
@@ -245,7 +286,7 @@ impl Hash for Lit {
 
 impl fmt::Display for Lit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.key)
+        f.write_str(&escape(&self.key))
     }
 }
 

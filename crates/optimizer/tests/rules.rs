@@ -45,7 +45,7 @@ macro_rules! rewrites {
 }
 
 /// range(0, 10): field `value` (int64).
-const RANGE: &str = r#"(source #{"source":{"source":"range","start":0,"stop":10,"step":1}})"#;
+const RANGE: &str = r#"(source #{'source':{'source':'range','start':0,'stop':10,'step':1}})"#;
 
 fn range() -> String {
     RANGE.to_string()
@@ -71,6 +71,8 @@ rewrites!(identity_map_is_a_noop, eliminate::rules(), s("(map (exprs keep (out v
 rewrites!(identity_select_is_a_noop, eliminate::rules(), s("(map (exprs only (out value (col value))) default none RANGE)") => range());
 rewrites!(renaming_map_stays, eliminate::rules(), s("(map (exprs only (out v (col value))) default none RANGE)") => not range());
 rewrites!(filter_true_is_a_noop, eliminate::rules(), s("(filter true RANGE)") => range());
+rewrites!(constants_fold_in_maps, eliminate::rules(), s("(map (exprs keep (out y (+ (col value) (* 2 3)))) default none RANGE)") => s("(map (exprs keep (out y (+ (col value) 6))) default none RANGE)"));
+rewrites!(a_filter_folding_to_true_disappears, eliminate::rules(), s("(filter (< 1 2) RANGE)") => range());
 
 // ---- fusion ----
 rewrites!(
@@ -100,7 +102,7 @@ rewrites!(
 rewrites!(
     closure_maps_do_not_fuse,
     fusion::rules(),
-    s(r#"(map (exprs only (out a (col value))) default none (map (closure #{"closure":{"name":"f","kind":"per_element","deterministic":true,"stateless":true}} #{"spec":{"fields":[{"name":"value","dtype":"int64","shape":[],"kind":"dense"}],"batch_dims":0}}) default none RANGE))"#)
+    s(r#"(map (exprs only (out a (col value))) default none (map (closure #{'closure':{'name':'f",'kind':'per_element",'deterministic':true,'stateless':true}} #{'spec':{'fields':[{'name':'value",'dtype':'int64",'shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE))"#)
         => not s(r#"(map (exprs only (out a (col value))) default none RANGE)"#)
 );
 rewrites!(
@@ -171,8 +173,8 @@ rewrites!(
 rewrites!(
     closures_are_not_vectorized,
     vectorize::rules(),
-    s(r#"(batch 4 false default none (map (closure #{"closure":{"name":"f","kind":"per_element","deterministic":true,"stateless":true}} #{"spec":{"fields":[{"name":"value","dtype":"int64","shape":[],"kind":"dense"}],"batch_dims":0}}) default none RANGE))"#)
-        => not s(r#"(map (closure #{"closure":{"name":"f","kind":"per_element","deterministic":true,"stateless":true}} #{"spec":{"fields":[{"name":"value","dtype":"int64","shape":[],"kind":"dense"}],"batch_dims":0}}) default none (batch 4 false default none RANGE))"#)
+    s(r#"(batch 4 false default none (map (closure #{'closure':{'name':'f",'kind':'per_element",'deterministic':true,'stateless':true}} #{'spec':{'fields':[{'name':'value",'dtype':'int64",'shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE))"#)
+        => not s(r#"(map (closure #{'closure':{'name':'f",'kind':'per_element",'deterministic':true,'stateless':true}} #{'spec':{'fields':[{'name':'value",'dtype':'int64",'shape':[],'kind':'dense'}],'batch_dims':0}}) default none (batch 4 false default none RANGE))"#)
 );
 
 // ---- parallelize ----
@@ -185,8 +187,8 @@ rewrites!(
 rewrites!(
     stateful_closures_stay_sequential,
     parallelize::rules(),
-    s(r#"(map (closure #{"closure":{"name":"f","kind":"per_element","deterministic":true,"stateless":false}} #{"spec":{"fields":[{"name":"value","dtype":"int64","shape":[],"kind":"dense"}],"batch_dims":0}}) default none RANGE)"#)
-        => not s(r#"(map (closure #{"closure":{"name":"f","kind":"per_element","deterministic":true,"stateless":false}} #{"spec":{"fields":[{"name":"value","dtype":"int64","shape":[],"kind":"dense"}],"batch_dims":0}}) autotune none RANGE)"#)
+    s(r#"(map (closure #{'closure':{'name':'f",'kind':'per_element",'deterministic':true,'stateless':false}} #{'spec':{'fields':[{'name':'value",'dtype':'int64",'shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE)"#)
+        => not s(r#"(map (closure #{'closure':{'name':'f",'kind':'per_element",'deterministic':true,'stateless':false}} #{'spec':{'fields':[{'name':'value",'dtype':'int64",'shape':[],'kind':'dense'}],'batch_dims':0}}) autotune none RANGE)"#)
 );
 rewrites!(
     prefetch_is_injected_at_the_output,

@@ -1,10 +1,12 @@
-//! No-op elimination: operators that provably leave the element sequence unchanged are
-//! merged with their input (`take(-1)`, `take(n)` over at most `n` elements, `skip(0)`,
-//! `repeat(1)`, `shard(1, 0)`, `prefetch(0)`, identity maps, `filter(true)`).
+//! No-op elimination and simplification: operators that provably leave the element
+//! sequence unchanged are merged with their input (`take(-1)`, `take(n)` over at most `n`
+//! elements, `skip(0)`, `repeat(1)`, `shard(1, 0)`, `prefetch(0)`, identity maps,
+//! `filter(true)`), and functions get their constant sub-expressions folded.
 
-use flumen_ir::{Expr, MapFn, Scalar, Tunable};
+use flumen_ir::{Expr, MapFn, Op, Predicate, Scalar, Tunable};
 
 use super::{rule, Rule};
+use crate::simplify::{fold_map_fn, fold_typed};
 
 /// The rules of this module.
 pub fn rules() -> Vec<Rule> {
@@ -24,6 +26,32 @@ pub fn rules() -> Vec<Rule> {
             let (f, _) = m.func("?f")?;
             let x = m.plan("?x")?;
             is_identity(&f, &x.spec().field_names()).then(|| m.id("?x"))
+        }),
+        rule("fold-map", "(map ?f ?c ?d ?x)", |m| {
+            let (func, vectorized) = m.func("?f")?;
+            let x = m.plan("?x")?;
+            let folded = fold_map_fn(&func, x.spec());
+            if folded == func {
+                return None;
+            }
+            let op = Op::Map {
+                func: folded,
+                num_parallel_calls: m.tunable("?c")?,
+                deterministic: m.optional_bool("?d")?,
+                vectorized,
+            };
+            let x = m.id("?x");
+            m.add(op, &[x])
+        }),
+        rule("fold-filter", "(filter ?p ?x)", |m| {
+            let (Predicate::Expr { expr }, vectorized) = m.predicate("?p")? else { return None };
+            let x = m.plan("?x")?;
+            let folded = fold_typed(&expr, x.spec());
+            if folded == expr {
+                return None;
+            }
+            let x = m.id("?x");
+            m.add(Op::Filter { predicate: Predicate::Expr { expr: folded }, vectorized }, &[x])
         }),
         rule("noop-filter", "(filter ?p ?x)", |m| {
             let (p, _) = m.predicate("?p")?;

@@ -144,6 +144,10 @@ fn project_node(m: &mut Match, node: &Node, needed: &BTreeSet<String>, depth: us
             if *keep_input {
                 below.extend(needed.iter().filter(|n| !assigned.contains(n)).cloned());
             }
+            // An element with no fields at all has no rows to count: keep one output.
+            if kept.is_empty() && !keep_input {
+                return None;
+            }
             let pruned_here = kept.len() < outputs.len();
             let input = project(m, *x, &below, depth + 1);
             if !pruned_here && input.is_none() {
