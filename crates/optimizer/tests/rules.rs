@@ -102,7 +102,7 @@ rewrites!(
 rewrites!(
     closure_maps_do_not_fuse,
     fusion::rules(),
-    s(r#"(map (exprs only (out a (col value))) default none (map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':true}} #{'spec':{'fields':[{'name':'value','dtype':'int64",'shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE))"#)
+    s(r#"(map (exprs only (out a (col value))) default none (map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':true}} #{'spec':{'fields':[{'name':'value','dtype':'int64','shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE))"#)
         => not s(r#"(map (exprs only (out a (col value))) default none RANGE)"#)
 );
 rewrites!(
@@ -173,8 +173,8 @@ rewrites!(
 rewrites!(
     closures_are_not_vectorized,
     vectorize::rules(),
-    s(r#"(batch 4 false default none (map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':true}} #{'spec':{'fields':[{'name':'value','dtype':'int64",'shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE))"#)
-        => not s(r#"(map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':true}} #{'spec':{'fields':[{'name':'value','dtype':'int64",'shape':[],'kind':'dense'}],'batch_dims':0}}) default none (batch 4 false default none RANGE))"#)
+    s(r#"(batch 4 false default none (map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':true}} #{'spec':{'fields':[{'name':'value','dtype':'int64','shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE))"#)
+        => not s(r#"(map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':true}} #{'spec':{'fields':[{'name':'value','dtype':'int64','shape':[],'kind':'dense'}],'batch_dims':0}}) default none (batch 4 false default none RANGE))"#)
 );
 
 // ---- parallelize ----
@@ -187,8 +187,8 @@ rewrites!(
 rewrites!(
     stateful_closures_stay_sequential,
     parallelize::rules(),
-    s(r#"(map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':false}} #{'spec':{'fields':[{'name':'value','dtype':'int64",'shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE)"#)
-        => not s(r#"(map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':false}} #{'spec':{'fields':[{'name':'value','dtype':'int64",'shape':[],'kind':'dense'}],'batch_dims':0}}) autotune none RANGE)"#)
+    s(r#"(map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':false}} #{'spec':{'fields':[{'name':'value','dtype':'int64','shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE)"#)
+        => not s(r#"(map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':false}} #{'spec':{'fields':[{'name':'value','dtype':'int64','shape':[],'kind':'dense'}],'batch_dims':0}}) autotune none RANGE)"#)
 );
 rewrites!(
     prefetch_is_injected_at_the_output,
