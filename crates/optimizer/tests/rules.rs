@@ -154,6 +154,12 @@ rewrites!(
         => s("(map (pfor (exprs only (out y (* (col value) 2)))) default none (batch 4 false default none RANGE))")
 );
 rewrites!(
+    pfor_does_not_batch_before_a_map_that_can_fail,
+    vectorize::rules(),
+    s("(batch 4 false default none (map (exprs only (out y (/ 8 (col value)))) default none RANGE))")
+        => not s("(map (pfor (exprs only (out y (/ 8 (col value))))) default none (batch 4 false default none RANGE))")
+);
+rewrites!(
     pfor_vectorizes_map_and_batch,
     vectorize::rules(),
     s("(map_and_batch (exprs keep (out y (* (col value) 2))) 4 true default none RANGE)")

@@ -43,13 +43,16 @@ pub fn vectorizable(f: &MapFn) -> bool {
     matches!(f, MapFn::Exprs { .. })
 }
 
-/// True when `f` over elements of `x` has a static output spec after batching: it reads
-/// only scalar fields of unbatched elements.
+/// True when `f` over elements of `x` has a static output spec after batching (it reads
+/// only scalar fields of unbatched elements) and cannot fail: an element that fails before
+/// batching is reported alone and the batch continues after it, while after batching the
+/// whole batch would fail.
 fn batchable(f: &MapFn, x: &Plan) -> bool {
     let MapFn::Exprs { outputs, .. } = f else { return false };
     let spec = x.spec();
     spec.batch_dims == 0
         && !spec.fields.is_empty()
+        && !crate::simplify::outputs_may_fail(outputs, spec)
         && outputs.iter().flat_map(|o| o.expr.columns()).all(|c| spec.field(&c).is_some_and(|f| f.is_scalar()))
 }
 
