@@ -288,6 +288,9 @@ fn element_specs_follow_tf_data() {
     assert_eq!(range(0, 10).filter(col("value").gt(lit(1i64))).unwrap().cardinality(), None);
 }
 
+/// `explain` (not verbose): the logical plan, one line per optimizer stage, the optimized
+/// plan and the physical operators. The filter stays above the map (the map's cast counts
+/// as fallible) and nothing moves across the shuffle; `tests/explain.rs` has the rest.
 #[test]
 fn explain_shows_the_typed_plan() {
     let ds = range(0, 100)
@@ -301,6 +304,9 @@ fn explain_shows_the_typed_plan() {
         .unwrap()
         .prefetch(Tunable::Autotune)
         .unwrap();
+    let text = ds.explain();
+    let sections: Vec<_> = text.lines().filter(|l| l.starts_with("== ")).collect();
+    assert_eq!(sections, ["== Logical plan ==", "== Optimizer ==", "== Optimized plan ==", "== Physical plan =="]);
     insta::assert_snapshot!(ds.explain());
     insta::assert_snapshot!(ds.plan().to_dot());
 }

@@ -21,15 +21,76 @@ fn run_reports_batches_rows_and_throughput() {
 
 #[test]
 fn explain_prints_the_typed_plan_in_three_formats() {
-    let (ok, text, _) = flumen(&["explain", "examples/pipelines/figure4_csv.json"]);
-    assert!(ok);
+    let (ok, text, stderr) = flumen(&["explain", "examples/pipelines/figure4_csv.json"]);
+    assert!(ok, "{stderr}");
+    let sections: Vec<&str> = text.lines().filter(|l| l.starts_with("== ")).collect();
+    assert_eq!(sections, ["== Logical plan ==", "== Optimizer ==", "== Optimized plan ==", "== Physical plan =="]);
     assert!(text.contains("batch(32) -> {x: float64[?], cross: float64[?], label: int64[?]}"), "{text}");
+    // One line per stage, and no per-stage plans without --verbose.
+    let stages: Vec<&str> = text.lines().filter(|l| l.starts_with("stage ")).collect();
+    assert_eq!(stages.len(), 5, "{text}");
+    assert!(stages[1].starts_with("stage fusion: map-filter-fusion x1;"), "{text}");
+    assert!(!text.contains("  unchanged"), "{text}");
+    assert!(text.contains("BatchOp(32)"), "the physical plan: {text}");
+
+    // DOT: the optimized plan (the filter now runs before the map).
     let (ok, dot, _) = flumen(&["explain", "--format", "dot", "examples/pipelines/figure4_csv.json"]);
-    assert!(ok && dot.starts_with("digraph plan {"));
+    assert!(ok && dot.starts_with("digraph plan {"), "{dot}");
+    assert_eq!(dot.matches(" -> n").count(), 6, "7 nodes in a chain: {dot}");
+    assert!(dot.contains("filter(pfor (label != 9))"), "{dot}");
+
+    // JSON: a document with the same four parts.
     let (ok, json, _) = flumen(&["explain", "--format", "json", "examples/pipelines/figure4_csv.json"]);
     assert!(ok);
-    let nodes: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(nodes.as_array().unwrap().len(), 7);
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let lines = |key: &str| doc[key].as_array().unwrap_or_else(|| panic!("{key} is a list of lines: {json}")).len();
+    assert_eq!(lines("logical_plan"), 7);
+    assert_eq!(lines("optimized_plan"), 7);
+    assert_eq!(lines("physical_plan"), 7);
+    let stages = doc["stages"].as_array().unwrap();
+    let names: Vec<&str> = stages.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["eliminate", "fusion", "pushdown", "vectorize", "parallelize"]);
+    assert_eq!(stages[1]["rules_fired"]["map-filter-fusion"], 1);
+    assert_eq!(stages[1]["changed"], true);
+    assert_eq!(stages[0]["changed"], false);
+    assert!(stages.iter().all(|s| s.get("plan").is_none()), "plans per stage only with --verbose");
+}
+
+#[test]
+fn explain_verbose_shows_the_plan_after_each_stage() {
+    let (ok, text, stderr) = flumen(&["explain", "--verbose", "examples/pipelines/figure4_csv.json"]);
+    assert!(ok, "{stderr}");
+    // Each stage line is followed by the plan it produced, or "unchanged".
+    let lines: Vec<&str> = text.lines().collect();
+    let after = |stage: &str| {
+        let i = lines.iter().position(|l| l.starts_with(&format!("stage {stage}:"))).expect(stage);
+        lines[i + 1]
+    };
+    assert_eq!(after("eliminate"), "  unchanged");
+    assert_eq!(after("pushdown"), "  unchanged");
+    assert!(after("fusion").starts_with("  #0 prefetch(autotune)"), "{text}");
+    assert!(
+        text.contains("\n          #4 filter((label != 9)) -> {f0: float64[], f1: float64[], label: int64[]}\n"),
+        "{text}"
+    );
+    assert!(after("parallelize").starts_with("  #0 prefetch(autotune)"), "{text}");
+    // The last stage's plan is the optimized plan, indented.
+    let optimized = text.split("== Optimized plan ==\n").nth(1).unwrap().split("== Physical plan ==").next().unwrap();
+    let indented: String = optimized.lines().map(|l| format!("  {l}\n")).collect();
+    assert!(text.contains(&format!("; plan changed\n{indented}== Optimized plan ==")), "{text}");
+    let (_, plain, _) = flumen(&["explain", "examples/pipelines/figure4_csv.json"]);
+    assert!(text.len() > plain.len());
+
+    // --verbose with JSON: each stage carries its plan as lines.
+    let (ok, json, _) = flumen(&["explain", "--verbose", "--format", "json", "examples/pipelines/figure4_csv.json"]);
+    assert!(ok);
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    for stage in doc["stages"].as_array().unwrap() {
+        let plan = stage["plan"].as_array().unwrap_or_else(|| panic!("a plan per stage: {stage}"));
+        assert_eq!(plan.len(), 7, "{stage}");
+    }
+    let last = doc["stages"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["plan"], doc["optimized_plan"]);
 }
 
 #[test]

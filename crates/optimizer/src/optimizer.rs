@@ -83,7 +83,7 @@ pub fn default_stages(config: &OptimizerConfig) -> Vec<Stage> {
                 .chain(eliminate::rules())
                 .collect(),
         },
-        Stage { name: "pushdown".into(), rules: pushdown::rules() },
+        Stage { name: "pushdown".into(), rules: pushdown::rules().into_iter().chain(eliminate::rules()).collect() },
         Stage {
             name: "vectorize".into(),
             rules: vectorize::rules()

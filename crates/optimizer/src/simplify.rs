@@ -6,8 +6,9 @@
 
 use flumen_ir::{BinaryOp, DType, ElementSpec, Expr, Func, MapFn, NamedExpr, Scalar, UnaryOp};
 
-/// True when evaluating `expr` over elements of `spec` may fail for some element (integer
-/// division or remainder by zero, integer negation or `abs` overflow, casts, integer powers).
+/// True when evaluating `expr` over elements of `spec` may fail for some element: integer
+/// arithmetic (overflow, division or remainder by zero), integer negation, `abs` and
+/// powers, and casts that can lose the value (to a narrower integer, from strings...).
 /// Rules that would evaluate an expression on other elements than the unoptimized plan
 /// does (dropping it, or filtering before it) require it not to.
 pub fn may_fail(expr: &Expr, spec: &ElementSpec) -> bool {
@@ -15,15 +16,29 @@ pub fn may_fail(expr: &Expr, spec: &ElementSpec) -> bool {
     expr.visit(&mut |e| {
         let integer = || e.data_type(spec).map(|t| t.is_integer()).unwrap_or(true);
         fails |= match e {
-            Expr::Binary { op: BinaryOp::Div | BinaryOp::Mod, .. } => integer(),
-            Expr::Binary { op: BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul, .. } => false,
+            Expr::Binary {
+                op: BinaryOp::Div | BinaryOp::Mod | BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul, ..
+            } => integer(),
             Expr::Unary { op: UnaryOp::Neg, .. } => integer(),
             Expr::Call { func: Func::Abs | Func::Power, .. } => integer(),
-            Expr::Cast { .. } => true,
+            Expr::Cast { arg, to } => arg.data_type(spec).map_or(true, |from| cast_may_fail(from, *to)),
             _ => false,
         };
     });
     fails
+}
+
+/// True when casting a `from` value to `to` can fail: only widening casts, casts to floats
+/// and to strings always succeed.
+pub fn cast_may_fail(from: DType, to: DType) -> bool {
+    let widens = match (from.int_range(), to.int_range()) {
+        (Some((lo, hi)), Some((to_lo, to_hi))) => to_lo <= lo && hi <= to_hi,
+        _ => false,
+    };
+    !(from == to
+        || widens
+        || (to.is_float() && (from.is_numeric() || from == DType::Bool))
+        || (to == DType::Utf8 && (from.is_numeric() || from == DType::Bool)))
 }
 
 /// True when any output of the expression map may fail over `spec`.
@@ -158,7 +173,12 @@ mod tests {
     fn integer_division_may_fail_float_division_may_not() {
         assert!(may_fail(&Expr::binary(BinaryOp::Div, Expr::col("i"), int(2)), &spec()));
         assert!(!may_fail(&Expr::binary(BinaryOp::Div, Expr::col("f"), int(2)), &spec()));
-        assert!(!may_fail(&Expr::binary(BinaryOp::Mul, Expr::col("i"), int(2)), &spec()));
+        assert!(may_fail(&Expr::binary(BinaryOp::Mul, Expr::col("i"), int(2)), &spec()), "integers overflow");
+        assert!(!may_fail(&Expr::binary(BinaryOp::Mul, Expr::col("f"), int(2)), &spec()));
+        let to_float = Expr::Cast { arg: Box::new(Expr::col("i")), to: DType::Float64 };
+        assert!(!may_fail(&to_float, &spec()));
+        let narrowing = Expr::Cast { arg: Box::new(Expr::col("i")), to: DType::Int8 };
+        assert!(may_fail(&narrowing, &spec()));
     }
 
     #[test]

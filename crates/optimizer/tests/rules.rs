@@ -78,19 +78,19 @@ rewrites!(a_filter_folding_to_true_disappears, eliminate::rules(), s("(filter (<
 rewrites!(
     map_map_fuses_by_substitution,
     fusion::rules(),
-    s("(map (exprs only (out z (+ (col y) 1))) default none (map (exprs only (out y (* (col value) 2))) default none RANGE))")
-        => s("(map (exprs only (out z (+ (* (col value) 2) 1))) default none RANGE)")
+    s("(map (exprs only (out z (+ (col y) 1.0))) default none (map (exprs only (out y (* (cast (col value) float64) 2.0))) default none RANGE))")
+        => s("(map (exprs only (out z (+ (* (cast (col value) float64) 2.0) 1.0))) default none RANGE)")
 );
 rewrites!(
     map_map_fusion_keeps_fields_in_place,
     fusion::rules(),
-    s("(map (exprs keep (out value (+ (col value) 1)) (out w (col y))) default none (map (exprs keep (out y (* (col value) 2))) default none RANGE))")
-        => s("(map (exprs keep (out y (* (col value) 2)) (out value (+ (col value) 1)) (out w (* (col value) 2))) default none RANGE)")
+    s("(map (exprs keep (out value (+ (col value) 1)) (out w (col y))) default none (map (exprs keep (out y (* (cast (col value) float64) 2.0))) default none RANGE))")
+        => s("(map (exprs keep (out y (* (cast (col value) float64) 2.0)) (out value (+ (col value) 1)) (out w (* (cast (col value) float64) 2.0))) default none RANGE)")
 );
 rewrites!(
     map_map_fusion_drops_dead_infallible_fields,
     fusion::rules(),
-    s("(map (exprs only (out a (col value))) default none (map (exprs keep (out dead (* (col value) 3))) default none RANGE))")
+    s("(map (exprs only (out a (col value))) default none (map (exprs keep (out dead (* (cast (col value) float64) 3.0))) default none RANGE))")
         => s("(map (exprs only (out a (col value))) default none RANGE)")
 );
 rewrites!(
@@ -119,14 +119,20 @@ rewrites!(
 rewrites!(
     filter_hoists_above_a_map_it_does_not_read,
     fusion::rules(),
-    s("(filter (> (col value) 3) (map (exprs keep (out y (* (col value) 2))) default none RANGE))")
-        => s("(map (exprs keep (out y (* (col value) 2))) default none (filter (> (col value) 3) RANGE))")
+    s("(filter (> (col value) 3) (map (exprs keep (out y (* (cast (col value) float64) 2.0))) default none RANGE))")
+        => s("(map (exprs keep (out y (* (cast (col value) float64) 2.0))) default none (filter (> (col value) 3) RANGE))")
 );
 rewrites!(
     map_filter_fusion_substitutes_computed_fields,
     fusion::rules(),
-    s("(filter (> (col y) 6) (map (exprs only (out y (* (col value) 2))) default none RANGE))")
-        => s("(map (exprs only (out y (* (col value) 2))) default none (filter (> (* (col value) 2) 6) RANGE))")
+    s("(filter (> (col y) 6.0) (map (exprs only (out y (* (cast (col value) float64) 2.0))) default none RANGE))")
+        => s("(map (exprs only (out y (* (cast (col value) float64) 2.0))) default none (filter (> (* (cast (col value) float64) 2.0) 6.0) RANGE))")
+);
+rewrites!(
+    filter_does_not_hoist_above_a_map_that_can_overflow,
+    fusion::rules(),
+    s("(filter (> (col value) 3) (map (exprs keep (out y (* (col value) 2))) default none RANGE))")
+        => not s("(map (exprs keep (out y (* (col value) 2))) default none (filter (> (col value) 3) RANGE))")
 );
 rewrites!(
     filter_does_not_hoist_above_a_map_that_can_fail,
@@ -137,8 +143,8 @@ rewrites!(
 rewrites!(
     map_and_batch_fuse,
     fusion::rules(),
-    s("(batch 4 true default none (map (exprs only (out y (* (col value) 2))) default none RANGE))")
-        => s("(map_and_batch (exprs only (out y (* (col value) 2))) 4 true default none RANGE)")
+    s("(batch 4 true default none (map (exprs only (out y (* (cast (col value) float64) 2.0))) default none RANGE))")
+        => s("(map_and_batch (exprs only (out y (* (cast (col value) float64) 2.0))) 4 true default none RANGE)")
 );
 rewrites!(
     shuffle_and_repeat_fuse,
@@ -150,8 +156,8 @@ rewrites!(
 rewrites!(
     pfor_moves_the_map_after_the_batch,
     vectorize::rules(),
-    s("(batch 4 false default none (map (exprs only (out y (* (col value) 2))) default none RANGE))")
-        => s("(map (pfor (exprs only (out y (* (col value) 2)))) default none (batch 4 false default none RANGE))")
+    s("(batch 4 false default none (map (exprs only (out y (* (cast (col value) float64) 2.0))) default none RANGE))")
+        => s("(map (pfor (exprs only (out y (* (cast (col value) float64) 2.0)))) default none (batch 4 false default none RANGE))")
 );
 rewrites!(
     pfor_does_not_batch_before_a_map_that_can_fail,
@@ -162,14 +168,14 @@ rewrites!(
 rewrites!(
     pfor_vectorizes_map_and_batch,
     vectorize::rules(),
-    s("(map_and_batch (exprs keep (out y (* (col value) 2))) 4 true default none RANGE)")
-        => s("(map (pfor (exprs keep (out y (* (col value) 2)))) default none (batch 4 true default none RANGE))")
+    s("(map_and_batch (exprs keep (out y (* (cast (col value) float64) 2.0))) 4 true default none RANGE)")
+        => s("(map (pfor (exprs keep (out y (* (cast (col value) float64) 2.0)))) default none (batch 4 true default none RANGE))")
 );
 rewrites!(
     pfor_runs_a_map_over_chunks,
     vectorize::rules(),
-    s("(map (exprs only (out y (* (col value) 2))) default none RANGE)")
-        => s("(map (pfor (exprs only (out y (* (col value) 2)))) default none RANGE)")
+    s("(map (exprs only (out y (* (cast (col value) float64) 2.0))) default none RANGE)")
+        => s("(map (pfor (exprs only (out y (* (cast (col value) float64) 2.0)))) default none RANGE)")
 );
 rewrites!(
     pfor_runs_a_filter_over_chunks,
@@ -187,8 +193,8 @@ rewrites!(
 rewrites!(
     stateless_maps_become_parallel,
     parallelize::rules(),
-    s("(map (exprs only (out y (* (col value) 2))) default none RANGE)")
-        => s("(map (exprs only (out y (* (col value) 2))) autotune none RANGE)")
+    s("(map (exprs only (out y (* (cast (col value) float64) 2.0))) default none RANGE)")
+        => s("(map (exprs only (out y (* (cast (col value) float64) 2.0))) autotune none RANGE)")
 );
 rewrites!(
     stateful_closures_stay_sequential,

@@ -2,8 +2,10 @@
 //!
 //! - Projection: when a map reads only some fields, the fields nobody reads are pruned on
 //!   the way down — outputs of earlier maps that are never used (when they cannot fail)
-//!   and columns of CSV and Parquet sources (also inside `flat_map`/`interleave` reads),
-//!   so those columns are never read. Filters on the way add the fields they read.
+//!   and columns of Parquet and CSV sources (also inside `flat_map`/`interleave` reads),
+//!   so those columns are never decoded. CSV columns that can fail to parse (numbers,
+//!   bools) are kept, so a malformed record stays an error. Filters on the way add the
+//!   fields they read.
 //! - Predicate: a filter right above a Parquet read becomes the reader's predicate
 //!   (row-group pruning from statistics plus an exact row filter). Only through
 //!   operators where that is exact: a plain read, or a `flat_map` of reads (not an
@@ -178,9 +180,18 @@ fn project_node(m: &mut Match, node: &Node, needed: &BTreeSet<String>, depth: us
 }
 
 /// The format reading only the `needed` columns (in the current order), when that reads fewer.
+/// A CSV column whose values can fail to parse (numbers, bools) is still read: a malformed
+/// value in it is an error of that record, whether anyone reads the column or not.
 fn project_format(format: &FileFormat, needed: &BTreeSet<String>) -> Option<FileFormat> {
-    let current = format.output_spec().ok()?.field_names();
-    let columns: Vec<String> = current.iter().filter(|c| needed.contains(*c)).cloned().collect();
+    let spec = format.output_spec().ok()?;
+    let keep = |f: &flumen_ir::FieldSpec| match format {
+        FileFormat::Csv(_) => {
+            needed.contains(&f.name) || !matches!(f.dtype, flumen_ir::DType::Utf8 | flumen_ir::DType::Binary)
+        }
+        _ => needed.contains(&f.name),
+    };
+    let current = spec.field_names();
+    let columns: Vec<String> = spec.fields.iter().filter(|f| keep(f)).map(|f| f.name.clone()).collect();
     if columns.len() == current.len() || columns.is_empty() {
         return None;
     }
