@@ -22,6 +22,51 @@ pub struct Facts {
     pub cardinality: Option<u64>,
 }
 
+impl Facts {
+    /// The element spec, for plan classes.
+    pub fn spec(&self) -> Option<&flumen_ir::ElementSpec> {
+        self.value.plan().map(|p| p.spec())
+    }
+
+    /// For function and predicate classes: the function keeps no state between calls and
+    /// returns the same output for the same input (expressions always; closures as declared).
+    pub fn pure(&self) -> Option<bool> {
+        match &self.value {
+            Value::Func { func, .. } => Some(func.is_stateless_and_deterministic()),
+            Value::Pred { predicate: flumen_ir::Predicate::Closure { closure }, .. } => {
+                Some(closure.stateless && closure.deterministic)
+            }
+            Value::Pred { .. } | Value::Expr(_) | Value::Lit(_) => Some(true),
+            _ => None,
+        }
+    }
+
+    /// For function and predicate classes: it can run over many elements at once (pfor).
+    pub fn vectorizable(&self) -> Option<bool> {
+        match &self.value {
+            Value::Func { func, .. } => Some(crate::rules::vectorize::vectorizable(func)),
+            Value::Pred { predicate, .. } => Some(matches!(predicate, flumen_ir::Predicate::Expr { .. })),
+            Value::Expr(_) | Value::Lit(_) => Some(true),
+            _ => None,
+        }
+    }
+
+    /// The fields a function, predicate or expression reads (`None`: all of them, for
+    /// closures; or not a function).
+    pub fn fields_used(&self) -> Option<std::collections::BTreeSet<String>> {
+        match &self.value {
+            Value::Expr(e) => Some(e.columns()),
+            Value::Lit(_) => Some(Default::default()),
+            Value::Out(o) => Some(o.expr.columns()),
+            Value::Func { func: flumen_ir::MapFn::Exprs { outputs, keep_input: false }, .. } => {
+                Some(outputs.iter().flat_map(|o| o.expr.columns()).collect())
+            }
+            Value::Pred { predicate: flumen_ir::Predicate::Expr { expr }, .. } => Some(expr.columns()),
+            _ => None,
+        }
+    }
+}
+
 /// flumen's analysis (see the module docs).
 #[derive(Debug, Default, Clone)]
 pub struct PlanAnalysis;
@@ -54,5 +99,37 @@ impl Analysis<Node> for PlanAnalysis {
             changed_a = true;
         }
         DidMerge(changed_a, changed_b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(term: &str) -> Facts {
+        let mut egraph = Graph::default();
+        let id = egraph.add_expr(&term.parse().unwrap());
+        egraph[id].data.clone()
+    }
+
+    const RANGE: &str = "(source #{'source':{'source':'range','start':0,'stop':10,'step':1}})";
+
+    #[test]
+    fn plan_classes_know_their_spec_and_cardinality() {
+        let f = facts(&format!("(batch 4 true default none {RANGE})"));
+        assert_eq!(f.spec().unwrap().to_string(), "{value: int64[4]}");
+        assert_eq!(f.cardinality, Some(2));
+        assert_eq!(facts(&format!("(filter (> (col value) 2) {RANGE})")).cardinality, None);
+    }
+
+    #[test]
+    fn function_classes_know_purity_vectorizability_and_fields() {
+        let f = facts("(exprs only (out y (* (col a) (col b))))");
+        assert_eq!((f.pure(), f.vectorizable()), (Some(true), Some(true)));
+        assert_eq!(f.fields_used().unwrap().into_iter().collect::<Vec<_>>(), ["a", "b"]);
+        let closure = "#{'closure':{'name':'f','kind':'per_element','deterministic':false,'stateless':true}}";
+        let spec = "#{'spec':{'fields':[],'batch_dims':0}}";
+        let c = facts(&format!("(closure {closure} {spec})"));
+        assert_eq!((c.pure(), c.vectorizable(), c.fields_used()), (Some(false), Some(false), None));
     }
 }

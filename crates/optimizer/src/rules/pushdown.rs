@@ -27,7 +27,7 @@ pub fn rules() -> Vec<Rule> {
     vec![
         rule("projection-pushdown", "(map ?f ?c ?d ?x)", |m| {
             let (func, vectorized) = m.func("?f")?;
-            let needed = reads(&func)?;
+            let needed = m.egraph[m.id("?f")].data.fields_used()?;
             let op = Op::Map {
                 func,
                 num_parallel_calls: m.tunable("?c")?,
@@ -40,7 +40,7 @@ pub fn rules() -> Vec<Rule> {
         }),
         rule("projection-pushdown-batch", "(map_and_batch ?f ?n ?r ?c ?d ?x)", |m| {
             let (func, vectorized) = m.func("?f")?;
-            let needed = reads(&func)?;
+            let needed = m.egraph[m.id("?f")].data.fields_used()?;
             let op = Op::MapAndBatch {
                 func,
                 batch_size: m.unsigned("?n")?,
@@ -59,15 +59,6 @@ pub fn rules() -> Vec<Rule> {
             push_predicate(m, x, &expr)
         }),
     ]
-}
-
-/// The fields an expression map without `keep_input` reads; `None` otherwise (it needs
-/// its whole input).
-fn reads(f: &MapFn) -> Option<BTreeSet<String>> {
-    match f {
-        MapFn::Exprs { outputs, keep_input: false } => Some(outputs.iter().flat_map(|o| o.expr.columns()).collect()),
-        _ => None,
-    }
 }
 
 /// The operator of one term (not of its class's representative, which may be another
