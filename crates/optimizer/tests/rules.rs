@@ -57,11 +57,11 @@ fn s(text: &str) -> String {
 
 // ---- eliminate ----
 rewrites!(take_all_is_a_noop, eliminate::rules(), s("(take -1 RANGE)") => range());
-rewrites!(take_more_than_cardinality_is_a_noop, eliminate::rules(), s("(take 10 RANGE)") => range());
+rewrites!(take_more_than_cardinality_stays_since_it_can_stop_errors, eliminate::rules(), s("(take 10 RANGE)") => not range());
 rewrites!(take_fewer_than_cardinality_stays, eliminate::rules(), s("(take 9 RANGE)") => not range());
 rewrites!(skip_zero_is_a_noop, eliminate::rules(), s("(skip 0 RANGE)") => range());
 rewrites!(skip_one_stays, eliminate::rules(), s("(skip 1 RANGE)") => not range());
-rewrites!(repeat_once_is_a_noop, eliminate::rules(), s("(repeat 1 RANGE)") => range());
+rewrites!(repeat_once_stays_since_it_salts_reshuffles, eliminate::rules(), s("(repeat 1 RANGE)") => not range());
 rewrites!(repeat_twice_stays, eliminate::rules(), s("(repeat 2 RANGE)") => not range());
 rewrites!(shard_one_is_a_noop, eliminate::rules(), s("(shard 1 0 RANGE)") => range());
 rewrites!(shard_two_stays, eliminate::rules(), s("(shard 2 0 RANGE)") => not range());

@@ -15,11 +15,12 @@ pub fn rules() -> Vec<Rule> {
             let n = m.signed("?n")?;
             let x = m.id("?x");
             let card = m.egraph[x].data.cardinality;
-            let noop = n == -1 || card.is_some_and(|c| c != u64::MAX && n >= 0 && c <= n as u64);
-            noop.then_some(x)
+            // Only take(-1): a take under a known cardinality can still stop errors, which
+            // cardinality does not count.
+            let _ = card;
+            (n == -1).then_some(x)
         }),
         rule("noop-skip", "(skip 0 ?x)", |m| Some(m.id("?x"))),
-        rule("noop-repeat", "(repeat 1 ?x)", |m| Some(m.id("?x"))),
         rule("noop-shard", "(shard 1 0 ?x)", |m| Some(m.id("?x"))),
         rule("noop-prefetch", "(prefetch ?b ?x)", |m| (m.tunable("?b")? == Tunable::Fixed(0)).then(|| m.id("?x"))),
         rule("noop-map", "(map ?f ?c ?d ?x)", |m| {
