@@ -14,17 +14,9 @@ pub fn cardinality(plan: &Plan) -> Option<u64> {
         Op::Map { .. } | Op::Prefetch { .. } | Op::Enumerate { .. } | Op::Cache { .. } | Op::Scan { .. } => input(),
         Op::Shuffle { .. } => input(),
         Op::Reduce { .. } => Some(1),
-        Op::Batch { batch_size, drop_remainder, .. } | Op::PaddedBatch { batch_size, drop_remainder, .. } => input()
-            .map(|n| {
-                if n == INFINITE {
-                    INFINITE
-                } else if *drop_remainder {
-                    n / batch_size
-                } else {
-                    n.div_ceil(*batch_size)
-                }
-            }),
-        Op::MapAndBatch { batch_size, drop_remainder, .. } => input().map(|n| {
+        Op::Batch { batch_size, drop_remainder, .. }
+        | Op::PaddedBatch { batch_size, drop_remainder, .. }
+        | Op::MapAndBatch { batch_size, drop_remainder, .. } => input().map(|n| {
             if n == INFINITE {
                 INFINITE
             } else if *drop_remainder {
