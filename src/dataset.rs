@@ -580,37 +580,70 @@ impl Dataset {
 
     // ----- iteration -----
 
-    fn root(&self) -> Result<flumen_runtime::BoxOperator> {
+    /// The execution context of iteration `iteration`, with unseeded random operators drawing
+    /// from `unseeded` (the dataset's own base, or the one a checkpoint recorded).
+    pub(crate) fn context(&self, iteration: u64, unseeded: Option<u64>) -> ExecContext {
         let options = ExecOptions { chunk_rows: self.options.chunk_rows, ..ExecOptions::default() };
-        let iteration = self.shared.next_iteration();
-        let ctx = ExecContext::new(self.registry.clone(), Arc::new(options), self.shared.clone(), iteration);
-        build(&self.optimized_plan()?, &ctx)
+        let mut ctx = ExecContext::new(self.registry.clone(), Arc::new(options), self.shared.clone(), iteration);
+        if let Some(unseeded) = unseeded {
+            ctx.unseeded = unseeded;
+        }
+        ctx
+    }
+
+    fn root(&self) -> Result<(flumen_runtime::BoxOperator, ExecContext)> {
+        let ctx = self.context(self.shared.next_iteration(), None);
+        Ok((build(&self.optimized_plan()?, &ctx)?, ctx))
     }
 
     /// A new iterator over the elements: one `RecordBatch` per element (one row, or the
     /// `b` rows of a batch). An error building the pipeline is its first item.
+    ///
+    /// The iterator can be checkpointed ([`DatasetIterator::save`]) and a new iterator of the
+    /// same dataset restored from the checkpoint ([`DatasetIterator::restore`]).
     pub fn iter(&self) -> DatasetIterator {
-        DatasetIterator(self.root().and_then(|root| ElementIterator::new(root, self.element_spec())).map_err(Some))
+        let root = self.root().and_then(|(root, ctx)| Ok((ElementIterator::new(root, self.element_spec())?, ctx)));
+        DatasetIterator::new(self.clone(), root)
     }
 
     /// A new iterator over chunks of elements (each row one element): the fast path for
     /// consumers that process many elements at once.
     pub fn iter_chunks(&self) -> ChunkIter {
-        ChunkIter(self.root().map(ChunkIterator::new).map_err(Some))
+        ChunkIter(self.root().map(|(root, _)| ChunkIterator::new(root)).map_err(Some))
     }
 }
 
 /// The element iterator of a dataset (see [`Dataset::iter`]).
-pub struct DatasetIterator(std::result::Result<ElementIterator, Option<Error>>);
+pub struct DatasetIterator {
+    pub(crate) inner: std::result::Result<ElementIterator, Option<Error>>,
+    pub(crate) dataset: Dataset,
+    /// The context the operators were built in (its iteration index and unseeded base go
+    /// into checkpoints).
+    pub(crate) ctx: Option<ExecContext>,
+    /// Elements delivered, errors included.
+    pub(crate) delivered: u64,
+}
+
+impl DatasetIterator {
+    fn new(dataset: Dataset, root: Result<(ElementIterator, ExecContext)>) -> Self {
+        let (inner, ctx) = match root {
+            Ok((it, ctx)) => (Ok(it), Some(ctx)),
+            Err(e) => (Err(Some(e)), None),
+        };
+        DatasetIterator { inner, dataset, ctx, delivered: 0 }
+    }
+}
 
 impl Iterator for DatasetIterator {
     type Item = Result<RecordBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        match &mut self.0 {
+        let next = match &mut self.inner {
             Ok(it) => it.next(),
             Err(e) => e.take().map(Err),
-        }
+        };
+        self.delivered += next.is_some() as u64;
+        next
     }
 }
 

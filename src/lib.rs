@@ -18,12 +18,14 @@
 
 #![warn(missing_docs)]
 
+pub mod checkpoint;
 pub mod dataset;
 pub mod explain;
 pub mod format;
 pub mod function;
 pub mod options;
 
+pub use checkpoint::{Checkpoint, ExternalState, SaveMode};
 pub use dataset::{BucketOptions, ChunkIter, Dataset, DatasetIterator, PaddedBatchOptions, Parallel};
 pub use explain::ExplainFormat;
 pub use flumen_ir::{DType, ElementSpec, Error, FieldKind, FieldSpec, Plan, Result, Tunable};
@@ -44,8 +46,9 @@ pub mod crates {
 /// Everything a pipeline author needs: `use flumen::prelude::*`.
 pub mod prelude {
     pub use crate::{
-        BucketOptions, CsvOptions, DType, Dataset, DatasetFunction, ElementSpec, ExplainFormat, FieldSpec, FileRead,
-        MapFunction, Options, PaddedBatchOptions, Parallel, PredicateFunction, Tunable,
+        BucketOptions, Checkpoint, CsvOptions, DType, Dataset, DatasetFunction, ElementSpec, ExplainFormat,
+        ExternalState, FieldSpec, FileRead, MapFunction, Options, PaddedBatchOptions, Parallel, PredicateFunction,
+        SaveMode, Tunable,
     };
     pub use datafusion_expr::{cast, col, lit, when, Expr};
     pub use flumen_udf::functions::*;

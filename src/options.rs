@@ -2,6 +2,8 @@
 
 pub use flumen_optimizer::OptimizerConfig;
 
+use crate::checkpoint::ExternalState;
+
 /// Options of a pipeline. Later subsystems (parallel runtime, autotuner) add their
 /// switches here.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,6 +16,9 @@ pub struct Options {
     /// The optimizer's rules and limits (tf.data's `experimental_optimization`); its
     /// `autotune` flag is tf.data's `autotune.enabled`.
     pub optimization: OptimizerConfig,
+    /// What saving an iterator does when the pipeline calls closures that keep state or are
+    /// not deterministic (tf.data's `external_state_policy`; default: fail).
+    pub external_state: ExternalState,
 }
 
 impl Default for Options {
@@ -22,6 +27,7 @@ impl Default for Options {
             deterministic: true,
             chunk_rows: flumen_sources::reader::DEFAULT_CHUNK_ROWS,
             optimization: OptimizerConfig::default(),
+            external_state: ExternalState::default(),
         }
     }
 }
@@ -51,6 +57,12 @@ impl Options {
     /// injected prefetch).
     pub fn with_autotune(mut self, on: bool) -> Self {
         self.optimization.autotune = on;
+        self
+    }
+
+    /// The same options with the external-state policy of checkpoints set.
+    pub fn with_external_state(mut self, policy: ExternalState) -> Self {
+        self.external_state = policy;
         self
     }
 

@@ -9,7 +9,7 @@ use crate::context::ExecContext;
 use crate::operator::BoxOperator;
 use crate::ops::batch::BatchOp;
 use crate::ops::bucket::BucketBySequenceLengthOp;
-use crate::ops::cache::{CacheReadOp, CacheWriteOp};
+use crate::ops::cache::CacheOp;
 use crate::ops::concatenate::ConcatenateOp;
 use crate::ops::count::{EnumerateOp, ShardOp, SkipOp, TakeOp, TakeWhileOp};
 use crate::ops::fold::{ReduceOp, ScanOp};
@@ -105,10 +105,7 @@ pub fn build(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
                 format!("a file cache ({path}) is not supported by this runtime yet; use cache() in memory"),
             ))
         }
-        Op::Cache { path: None } => match ctx.shared.cached(plan) {
-            Some(chunks) => Box::new(CacheReadOp::new(chunks)),
-            None => Box::new(CacheWriteOp::new(input()?, plan.clone(), ctx.shared.clone())),
-        },
+        Op::Cache { path: None } => Box::new(CacheOp::new(plan, ctx)?),
         Op::Reduce { initial, update } => Box::new(ReduceOp::new(input()?, initial, update)?),
         Op::Scan { initial, update, output } => Box::new(ScanOp::new(input()?, initial, update, output, schema)?),
         Op::Window { size, shift, stride, drop_remainder } => {

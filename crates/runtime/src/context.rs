@@ -37,8 +37,18 @@ fn same_op(a: &flumen_ir::Op, b: &flumen_ir::Op) -> bool {
     }
 }
 
+/// A completed pass of an in-memory cache: its chunks, and the seed salt of the context that
+/// filled it (what a restore in another process replays the input with).
+#[derive(Debug)]
+pub struct CachedPass {
+    /// The pass's chunks, in order.
+    pub chunks: Vec<RecordBatch>,
+    /// The salt of the filling context.
+    pub salt: u64,
+}
+
 /// The contents of an in-memory cache once a pass over its input completed.
-pub type CachedChunks = Arc<Vec<RecordBatch>>;
+pub type CachedChunks = Arc<CachedPass>;
 
 /// State that outlives one iterator: what every iterator of the same dataset shares.
 #[derive(Debug)]
@@ -72,14 +82,17 @@ impl SharedState {
         caches.iter().find(|(key, _)| key.refers_to(node)).map(|(_, chunks)| chunks.clone())
     }
 
-    /// Records a completed pass of `node` (the first completed pass wins), forgetting the
-    /// caches of nodes that no longer exist.
-    pub fn complete_cache(&self, node: &Plan, chunks: Vec<RecordBatch>) {
+    /// Records a completed pass of `node` filled under seed salt `salt` (the first completed
+    /// pass wins), forgetting the caches of nodes that no longer exist; the pass recorded.
+    pub fn complete_cache(&self, node: &Plan, chunks: Vec<RecordBatch>, salt: u64) -> CachedChunks {
         let mut caches = self.caches.lock().expect("cache lock");
         caches.retain(|(key, _)| key.is_alive());
-        if !caches.iter().any(|(key, _)| key.refers_to(node)) {
-            caches.push((node.downgrade(), Arc::new(chunks)));
+        if let Some((_, pass)) = caches.iter().find(|(key, _)| key.refers_to(node)) {
+            return pass.clone();
         }
+        let pass = Arc::new(CachedPass { chunks, salt });
+        caches.push((node.downgrade(), pass.clone()));
+        pass
     }
 
     /// `plan` with every node replaced by an equal node handed out before, if one is still
@@ -104,9 +117,9 @@ impl SharedState {
         Ok(node)
     }
 
-    /// The seed of an unseeded random operator at `node`: random, but fixed for the dataset.
-    pub fn unseeded_seed(&self, node: &Plan) -> u64 {
-        mix(self.unseeded, node.node_id() as u64)
+    /// The base seed of the dataset's unseeded random operators: random, drawn once.
+    pub fn unseeded(&self) -> u64 {
+        self.unseeded
     }
 
     /// The index of the next iterator over the dataset (0, 1, 2, ...).
@@ -130,12 +143,18 @@ pub struct ExecContext {
     /// Distinguishes iterations and repeat epochs, for operators that re-randomize
     /// (`shuffle` with `reshuffle_each_iteration`, shuffled `list_files`).
     pub salt: u64,
+    /// The base seed unseeded random operators derive theirs from (the dataset's, or the one
+    /// a restored checkpoint recorded).
+    pub unseeded: u64,
+    /// The iteration index this context was made for.
+    pub iteration: u64,
 }
 
 impl ExecContext {
     /// A context for iteration number `iteration`.
     pub fn new(registry: Registry, options: Arc<ExecOptions>, shared: Arc<SharedState>, iteration: u64) -> Self {
-        ExecContext { registry, options, shared, salt: mix(0x666c_756d_656e, iteration) }
+        let unseeded = shared.unseeded();
+        ExecContext { registry, options, shared, salt: mix(0x666c_756d_656e, iteration), unseeded, iteration }
     }
 
     /// The context of epoch `epoch` of a `repeat` running in this context.
@@ -156,8 +175,14 @@ impl ExecContext {
     /// The seed a random operator at `node` uses: the given one, or (unseeded) one drawn
     /// once for the dataset as tf.data does; mixed with the iteration and epoch salt when
     /// it re-randomizes each iteration.
+    ///
+    /// An unseeded operator's seed mixes the dataset's base with the node's fingerprint (not
+    /// its address), so a checkpoint that records the base restores it in another process.
     pub fn seed(&self, node: &Plan, seed: Option<u64>, reshuffle: bool) -> u64 {
-        let base = seed.unwrap_or_else(|| self.shared.unseeded_seed(node));
+        let base = seed.unwrap_or_else(|| {
+            let print = flumen_ir::fingerprint::fingerprint(node);
+            mix(self.unseeded, u64::from_str_radix(&print[..16], 16).unwrap_or(0))
+        });
         if reshuffle {
             mix(base, self.salt)
         } else {

@@ -5,7 +5,8 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{ElementSpec, Error, Result};
 
-use crate::operator::BoxOperator;
+use crate::checkpoint::{OpState, SaveMode};
+use crate::operator::{BoxOperator, Operator};
 
 /// The output chunks of a pipeline: each `RecordBatch` row is one element.
 pub struct ChunkIterator {
@@ -17,6 +18,21 @@ impl ChunkIterator {
     /// Iterates the chunks of `root`.
     pub fn new(root: BoxOperator) -> Self {
         ChunkIterator { root, done: false }
+    }
+}
+
+impl ChunkIterator {
+    /// The state of the iterator and its operators, between two items.
+    pub fn save(&self, mode: SaveMode) -> Result<OpState> {
+        Ok(OpState::new("chunks").with("done", self.done)?.child(self.root.save(mode)?))
+    }
+
+    /// Restores a state saved by [`ChunkIterator::save`] into a new iterator of the same
+    /// plan.
+    pub fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("chunks")?;
+        self.done = state.get("done")?;
+        self.root.restore(state.take_child()?)
     }
 }
 
@@ -53,6 +69,29 @@ impl ElementIterator {
     pub fn new(root: BoxOperator, spec: &ElementSpec) -> Result<Self> {
         let element_schema = if spec.batch_dims > 0 { Some(spec.unbatched("iter")?.arrow_schema()) } else { None };
         Ok(ElementIterator { chunks: ChunkIterator::new(root), current: None, row: 0, element_schema })
+    }
+}
+
+impl ElementIterator {
+    /// The state of the iterator and its operators, between two elements. The unread rest of
+    /// the current output chunk is stored as data in both modes (at most one chunk).
+    pub fn save(&self, mode: SaveMode) -> Result<OpState> {
+        let rest = self
+            .current
+            .as_ref()
+            .filter(|c| self.row < c.num_rows())
+            .map(|c| c.slice(self.row, c.num_rows() - self.row));
+        Ok(OpState::new("elements").with_chunks(rest).child(self.chunks.save(mode)?))
+    }
+
+    /// Restores a state saved by [`ElementIterator::save`] into a new iterator of the same
+    /// plan.
+    pub fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("elements")?;
+        self.chunks.restore(state.take_child()?)?;
+        self.current = state.chunks.pop();
+        self.row = 0;
+        Ok(())
     }
 }
 

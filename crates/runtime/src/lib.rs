@@ -8,10 +8,12 @@
 //! - [`mod@build`]: plan → operator tree; [`context`]: registry, settings, shared state, seeds.
 //! - [`conform`]: fitting chunks and arrays to a declared schema, for every operator.
 //! - [`ops`]: the operators, one module per concept; [`iter`]: what users iterate.
+//! - [`checkpoint`]: saving and restoring a running operator tree (iterator checkpoints).
 
 #![warn(missing_docs)]
 
 pub mod build;
+pub mod checkpoint;
 pub mod conform;
 pub mod context;
 pub mod iter;

@@ -12,10 +12,20 @@
 use arrow::record_batch::RecordBatch;
 use flumen_ir::Result;
 
+use crate::checkpoint::{OpState, SaveMode};
+
 /// A physical operator: a pull iterator of non-empty chunks of elements.
 pub trait Operator: Send {
     /// The next chunk, `Ok(None)` at the end.
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>>;
+
+    /// The operator's state now, between two pulls, with its inputs' states as children.
+    fn save(&self, mode: SaveMode) -> Result<OpState>;
+
+    /// Puts a freshly built operator (never pulled) of the same plan in the state `state`,
+    /// saved by [`Operator::save`]: afterwards it produces exactly the elements and errors
+    /// the saved operator would have produced next.
+    fn restore(&mut self, state: OpState) -> Result<()>;
 }
 
 /// An owned physical operator.
@@ -24,5 +34,13 @@ pub type BoxOperator = Box<dyn Operator>;
 impl Operator for BoxOperator {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
         (**self).next_chunk()
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        (**self).save(mode)
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        (**self).restore(state)
     }
 }

@@ -7,6 +7,7 @@
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result};
 
+use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::{BoxOperator, Operator};
 
 /// An operator's input, with the error of a failed element and the rest of its chunk.
@@ -40,5 +41,23 @@ impl Resumable {
         let n = chunk.num_rows();
         self.pending = (row + 1 < n).then(|| chunk.slice(row + 1, n - row - 1));
         self.error = Some(error);
+    }
+
+    /// The pending error and rest of a chunk (at most one chunk), and the input's state.
+    pub fn save(&self, mode: SaveMode) -> Result<OpState> {
+        let mut state = OpState::new("resume").with_chunks(self.pending.clone());
+        if let Some(e) = &self.error {
+            state = state.with_error(e);
+        }
+        Ok(state.child(self.input.save(mode)?))
+    }
+
+    /// Restores a state saved by [`Resumable::save`].
+    pub fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("resume")?;
+        self.input.restore(state.take_child()?)?;
+        self.error = state.take_error();
+        self.pending = state.chunks.pop();
+        Ok(())
     }
 }

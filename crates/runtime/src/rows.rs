@@ -4,6 +4,7 @@
 use arrow::record_batch::RecordBatch;
 use flumen_ir::Result;
 
+use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::{BoxOperator, Operator};
 
 /// Reads an operator's output as rows while keeping whole slices of chunks (zero-copy).
@@ -115,6 +116,22 @@ impl Operator for RowReader {
             self.done = true;
         }
         Ok(next)
+    }
+
+    /// The unread rest of the current chunk (at most one chunk, so stored in both modes).
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        let rest = self.current.as_ref().filter(|c| self.offset < c.num_rows());
+        let rest = rest.map(|c| c.slice(self.offset, c.num_rows() - self.offset));
+        Ok(OpState::new("rows").with("done", self.done)?.with_chunks(rest).child(self.input.save(mode)?))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("rows")?;
+        self.done = state.get("done")?;
+        self.input.restore(state.take_child()?)?;
+        self.current = state.chunks.pop();
+        self.offset = 0;
+        Ok(())
     }
 }
 

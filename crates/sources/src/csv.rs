@@ -12,9 +12,11 @@ use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{CsvFormat, DType, ElementSpec, Error, FieldSpec, FileFormat, Location, Result};
+use serde::{Deserialize, Serialize};
 
 use crate::conform::with_schema;
-use crate::reader::ChunkReader;
+use crate::position::{check_len, decode, encode, file_len, HeldError};
+use crate::reader::{ChunkReader, ReaderPosition};
 
 /// How many records schema inference looks at.
 pub const INFER_RECORDS: usize = 1000;
@@ -68,6 +70,10 @@ pub fn infer_csv(path: &str, header: bool, delimiter: char) -> Result<CsvFormat>
 /// (arrow-csv's own `Reader` cannot go on after an error: it repeats an invalid UTF-8 error
 /// forever, re-reads the bytes of a record with the wrong number of fields, and drops the
 /// whole batch of a value that does not parse.)
+///
+/// Between two calls the reader stands at a record boundary (a bad record found after good
+/// rows is left unread until the next call), so its position is a byte offset with the line
+/// there, and a seek does not read what comes before.
 pub struct CsvReader {
     reader: BufReader<File>,
     /// The decoder of the fast path, reading from byte `pos`.
@@ -82,20 +88,43 @@ pub struct CsvReader {
     schema: SchemaRef,
     /// The output columns that are read as strings and cast to binary.
     binary: Vec<bool>,
+    /// The length of the file when it was opened.
+    len: u64,
     /// The bytes of the file consumed so far.
     pos: u64,
-    /// Where the chunk being decoded starts.
+    /// Where the chunk being decoded starts, and the line there.
     chunk_start: u64,
+    chunk_line: usize,
     /// Whether the header is still to be read.
     header: bool,
-    /// The scan of records and lines, which has seen the bytes before `scanned`.
+    /// The scan of records and lines. Its line is the line at `pos`, kept by counting newlines
+    /// on the fast path, where the rest of its state is that of a record boundary.
     scan: RecordScan,
-    scanned: u64,
     /// The records of a failed chunk being read again one at a time.
     retry: Option<Retry>,
-    /// An error to return before reading on: a bad record after the good rows just returned.
-    pending: Option<Error>,
     done: bool,
+}
+
+/// Where a [`CsvReader`] is, in a file of `len` bytes: at the record boundary `offset`, on
+/// line `line`, before the header when `header`, and, inside a failed chunk read one record at
+/// a time, that chunk's rest.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CsvPosition {
+    len: u64,
+    offset: u64,
+    line: usize,
+    header: bool,
+    retry: Option<RetryPosition>,
+}
+
+/// The rest of a failed chunk: its data records left, and the chunk's error when no record
+/// has failed on its own yet.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetryPosition {
+    left: usize,
+    error: Option<HeldError>,
 }
 
 /// The records of a failed chunk still to be read one at a time.
@@ -145,6 +174,7 @@ impl CsvReader {
             })
             .collect::<Result<Vec<_>>>()?;
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let len = file_len(&file, path)?;
         let read_schema = Arc::new(Schema::new(read_fields));
         let chunk_rows = chunk_rows.max(1);
         let decoder = decoder(&read_schema, delimiter, &projection, format.header, chunk_rows);
@@ -158,13 +188,13 @@ impl CsvReader {
             chunk_rows,
             binary: spec.fields.iter().map(|f| f.dtype == DType::Binary).collect(),
             schema: spec.arrow_schema(),
+            len,
             pos: 0,
             chunk_start: 0,
+            chunk_line: 1,
             header: format.header,
-            scan: RecordScan::new(delimiter),
-            scanned: 0,
+            scan: RecordScan::new(delimiter, 1),
             retry: None,
-            pending: None,
             done: false,
         })
     }
@@ -207,6 +237,7 @@ impl CsvReader {
         loop {
             let buf = self.reader.fill_buf().map_err(ReadError::Io)?;
             let decoded = self.decoder.decode(buf).map_err(ReadError::Decode)?;
+            self.scan.line += buf[..decoded].iter().filter(|&&b| b == b'\n').count();
             self.reader.consume(decoded);
             self.pos += decoded as u64;
             if decoded == 0 || self.decoder.capacity() == 0 {
@@ -220,24 +251,17 @@ impl CsvReader {
     /// one at a time.
     fn start_retry(&mut self, e: ArrowError) -> Result<()> {
         let error = self.error(e, None);
-        self.reader.seek(SeekFrom::Start(self.scanned)).map_err(|e| Error::io(self.path.as_str(), e))?;
-        self.pos = self.scanned;
-        // Scan the bytes up to the chunk for the line numbers.
-        while self.pos < self.chunk_start {
-            let buf = self.reader.fill_buf().map_err(|e| Error::io(self.path.as_str(), e))?;
-            if buf.is_empty() {
-                break;
-            }
-            let n = buf.len().min((self.chunk_start - self.pos) as usize);
-            buf[..n].iter().for_each(|&b| {
-                self.scan.step(b);
-            });
-            self.reader.consume(n);
-            self.pos += n as u64;
-        }
-        self.scanned = self.pos;
+        self.move_to(self.chunk_start, self.chunk_line)?;
         self.retry = Some(Retry { header: self.header, left: self.chunk_rows, error: Some(error) });
         self.header = false;
+        Ok(())
+    }
+
+    /// Moves to the record boundary `offset`, on line `line`.
+    fn move_to(&mut self, offset: u64, line: usize) -> Result<()> {
+        self.reader.seek(SeekFrom::Start(offset)).map_err(|e| Error::io(self.path.as_str(), e))?;
+        self.pos = offset;
+        self.scan = RecordScan::new(self.delimiter, line);
         Ok(())
     }
 
@@ -275,7 +299,6 @@ impl CsvReader {
                 break;
             }
         }
-        self.scanned = self.pos;
         Ok((!record.is_empty()).then_some((record, line)))
     }
 
@@ -298,43 +321,58 @@ impl CsvReader {
     }
 
     /// Reads records of the failed chunk one at a time: the good rows up to the next bad
-    /// record or the end of the chunk, with the bad record's error kept in `pending`.
-    /// `Ok(None)` when there are no such rows and no error (the chunk is done).
+    /// record (left unread, to fail on the next call) or the end of the chunk; or the bad
+    /// record's error when it comes first. `Ok(None)` when there are no such rows and no error
+    /// (the chunk is done).
     fn retry_rows(&mut self) -> Result<Option<RecordBatch>> {
         let Some(mut retry) = self.retry.take() else { return Ok(None) };
         let mut rows = Vec::new();
         let mut bad = None;
         while retry.header || retry.left > 0 {
-            let Some((record, line)) = self.next_record()? else {
+            let (offset, line) = (self.pos, self.scan.line);
+            let Some((record, at)) = self.next_record()? else {
                 retry.header = false;
                 retry.left = 0;
                 break;
             };
-            let header = std::mem::take(&mut retry.header);
-            if !header {
+            let decoded = self.decode_record(&record, retry.header);
+            if decoded.is_err() && !rows.is_empty() {
+                // The rows come first. Leaving the bad record unread (it fails again on the
+                // next call) keeps the reader at a record boundary between calls.
+                self.move_to(offset, line)?;
+                break;
+            }
+            if !std::mem::take(&mut retry.header) {
                 retry.left -= 1;
             }
-            match self.decode_record(&record, header) {
+            match decoded {
                 Ok(Some(row)) if row.num_rows() > 0 => rows.push(row),
                 Ok(_) => {}
                 Err(e) => {
                     retry.error = None;
-                    bad = Some(self.error(e, Some(line)));
+                    bad = Some(self.error(e, Some(at)));
                     break;
                 }
             }
         }
-        if retry.header || retry.left > 0 {
-            self.retry = Some(retry);
-        } else {
-            // The chunk is done: the fast path goes on after it.
-            self.decoder = decoder(&self.read_schema, self.delimiter, &self.projection, false, self.chunk_rows);
+        let chunk_done = !retry.header && retry.left == 0;
+        if chunk_done && rows.is_empty() {
+            // The chunk's error when no record failed on its own; after rows, it waits in
+            // `retry` for the next call.
             bad = bad.or(retry.error.take());
         }
-        if rows.is_empty() {
-            return bad.map_or(Ok(None), Err);
+        if chunk_done && retry.error.is_none() {
+            // The fast path goes on after the chunk.
+            self.decoder = decoder(&self.read_schema, self.delimiter, &self.projection, false, self.chunk_rows);
+        } else {
+            self.retry = Some(retry);
         }
-        self.pending = bad;
+        if let Some(e) = bad {
+            return Err(e);
+        }
+        if rows.is_empty() {
+            return Ok(None);
+        }
         let schema = rows[0].schema();
         let batch = concat_batches(&schema, &rows).map_err(|e| self.error(e, None))?;
         self.output(batch).map(Some)
@@ -353,9 +391,6 @@ impl CsvReader {
     }
 
     fn step(&mut self) -> Result<Option<RecordBatch>> {
-        if let Some(e) = self.pending.take() {
-            return Err(e);
-        }
         while !self.done {
             if self.retry.is_some() {
                 match self.retry_rows()? {
@@ -363,7 +398,7 @@ impl CsvReader {
                     None => continue,
                 }
             }
-            self.chunk_start = self.pos;
+            (self.chunk_start, self.chunk_line) = (self.pos, self.scan.line);
             match self.read_batch() {
                 Ok(None) => break,
                 Ok(Some(batch)) => {
@@ -390,6 +425,43 @@ impl ChunkReader for CsvReader {
             self.retry = None;
         }
         next
+    }
+
+    fn position(&self) -> Result<ReaderPosition> {
+        let (len, offset, line) = (self.len, self.pos, self.scan.line);
+        let position = match &self.retry {
+            // A reader that has ended (also on a read error) reads nothing more.
+            _ if self.done => CsvPosition { len, offset: len, line, header: false, retry: None },
+            Some(retry) => {
+                let error = retry.error.as_ref().map(HeldError::save).transpose()?;
+                let rest = RetryPosition { left: retry.left, error };
+                CsvPosition { len, offset, line, header: retry.header, retry: Some(rest) }
+            }
+            None => CsvPosition { len, offset, line, header: self.header, retry: None },
+        };
+        encode("csv", &position)
+    }
+
+    fn seek(&mut self, position: &ReaderPosition) -> Result<()> {
+        let at: CsvPosition = decode("csv", position)?;
+        check_len(&self.path, at.len, self.len)?;
+        // The header is the first record: a position before it is at the start.
+        if at.offset > self.len || at.line == 0 || (at.header && at.offset != 0) {
+            return Err(Error::execution(
+                "seek",
+                format!("{position} is not a position in {}, a file of {} bytes", self.path, self.len),
+            ));
+        }
+        self.move_to(at.offset, at.line)?;
+        self.done = false;
+        self.retry = at.retry.map(|rest| Retry {
+            header: at.header,
+            left: rest.left,
+            error: rest.error.map(|e| e.restore(&self.path)),
+        });
+        self.header = at.header && self.retry.is_none();
+        self.decoder = decoder(&self.read_schema, self.delimiter, &self.projection, self.header, self.chunk_rows);
+        Ok(())
     }
 }
 
@@ -461,16 +533,9 @@ struct RecordScan {
 }
 
 impl RecordScan {
-    /// A scan from the start of a file.
-    fn new(delimiter: u8) -> Self {
-        RecordScan {
-            delimiter,
-            line: 1,
-            at_record_start: true,
-            at_field_start: true,
-            quoted: false,
-            quote_pending: false,
-        }
+    /// A scan from a record boundary on line `line` (1 at the start of the file).
+    fn new(delimiter: u8, line: usize) -> Self {
+        RecordScan { delimiter, line, at_record_start: true, at_field_start: true, quoted: false, quote_pending: false }
     }
 
     /// Consumes the next byte of the file, `b`.
@@ -530,6 +595,8 @@ mod tests {
     use arrow::datatypes::{Float64Type, Int64Type};
 
     use super::*;
+    use crate::reader::testing::{check_resume, seek_error, Outcome};
+    use crate::reader::BoxReader;
 
     fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
         let path = dir.path().join(name);
@@ -881,6 +948,95 @@ mod tests {
         assert_eq!(rows.schema(), reader.schema);
         assert_eq!(rows.column(1).as_binary::<i32>().value(0), b"ef");
         assert!(reader.next_chunk().unwrap().is_none());
+    }
+
+    #[test]
+    fn positions_resume_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        // The file, whether it has a header, and the number of errors reading it gives.
+        let cases: [(&[u8], bool, usize); 8] = [
+            // Bad records between good ones, adjacent, and last.
+            (b"a,b\n1,x\n2,x\n3\n4,x\nfive,x\n6,x\n7,x\n", true, 2),
+            (b"a,b\nx,1\n1,x\n2,x,9\n3\n4,x\n\nlast,x", true, 4),
+            // Quoted newlines, CRLF and blank lines move the line numbers.
+            (b"a,b\n1,\"two\nnew\nlines\"\nbad,x\n2,x\r\n\r\n3,\"q\"\"\nq\"\r\n4,x,x\n5,\"\"\n", true, 2),
+            // Invalid UTF-8, a bad header, no header.
+            (b"a,b\n1,ok\n2,\xff\xfe\n3,ok\n", true, 1),
+            (b"a\n1,x\n2,x\n", true, 1),
+            (b"x,1\n1,y\n2,2\nz,3\n", false, 2),
+            (b"1,ok\nbad,ok\n3,ok\n", false, 1),
+            (b"", true, 0),
+        ];
+        for (i, (bytes, header, errors)) in cases.into_iter().enumerate() {
+            let path = dir.path().join(format!("{i}.csv"));
+            fs::write(&path, bytes).unwrap();
+            let path = path.to_str().unwrap();
+            let mut format = CsvFormat { header, ..int_and_string() };
+            for chunk_rows in [1, 2, 3, 1000] {
+                let outcomes = check_resume(chunk_rows, |rows| Box::new(CsvReader::open(path, &format, rows).unwrap()));
+                let found = outcomes.iter().filter(|o| matches!(o, Outcome::Error(_))).count();
+                assert_eq!(found, errors, "{path}: {outcomes:?}");
+            }
+            // A projection that does not read column a reads past its bad values.
+            format.columns = Some(vec!["b".into()]);
+            check_resume(2, |rows| Box::new(CsvReader::open(path, &format, rows).unwrap()));
+        }
+    }
+
+    #[test]
+    fn a_position_keeps_the_chunk_error_that_no_record_repeats() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "a.csv", "a,b\n1,x\n2,x\n3,x\n");
+        let mut reader = CsvReader::open(&path, &int_and_string(), 10).unwrap();
+        // As if a chunk of the last two records had failed though each reads well on its own.
+        reader.next_chunk().unwrap();
+        reader.retry =
+            Some(Retry { header: false, left: 0, error: Some(Error::data(Location::source(&path), "chunk")) });
+        let position = reader.position().unwrap();
+        let mut resumed = CsvReader::open(&path, &int_and_string(), 10).unwrap();
+        resumed.seek(&position).unwrap();
+        for reader in [&mut reader, &mut resumed] {
+            assert_eq!(reader.next_chunk().unwrap_err().to_string(), format!("bad input in {path}: chunk"));
+            assert!(reader.next_chunk().unwrap().is_none());
+        }
+    }
+
+    #[test]
+    fn seeking_does_not_read_what_comes_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "a.csv", "a,b\n1,x\n2,x\n3,x\nbad,x\n5,x\n");
+        let mut reader = CsvReader::open(&path, &int_and_string(), 2).unwrap();
+        reader.next_chunk().unwrap();
+        let position = reader.position().unwrap();
+        assert_eq!(
+            position,
+            serde_json::json!({"reader": "csv", "len": 26, "offset": 12, "line": 4, "header": false, "retry": null})
+        );
+        // The records before the position, garbled to the same length, are not read again.
+        fs::write(&path, "###########\n3,x\nbad,x\n5,x\n").unwrap();
+        let mut resumed = CsvReader::open(&path, &int_and_string(), 2).unwrap();
+        resumed.seek(&position).unwrap();
+        assert_eq!(pull_all(&mut resumed, &path, 2), vec![Ok(3), Err(5), Ok(5)]);
+    }
+
+    #[test]
+    fn a_position_that_does_not_fit_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "a.csv", "a,b\n1,x\n");
+        let open = || Box::new(CsvReader::open(&path, &int_and_string(), 2).unwrap()) as BoxReader;
+        let at = |offset: u64, header: bool| {
+            let position = CsvPosition { len: 8, offset, line: 2, header, retry: None };
+            encode("csv", &position).unwrap()
+        };
+        open().seek(&at(8, false)).unwrap();
+        assert!(seek_error(open, at(9, false)).contains("is not a position in"));
+        assert!(seek_error(open, at(4, true)).contains("is not a position in"));
+        let retry = serde_json::json!({"reader": "csv", "len": 8, "offset": 4, "line": 2, "header": false, "retry": 3});
+        assert!(seek_error(open, retry).contains("not a position of a csv reader"));
+        let text = serde_json::json!({"reader": "text", "len": 8, "offset": 4, "line": 2});
+        assert!(seek_error(open, text).contains("not a position of a csv reader"));
+        fs::write(&path, "a,b\n1,x\n2,x\n").unwrap();
+        assert!(seek_error(open, at(4, false)).contains("the position was taken when the file had 8 bytes"));
     }
 
     #[test]

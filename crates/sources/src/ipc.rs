@@ -7,42 +7,50 @@ use arrow::error::ArrowError;
 use arrow::ipc::reader::{FileReader, StreamReader};
 use arrow::record_batch::{RecordBatch, RecordBatchReader};
 use flumen_ir::{ElementSpec, Error, Location, Result};
+use serde::{Deserialize, Serialize};
 
 use crate::conform::{file_spec, Conformer};
 use crate::guard::{guarded, next_batch};
-use crate::reader::ChunkReader;
+use crate::position::{check_len, decode, encode, file_len};
+use crate::reader::{ChunkReader, ReaderPosition};
 
 /// Opens `path` with `make` (an IPC file or stream reader, `kind` names which), which reads
-/// the schema.
-fn open_ipc<R>(path: &str, kind: &str, make: impl FnOnce(BufReader<File>) -> Result<R, ArrowError>) -> Result<R> {
+/// the schema; and the file's length.
+fn open_ipc<R>(
+    path: &str,
+    kind: &str,
+    make: impl FnOnce(BufReader<File>) -> Result<R, ArrowError>,
+) -> Result<(R, u64)> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    guarded(
+    let len = file_len(&file, path)?;
+    let reader = guarded(
         || Location::source(path),
         || {
             make(BufReader::new(file))
                 .map_err(|e| Error::data(Location::source(path), format!("not a readable Arrow IPC {kind}: {e}")))
         },
-    )
+    )?;
+    Ok((reader, len))
 }
 
 /// Opens the IPC file `path` (reads its footer and schema).
-fn open_file(path: &str) -> Result<FileReader<BufReader<File>>> {
+fn open_file(path: &str) -> Result<(FileReader<BufReader<File>>, u64)> {
     open_ipc(path, "file", |r| FileReader::try_new(r, None))
 }
 
 /// Opens the IPC stream `path` (reads its schema message).
-fn open_stream(path: &str) -> Result<StreamReader<BufReader<File>>> {
+fn open_stream(path: &str) -> Result<(StreamReader<BufReader<File>>, u64)> {
     open_ipc(path, "stream", |r| StreamReader::try_new(r, None))
 }
 
 /// The element spec of the Arrow IPC file `path` (from its schema).
 pub fn ipc_file_schema(path: &str) -> Result<ElementSpec> {
-    file_spec(path, &open_file(path)?.schema())
+    file_spec(path, &open_file(path)?.0.schema())
 }
 
 /// The element spec of the Arrow IPC stream `path` (from its schema message).
 pub fn ipc_stream_schema(path: &str) -> Result<ElementSpec> {
-    file_spec(path, &open_stream(path)?.schema())
+    file_spec(path, &open_stream(path)?.0.schema())
 }
 
 /// The batches of an IPC reader, fitted to a spec and cut to at most `chunk_rows` rows.
@@ -50,21 +58,43 @@ struct Batches<R> {
     reader: R,
     conformer: Conformer,
     path: String,
+    /// The length of the file when it was opened.
+    len: u64,
     chunk_rows: usize,
     /// The index of the next batch of the file.
     index: usize,
-    /// The rest of a batch longer than `chunk_rows`.
-    pending: Option<RecordBatch>,
+    /// The rest of a batch longer than `chunk_rows` (batch `index - 1`), and the row of that
+    /// batch it starts at.
+    pending: Option<(RecordBatch, usize)>,
     done: bool,
 }
 
+/// Where an IPC reader is, in a file of `len` bytes: the next row to read, as a batch index
+/// and a row in that batch; `None` once the reader has ended (also after an error, which ends
+/// it: reading the batch again would fail again).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IpcPosition {
+    len: u64,
+    at: Option<BatchRow>,
+}
+
+/// A row of an IPC file or stream.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchRow {
+    batch: usize,
+    row: usize,
+}
+
 impl<R: RecordBatchReader> Batches<R> {
-    fn new(reader: R, path: &str, spec: &ElementSpec, chunk_rows: usize) -> Result<Self> {
+    fn new((reader, len): (R, u64), path: &str, spec: &ElementSpec, chunk_rows: usize) -> Result<Self> {
         let conformer = Conformer::new(&reader.schema(), spec.arrow_schema(), path)?;
         Ok(Batches {
             reader,
             conformer,
             path: path.to_string(),
+            len,
             chunk_rows: chunk_rows.max(1),
             index: 0,
             pending: None,
@@ -73,31 +103,87 @@ impl<R: RecordBatchReader> Batches<R> {
     }
 
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
-        if let Some(rest) = self.pending.take() {
-            return Ok(Some(self.cut(rest)));
+        if let Some((rest, row)) = self.pending.take() {
+            return Ok(Some(self.cut(rest, row)));
         }
         while !self.done {
-            let location = Location::new(self.path.as_str(), format!("batch {}", self.index));
-            let Some(batch) = next_batch(&mut self.reader, &location, &mut self.done)? else {
+            let location = self.location();
+            let Some(batch) = self.next_batch()? else {
                 break;
             };
-            self.index += 1;
             if batch.num_rows() == 0 {
                 continue;
             }
             let batch = self.conformer.apply(&batch, || location.clone())?;
-            return Ok(Some(self.cut(batch)));
+            return Ok(Some(self.cut(batch, 0)));
         }
         Ok(None)
     }
 
-    /// The first `chunk_rows` rows of `batch`; keeps the rest for the next call.
-    fn cut(&mut self, batch: RecordBatch) -> RecordBatch {
+    /// The location of the next batch of the file.
+    fn location(&self) -> Location {
+        Location::new(self.path.as_str(), format!("batch {}", self.index))
+    }
+
+    /// The next batch of the file, as decoded; `None` after the end or an error.
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        if self.done {
+            return Ok(None);
+        }
+        let location = self.location();
+        let batch = next_batch(&mut self.reader, &location, &mut self.done)?;
+        self.index += usize::from(batch.is_some());
+        Ok(batch)
+    }
+
+    /// The first `chunk_rows` rows of `batch`, whose first row is row `row` of the file's
+    /// batch; keeps the rest for the next call.
+    fn cut(&mut self, batch: RecordBatch, row: usize) -> RecordBatch {
         if batch.num_rows() <= self.chunk_rows {
             return batch;
         }
-        self.pending = Some(batch.slice(self.chunk_rows, batch.num_rows() - self.chunk_rows));
+        let rest = batch.slice(self.chunk_rows, batch.num_rows() - self.chunk_rows);
+        self.pending = Some((rest, row + self.chunk_rows));
         batch.slice(0, self.chunk_rows)
+    }
+
+    fn position(&self, kind: &str) -> Result<ReaderPosition> {
+        let at = match &self.pending {
+            Some((_, row)) => Some(BatchRow { batch: self.index - 1, row: *row }),
+            None => (!self.done).then_some(BatchRow { batch: self.index, row: 0 }),
+        };
+        encode(kind, &IpcPosition { len: self.len, at })
+    }
+
+    /// Moves a fresh reader to `position`, a position of a `kind` reader; `skip` moves the
+    /// decoder to a batch index (without decoding the batches before it where it can).
+    fn seek(
+        &mut self,
+        kind: &str,
+        position: &ReaderPosition,
+        skip: impl FnOnce(&mut Self, usize) -> Result<()>,
+    ) -> Result<()> {
+        let at: IpcPosition = decode(kind, position)?;
+        check_len(&self.path, at.len, self.len)?;
+        let Some(BatchRow { batch, row }) = at.at else {
+            self.done = true;
+            return Ok(());
+        };
+        skip(self, batch)?;
+        if row == 0 {
+            return Ok(());
+        }
+        let location = self.location();
+        let past = |rows: usize| {
+            Error::data(location.clone(), format!("cannot seek to row {row} of the batch: it has {rows} rows"))
+        };
+        let batch = self.next_batch()?.ok_or_else(|| past(0))?;
+        if row >= batch.num_rows() {
+            return Err(past(batch.num_rows()));
+        }
+        let batch = self.conformer.apply(&batch, || location.clone())?;
+        self.pending = Some((batch.slice(row, batch.num_rows() - row), row));
+        Ok(())
     }
 }
 
@@ -117,6 +203,29 @@ impl IpcFileReader {
 impl ChunkReader for IpcFileReader {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
         self.0.next_chunk()
+    }
+
+    fn position(&self) -> Result<ReaderPosition> {
+        self.0.position("ipc_file")
+    }
+
+    fn seek(&mut self, position: &ReaderPosition) -> Result<()> {
+        // The footer locates every batch: the decoder jumps to it.
+        self.0.seek("ipc_file", position, |batches, index| {
+            let count = batches.reader.num_batches();
+            if index == count {
+                batches.done = true;
+            } else {
+                batches.reader.set_index(index).map_err(|_| {
+                    Error::data(
+                        Location::source(batches.path.as_str()),
+                        format!("cannot seek to batch {index}: the file has {count} batches"),
+                    )
+                })?;
+            }
+            batches.index = index;
+            Ok(())
+        })
     }
 }
 
@@ -138,6 +247,25 @@ impl ChunkReader for IpcStreamReader {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
         self.0.next_chunk()
     }
+
+    fn position(&self) -> Result<ReaderPosition> {
+        self.0.position("ipc_stream")
+    }
+
+    fn seek(&mut self, position: &ReaderPosition) -> Result<()> {
+        // A stream has no index of its batches: the ones before are decoded and dropped.
+        self.0.seek("ipc_stream", position, |batches, index| {
+            while batches.index < index {
+                if batches.next_batch()?.is_none() {
+                    return Err(Error::data(
+                        Location::source(batches.path.as_str()),
+                        format!("cannot seek to batch {index}: the stream has {} batches", batches.index),
+                    ));
+                }
+            }
+            Ok(())
+        })
+    }
 }
 
 #[cfg(test)]
@@ -150,6 +278,8 @@ mod tests {
     use flumen_ir::{DType, FieldSpec};
 
     use super::*;
+    use crate::reader::testing::{check_resume, seek_error, Outcome};
+    use crate::reader::BoxReader;
 
     /// Batches of 3, 0 and 5 rows: x: int32 = 0..8, s: string "s{x}", l: ragged int32 [x].
     fn batches() -> Vec<RecordBatch> {
@@ -319,6 +449,62 @@ mod tests {
         let mut reader = IpcStreamReader::open(&stream, &spec, 10).unwrap();
         let (ended, errors) = crate::reader::testing::pull_to_end(&mut reader, 100);
         assert!(ended && errors == 1, "ended: {ended}, errors: {errors}");
+    }
+
+    #[test]
+    fn positions_resume_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = expected_spec();
+        let file = write_file(&dir, "a.arrow");
+        let stream = write_stream(&dir, "a.arrows");
+        for chunk_rows in [1, 2, 4, 100] {
+            check_resume(chunk_rows, |rows| Box::new(IpcFileReader::open(&file, &spec, rows).unwrap()));
+            check_resume(chunk_rows, |rows| Box::new(IpcStreamReader::open(&stream, &spec, rows).unwrap()));
+        }
+        // A corrupt last batch ends the file; a truncated stream ends at its cut.
+        let mut bytes = std::fs::read(&file).unwrap();
+        let at = bytes.windows(10).position(|w| w == b"s3s4s5s6s7").unwrap();
+        bytes[at..at + 10].fill(0xff);
+        std::fs::write(&file, &bytes).unwrap();
+        let bytes = std::fs::read(&stream).unwrap();
+        std::fs::write(&stream, &bytes[..bytes.len() * 3 / 4]).unwrap();
+        for chunk_rows in [2, 100] {
+            let outcomes = check_resume(chunk_rows, |rows| Box::new(IpcFileReader::open(&file, &spec, rows).unwrap()));
+            assert!(matches!(outcomes.as_slice(), [Outcome::Rows(_), Outcome::Error(_)]), "{outcomes:?}");
+            let outcomes =
+                check_resume(chunk_rows, |rows| Box::new(IpcStreamReader::open(&stream, &spec, rows).unwrap()));
+            assert!(matches!(outcomes.last(), Some(Outcome::Error(_))), "{outcomes:?}");
+        }
+    }
+
+    #[test]
+    fn a_position_that_does_not_fit_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = expected_spec();
+        let file = write_file(&dir, "a.arrow");
+        let stream = write_stream(&dir, "a.arrows");
+        let mut reader = IpcFileReader::open(&file, &spec, 2).unwrap();
+        reader.next_chunk().unwrap();
+        let position = reader.position().unwrap();
+        let len = std::fs::metadata(&file).unwrap().len();
+        assert_eq!(position, serde_json::json!({"reader": "ipc_file", "len": len, "at": {"batch": 0, "row": 2}}));
+        let open_file = || Box::new(IpcFileReader::open(&file, &spec, 2).unwrap()) as BoxReader;
+        let at = |batch, row| encode("ipc_file", &IpcPosition { len, at: Some(BatchRow { batch, row }) }).unwrap();
+        assert!(seek_error(open_file, at(4, 0)).contains("cannot seek to batch 4: the file has 3 batches"));
+        assert!(seek_error(open_file, at(0, 3)).contains("cannot seek to row 3 of the batch: it has 3 rows"));
+        assert!(seek_error(open_file, at(3, 1)).contains("cannot seek to row 1 of the batch: it has 0 rows"));
+        let len = std::fs::metadata(&stream).unwrap().len();
+        let open_stream = || Box::new(IpcStreamReader::open(&stream, &spec, 2).unwrap()) as BoxReader;
+        let past = serde_json::json!({"reader": "ipc_stream", "len": len, "at": {"batch": 4, "row": 0}});
+        assert!(seek_error(open_stream, past).contains("cannot seek to batch 4: the stream has 3 batches"));
+        assert!(seek_error(open_stream, position.clone()).contains("not a position of a ipc_stream reader"));
+        // A file with fewer batches.
+        let batches = batches();
+        let mut writer = FileWriter::try_new(File::create(&file).unwrap(), &batches[0].schema()).unwrap();
+        writer.write(&batches[0]).unwrap();
+        writer.finish().unwrap();
+        let err = seek_error(open_file, position);
+        assert!(err.contains("the position was taken when the file had"), "{err}");
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! schema is exactly the Arrow schema of the source's output spec
 //! ([`SourceDesc::output_spec`](flumen_ir::SourceDesc::output_spec)), one row per element.
 //!
-//! - [`reader`]: the [`ChunkReader`] trait and the default chunk size.
+//! - [`reader`]: the [`ChunkReader`] trait and the default chunk size. Every reader can tell
+//!   its position and seek to one (for exact checkpoints): a small JSON value tagged with the
+//!   kind of reader, holding offsets (byte, row group, batch, row), never rows.
 //! - [`range`], [`memory`]: `range(start, stop, step)` and in-memory Arrow data.
 //! - [`files`]: glob listing of input files.
 //! - [`csv`], [`parquet`], [`ipc`], [`text`]: the file formats, with schema inference or
@@ -30,6 +32,7 @@ pub mod ipc;
 pub mod memory;
 pub mod open;
 pub mod parquet;
+mod position;
 pub mod prune;
 pub mod range;
 pub mod reader;
@@ -37,4 +40,4 @@ pub mod split;
 pub mod text;
 
 pub use open::open_source;
-pub use reader::{BoxReader, ChunkReader, DEFAULT_CHUNK_ROWS};
+pub use reader::{BoxReader, ChunkReader, ReaderPosition, DEFAULT_CHUNK_ROWS};

@@ -114,6 +114,26 @@ mod tests {
     }
 
     #[test]
+    fn the_readers_of_sources_resume_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        std::fs::write(&path, "x\ny\nz\n").unwrap();
+        let path = path.to_str().unwrap().to_string();
+        let spec = ElementSpec::new(vec![FieldSpec::scalar("value", DType::Int64)]).unwrap();
+        let data = InlineData { batches: Arc::new(drain(&SourceDesc::Range { start: 0, stop: 5, step: 1 }, 2)) };
+        let files: Vec<String> = (0..5).map(|i| format!("/data/f{i}.csv")).collect();
+        let descs = [
+            SourceDesc::Range { start: 5, stop: 0, step: -2 },
+            SourceDesc::InMemory { spec, data },
+            SourceDesc::ListFiles { pattern: "/data/*.csv".into(), files, shuffle: false, seed: None },
+            SourceDesc::Files { files: vec![path.clone(), path], format: FileFormat::TextLines },
+        ];
+        for desc in &descs {
+            crate::reader::testing::check_resume(2, |rows| open_source(desc, rows).unwrap());
+        }
+    }
+
+    #[test]
     fn generators_are_not_opened_here() {
         let desc = SourceDesc::Generator { name: "g".into(), spec: ElementSpec::default(), anonymous: false };
         assert!(matches!(open_source(&desc, 10), Err(Error::Plan { .. })));

@@ -9,46 +9,55 @@
 use std::collections::VecDeque;
 use std::fs::File;
 
-use ::parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use ::parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+};
 use ::parquet::arrow::ProjectionMask;
 use arrow::compute::filter_record_batch;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::{RecordBatch, RecordBatchReader};
 use flumen_ir::{DType, ElementSpec, Error, Expr, FileFormat, Location, ParquetFormat, Result};
 use flumen_udf::eval::evaluate_predicate;
+use serde::{Deserialize, Serialize};
 
 use crate::conform::{file_spec, with_schema, Conformer};
 use crate::guard::{guarded, next_batch};
+use crate::position::{check_len, decode, encode, file_len, HeldError};
 use crate::prune::row_group_may_match;
-use crate::reader::ChunkReader;
+use crate::reader::{ChunkReader, ReaderPosition};
 
 /// Opens `path` and reads its footer.
-fn builder(path: &str) -> Result<ParquetRecordBatchReaderBuilder<File>> {
+fn open_footer(path: &str) -> Result<(File, ArrowReaderMetadata)> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    guarded(
+    let footer = guarded(
         || Location::new(path, "footer"),
         || {
-            ParquetRecordBatchReaderBuilder::try_new(file)
+            ArrowReaderMetadata::load(&file, Default::default())
                 .map_err(|e| Error::data(Location::new(path, "footer"), format!("not a readable Parquet file: {e}")))
         },
-    )
+    )?;
+    Ok((file, footer))
 }
 
 /// The format of the Parquet file `path`: its schema as read from the footer, all columns.
 pub fn parquet_format(path: &str) -> Result<ParquetFormat> {
-    let builder = builder(path)?;
-    Ok(ParquetFormat { schema: file_spec(path, builder.schema())?, columns: None, predicate: None })
+    let (_, footer) = open_footer(path)?;
+    Ok(ParquetFormat { schema: file_spec(path, footer.schema())?, columns: None, predicate: None })
 }
 
 /// The number of row groups of the Parquet file `path`.
 pub fn row_group_count(path: &str) -> Result<usize> {
-    Ok(builder(path)?.metadata().num_row_groups())
+    Ok(open_footer(path)?.1.metadata().num_row_groups())
 }
 
 /// Reads the projected columns of chosen row groups of a Parquet file in chunks, keeping
 /// only the rows that pass the format's predicate when it has one.
 pub struct ParquetReader {
     reader: ParquetRecordBatchReader,
+    /// How to build another decoder of the file, to seek.
+    decoding: Decoding,
+    /// The length of the file when it was opened.
+    len: u64,
     /// Fits the decoded batches to the output columns followed by the columns only the
     /// predicate reads.
     conformer: Conformer,
@@ -65,12 +74,70 @@ pub struct ParquetReader {
     pending: VecDeque<Pending>,
 }
 
-/// Work left over from a chunk whose predicate failed.
+/// Work left over from a chunk whose predicate failed. The rows are contiguous: each item
+/// starts where the one before it ends.
 enum Pending {
     /// Conformed rows still to filter; `first` is the index of the first among the rows read.
     Rows { batch: RecordBatch, first: u64 },
-    /// An error to report.
-    Error(Error),
+    /// The predicate's error on row `row` of the rows read: filtering that row again fails
+    /// again.
+    RowError { error: Error, row: u64 },
+    /// The predicate's error on a whole batch in which no row fails on its own, followed by
+    /// row `after` of the rows read.
+    BatchError { error: Error, after: u64 },
+}
+
+/// What building a decoder of a Parquet file takes, kept to build another one when seeking.
+struct Decoding {
+    footer: ArrowReaderMetadata,
+    mask: ProjectionMask,
+    chunk_rows: usize,
+}
+
+impl Decoding {
+    /// A decoder of the row groups `row_groups` of `file`, opened from `path`, that skips the
+    /// first `skip` of their `rows` rows.
+    fn build(
+        &self,
+        path: &str,
+        file: File,
+        row_groups: Vec<usize>,
+        skip: u64,
+        rows: u64,
+    ) -> Result<ParquetRecordBatchReader> {
+        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.footer.clone())
+            .with_projection(self.mask.clone())
+            .with_row_groups(row_groups)
+            .with_batch_size(self.chunk_rows);
+        if skip > 0 {
+            let selectors = vec![RowSelector::skip(skip as usize), RowSelector::select((rows - skip) as usize)];
+            builder = builder.with_row_selection(RowSelection::from(selectors));
+        }
+        guarded(
+            || Location::source(path),
+            || builder.build().map_err(|e| Error::data(Location::source(path), e.to_string())),
+        )
+    }
+}
+
+/// Where a [`ParquetReader`] is, in a file of `len` bytes: the next row to decode (`None` once
+/// the reader has ended), and an error to report before it.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ParquetPosition {
+    len: u64,
+    at: Option<GroupRow>,
+    error: Option<HeldError>,
+}
+
+/// A row of a Parquet file read by a [`ParquetReader`]: row `row` of row group `row_group`,
+/// the `group`-th (0-based) of the row groups the reader reads.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupRow {
+    group: usize,
+    row_group: usize,
+    row: u64,
 }
 
 impl ParquetReader {
@@ -98,8 +165,9 @@ impl ParquetReader {
             None => output,
         };
         let read_schema = read.arrow_schema();
-        let builder = builder(path)?;
-        let metadata = builder.metadata().clone();
+        let (file, footer) = open_footer(path)?;
+        let len = file_len(&file, path)?;
+        let metadata = footer.metadata().clone();
         let count = metadata.num_row_groups();
         let row_groups = row_groups.unwrap_or_else(|| (0..count).collect());
         if let Some(&bad) = row_groups.iter().find(|&&i| i >= count) {
@@ -114,7 +182,7 @@ impl ParquetReader {
             }
             None => row_groups,
         };
-        let roots = builder.parquet_schema().root_schema().get_fields();
+        let roots = footer.parquet_schema().root_schema().get_fields();
         let indices = read_schema
             .fields()
             .iter()
@@ -130,22 +198,15 @@ impl ParquetReader {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let mask = ProjectionMask::roots(builder.parquet_schema(), indices);
+        let mask = ProjectionMask::roots(footer.parquet_schema(), indices);
         let sizes = row_groups.iter().map(|&i| (i, metadata.row_group(i).num_rows().max(0) as u64)).collect();
-        let reader = guarded(
-            || Location::source(path),
-            || {
-                builder
-                    .with_projection(mask)
-                    .with_row_groups(row_groups)
-                    .with_batch_size(chunk_rows.max(1))
-                    .build()
-                    .map_err(|e| Error::data(Location::source(path), e.to_string()))
-            },
-        )?;
+        let decoding = Decoding { footer, mask, chunk_rows: chunk_rows.max(1) };
+        let reader = decoding.build(path, file, row_groups, 0, 0)?;
         let conformer = Conformer::new(&reader.schema(), read_schema, path)?;
         Ok(ParquetReader {
             reader,
+            decoding,
+            len,
             conformer,
             filter: format.predicate.clone().map(|p| (p, target)),
             path: path.to_string(),
@@ -202,12 +263,12 @@ impl ParquetReader {
                             first: first + i as u64 + 1,
                         });
                     }
-                    self.pending.push_front(Pending::Error(error));
+                    self.pending.push_front(Pending::RowError { error, row: first + i as u64 });
                     if i > 0 {
                         self.pending.push_front(Pending::Rows { batch: batch.slice(0, i), first });
                     }
                 } else {
-                    self.pending.push_front(Pending::Error(error));
+                    self.pending.push_front(Pending::BatchError { error, after: first + n as u64 });
                 }
                 return Ok(None);
             }
@@ -223,14 +284,22 @@ impl ParquetReader {
 
     /// Where row `row` of the rows read is: its row group and its row within the group.
     fn row_location(&self, row: u64) -> Location {
+        match self.group_row(row) {
+            Some(at) => Location::new(&self.path, format!("row group {}, row {}", at.row_group, at.row)),
+            None => Location::source(&self.path),
+        }
+    }
+
+    /// Row `row` of the rows read, in the file's terms; `None` past the last one.
+    fn group_row(&self, row: u64) -> Option<GroupRow> {
         let mut first = 0;
-        for &(index, rows) in &self.row_groups {
+        for (group, &(row_group, rows)) in self.row_groups.iter().enumerate() {
             if row < first + rows {
-                return Location::new(&self.path, format!("row group {index}, row {}", row - first));
+                return Some(GroupRow { group, row_group, row: row - first });
             }
             first += rows;
         }
-        Location::source(&self.path)
+        None
     }
 }
 
@@ -269,7 +338,7 @@ impl ChunkReader for ParquetReader {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
         loop {
             match self.pending.pop_front() {
-                Some(Pending::Error(error)) => return Err(error),
+                Some(Pending::RowError { error, .. } | Pending::BatchError { error, .. }) => return Err(error),
                 Some(Pending::Rows { batch, first }) => match self.filter_rows(batch, first)? {
                     Some(chunk) => return Ok(Some(chunk)),
                     None => continue,
@@ -294,6 +363,57 @@ impl ChunkReader for ParquetReader {
             }
         }
     }
+
+    fn position(&self) -> Result<ReaderPosition> {
+        // The first row not handed out yet; pending rows and a row's error are decoded (and
+        // the error found) again after a seek, an error about a whole batch is kept.
+        let (next, error) = match self.pending.front() {
+            Some(Pending::Rows { first, .. }) => (*first, None),
+            Some(Pending::RowError { row, .. }) => (*row, None),
+            Some(Pending::BatchError { error, after }) => (*after, Some(HeldError::save(error)?)),
+            // After a decoding error the reader has ended: decoding again would fail again.
+            None if self.done => (u64::MAX, None),
+            None => (self.rows_read, None),
+        };
+        encode("parquet", &ParquetPosition { len: self.len, at: self.group_row(next), error })
+    }
+
+    fn seek(&mut self, position: &ReaderPosition) -> Result<()> {
+        let at: ParquetPosition = decode("parquet", position)?;
+        check_len(&self.path, at.len, self.len)?;
+        let after = match at.at {
+            None => {
+                self.done = true;
+                u64::MAX
+            }
+            Some(GroupRow { group, row_group, row }) => {
+                let fits = self.row_groups.get(group).is_some_and(|&(index, rows)| index == row_group && row < rows);
+                if !fits {
+                    return Err(Error::execution(
+                        "seek",
+                        format!(
+                            "{position} is not a position in the row groups {:?} of {}",
+                            self.row_groups(),
+                            self.path
+                        ),
+                    ));
+                }
+                let rest = &self.row_groups[group..];
+                let rows = rest.iter().map(|&(_, rows)| rows).sum();
+                let row_groups = rest.iter().map(|&(index, _)| index).collect();
+                let file = File::open(&self.path).map_err(|e| Error::io(self.path.as_str(), e))?;
+                self.reader = self.decoding.build(&self.path, file, row_groups, row, rows)?;
+                self.rows_read = self.row_groups[..group].iter().map(|&(_, rows)| rows).sum::<u64>() + row;
+                self.done = false;
+                self.rows_read
+            }
+        };
+        self.pending.clear();
+        if let Some(error) = at.error {
+            self.pending.push_back(Pending::BatchError { error: error.restore(&self.path), after });
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -310,6 +430,8 @@ mod tests {
     use flumen_ir::{BinaryOp, FieldSpec};
 
     use super::*;
+    use crate::reader::testing::{check_resume, seek_error, Outcome};
+    use crate::reader::BoxReader;
 
     const ROWS: i64 = 25;
 
@@ -779,6 +901,88 @@ mod tests {
         );
         assert!(err.to_string().contains("predicate"), "{err}");
         assert!(reader.next_chunk().unwrap().is_none());
+    }
+
+    #[test]
+    fn positions_resume_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "a.parquet", &sample());
+        let all = parquet_format(&path).unwrap();
+        // Rows 0-12 pass, row 13 (row 3 of row group 1) divides by zero, then rows 14-24.
+        let quotient = bin(BinaryOp::Div, lit(100), bin(BinaryOp::Sub, Expr::col("id"), lit(13)));
+        let failing = filtered(&path, Some(&["id"]), bin(BinaryOp::NotEq, quotient, lit(0)));
+        let even = bin(BinaryOp::Eq, bin(BinaryOp::Mod, Expr::col("id"), lit(2)), lit(0));
+        // The format, the row groups read, and the number of errors reading them gives.
+        let cases = [
+            (all.clone(), None, 0),
+            (all.clone(), Some(vec![2, 0]), 0),
+            (ParquetFormat { columns: Some(vec!["tags".into(), "name".into()]), ..all.clone() }, None, 0),
+            (failing.clone(), None, 1),
+            (failing, Some(vec![1]), 1),
+            (filtered(&path, Some(&["name"]), bin(BinaryOp::And, even, id_cmp(BinaryOp::Gt, 12))), None, 0),
+        ];
+        for (format, row_groups, errors) in &cases {
+            for chunk_rows in [1, 3, 4, 100] {
+                let outcomes = check_resume(chunk_rows, |rows| {
+                    Box::new(ParquetReader::open(&path, format, row_groups.clone(), rows).unwrap())
+                });
+                let found = outcomes.iter().filter(|o| matches!(o, Outcome::Error(_))).count();
+                assert_eq!(found, *errors, "{outcomes:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_position_keeps_an_error_about_a_whole_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "a.parquet", &sample());
+        let format = parquet_format(&path).unwrap();
+        let mut reader = ParquetReader::open(&path, &format, None, 4).unwrap();
+        reader.next_chunk().unwrap();
+        // As if the predicate had failed on rows 4-7 though on none of them alone.
+        reader.rows_read += reader.reader.next().unwrap().unwrap().num_rows() as u64;
+        let error = Error::data(Location::new(&path, "row group 0"), "the batch failed");
+        reader.pending.push_back(Pending::BatchError { error, after: 8 });
+        let position = reader.position().unwrap();
+        let mut resumed = ParquetReader::open(&path, &format, None, 4).unwrap();
+        resumed.seek(&position).unwrap();
+        for reader in [&mut reader, &mut resumed] {
+            assert_eq!(
+                reader.next_chunk().unwrap_err().to_string(),
+                format!("bad input in {path} at row group 0: the batch failed")
+            );
+            assert_eq!(column_ints(&[reader.next_chunk().unwrap().unwrap()], "id"), vec![8, 9, 10, 11]);
+        }
+    }
+
+    #[test]
+    fn a_position_that_does_not_fit_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "a.parquet", &sample());
+        let format = parquet_format(&path).unwrap();
+        let mut reader = ParquetReader::open(&path, &format, None, 4).unwrap();
+        (0..4).for_each(|_| drop(reader.next_chunk().unwrap()));
+        let position = reader.position().unwrap();
+        let len = std::fs::metadata(&path).unwrap().len();
+        let at = |group, row_group, row| {
+            encode("parquet", &ParquetPosition { len, at: Some(GroupRow { group, row_group, row }), error: None })
+                .unwrap()
+        };
+        assert_eq!(position, at(1, 1, 6));
+        let open = |groups: Option<Vec<usize>>| {
+            let format = format.clone();
+            let path = path.clone();
+            move || Box::new(ParquetReader::open(&path, &format, groups.clone(), 4).unwrap()) as BoxReader
+        };
+        // Row group 1 is the first one a split of it reads.
+        assert!(seek_error(open(Some(vec![1])), position.clone()).contains("is not a position in the row groups [1]"));
+        assert!(seek_error(open(None), at(1, 1, 10)).contains("is not a position in the row groups [0, 1, 2]"));
+        assert!(seek_error(open(None), at(3, 1, 0)).contains("is not a position in the row groups"));
+        let mut split = open(Some(vec![1]))();
+        split.seek(&at(0, 1, 6)).unwrap();
+        assert_eq!(column_ints(&[split.next_chunk().unwrap().unwrap()], "id"), vec![16, 17, 18, 19]);
+        write(&dir, "a.parquet", &sample().slice(0, 20));
+        assert!(seek_error(open(None), position).contains("the position was taken when the file had"));
     }
 
     #[test]

@@ -6,19 +6,34 @@ use arrow::array::Int64Array;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result, SourceDesc};
+use serde::{Deserialize, Serialize};
 
-use crate::reader::ChunkReader;
+use crate::position::{decode, encode};
+use crate::reader::{ChunkReader, ReaderPosition};
 
 /// Reads `start, start + step, ...` up to `stop` (exclusive), like Python's `range`.
 #[derive(Debug)]
 pub struct RangeReader {
     schema: SchemaRef,
+    start: i64,
     /// The next value.
     next: i64,
     step: i64,
-    /// How many values are left.
+    /// How many values there are, and how many are left.
+    len: u64,
     remaining: u64,
     chunk_rows: usize,
+}
+
+/// Where a [`RangeReader`] is: the values delivered, with the range they belong to (so that a
+/// position of another range is refused).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RangePosition {
+    start: i64,
+    step: i64,
+    len: u64,
+    delivered: u64,
 }
 
 impl RangeReader {
@@ -26,13 +41,8 @@ impl RangeReader {
     /// `step` is zero.
     pub fn new(start: i64, stop: i64, step: i64, chunk_rows: usize) -> Result<Self> {
         let schema = SourceDesc::Range { start, stop, step }.output_spec()?.arrow_schema();
-        Ok(RangeReader {
-            schema,
-            next: start,
-            step,
-            remaining: range_len(start, stop, step)?,
-            chunk_rows: chunk_rows.max(1),
-        })
+        let len = range_len(start, stop, step)?;
+        Ok(RangeReader { schema, start, next: start, step, len, remaining: len, chunk_rows: chunk_rows.max(1) })
     }
 }
 
@@ -62,6 +72,28 @@ impl ChunkReader for RangeReader {
         self.remaining -= n as u64;
         Ok(Some(RecordBatch::try_new(self.schema.clone(), vec![Arc::new(values)])?))
     }
+
+    fn position(&self) -> Result<ReaderPosition> {
+        let (start, step, len) = (self.start, self.step, self.len);
+        encode("range", &RangePosition { start, step, len, delivered: len - self.remaining })
+    }
+
+    fn seek(&mut self, position: &ReaderPosition) -> Result<()> {
+        let at: RangePosition = decode("range", position)?;
+        if (at.start, at.step, at.len) != (self.start, self.step, self.len) || at.delivered > at.len {
+            return Err(Error::execution(
+                "seek",
+                format!(
+                    "{position} is not a position in the range of {} values from {} by {}",
+                    self.len, self.start, self.step
+                ),
+            ));
+        }
+        // Exact as in `next_chunk`: the true value lies between start and stop.
+        self.next = self.start.wrapping_add((at.delivered as i64).wrapping_mul(self.step));
+        self.remaining = self.len - at.delivered;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -70,6 +102,8 @@ mod tests {
     use arrow::datatypes::Int64Type;
 
     use super::*;
+    use crate::reader::testing::{check_resume, seek_error};
+    use crate::reader::BoxReader;
 
     fn collect(start: i64, stop: i64, step: i64, chunk_rows: usize) -> (Vec<i64>, Vec<usize>) {
         let mut reader = RangeReader::new(start, stop, step, chunk_rows).unwrap();
@@ -127,6 +161,28 @@ mod tests {
         // A range reader has no error after it is made: pulling past the end gives `Ok(None)`.
         let mut reader = RangeReader::new(0, 3, 1, 2).unwrap();
         assert_eq!((0..5).filter(|_| reader.next_chunk().unwrap().is_some()).count(), 2);
+    }
+
+    #[test]
+    fn positions_resume_exactly() {
+        for (start, stop, step) in [(0, 10, 3), (10, -5, -4), (0, 0, 1), (i64::MAX - 2, i64::MAX, 1)] {
+            check_resume(2, |rows| Box::new(RangeReader::new(start, stop, step, rows).unwrap()));
+        }
+    }
+
+    #[test]
+    fn a_position_in_another_range_is_an_error() {
+        let mut reader = RangeReader::new(0, 10, 1, 4).unwrap();
+        reader.next_chunk().unwrap();
+        let position = reader.position().unwrap();
+        assert_eq!(position, serde_json::json!({"reader": "range", "start": 0, "step": 1, "len": 10, "delivered": 4}));
+        let open = || Box::new(RangeReader::new(0, 11, 1, 4).unwrap()) as BoxReader;
+        assert!(seek_error(open, position).contains("not a position in the range"));
+        let open = || Box::new(RangeReader::new(0, 10, 1, 4).unwrap()) as BoxReader;
+        let past = serde_json::json!({"reader": "range", "start": 0, "step": 1, "len": 10, "delivered": 11});
+        assert!(seek_error(open, past).contains("not a position in the range"));
+        let memory = serde_json::json!({"reader": "memory", "rows": 10, "row": 0});
+        assert!(seek_error(open, memory).contains("not a position of a range reader"));
     }
 
     #[test]

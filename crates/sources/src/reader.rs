@@ -18,7 +18,22 @@ pub const DEFAULT_CHUNK_ROWS: usize = 8192;
 pub trait ChunkReader: Send {
     /// The next chunk, or `Ok(None)` at the end.
     fn next_chunk(&mut self) -> flumen_ir::Result<Option<RecordBatch>>;
+
+    /// Where the reader is now, between two `next_chunk` calls: enough for a freshly opened
+    /// reader of the same source, moved there by [`ChunkReader::seek`], to produce exactly
+    /// the rows and errors this one would produce next (chunk boundaries may differ).
+    fn position(&self) -> flumen_ir::Result<ReaderPosition>;
+
+    /// Moves a freshly opened reader of the same source to `position`, a value returned by
+    /// [`ChunkReader::position`] (possibly in another process). A position that does not fit
+    /// the source (another file list, a file that changed length) is an error, never a
+    /// silently different sequence.
+    fn seek(&mut self, position: &ReaderPosition) -> flumen_ir::Result<()>;
 }
+
+/// A reader's position: a small JSON value whose shape is the reader's own (file index, byte
+/// offset, row group, row, ...). It is stored in iterator checkpoints.
+pub type ReaderPosition = serde_json::Value;
 
 /// A boxed reader.
 pub type BoxReader = Box<dyn ChunkReader>;
@@ -26,7 +41,95 @@ pub type BoxReader = Box<dyn ChunkReader>;
 /// Test support shared by the readers' tests.
 #[cfg(test)]
 pub(crate) mod testing {
-    use super::ChunkReader;
+    use arrow::compute::concat_batches;
+    use arrow::record_batch::RecordBatch;
+
+    use super::{BoxReader, ChunkReader};
+
+    /// What a reader gives, with chunk boundaries erased: the rows between two errors as one
+    /// batch, and each error as its message.
+    #[derive(Debug, Clone, PartialEq)]
+    pub(crate) enum Outcome {
+        Rows(RecordBatch),
+        Error(String),
+    }
+
+    /// Pulls `reader` until `Ok(None)` (at most 1000 times): each chunk, or each error's message.
+    fn pull_all(reader: &mut dyn ChunkReader) -> Vec<Result<RecordBatch, String>> {
+        let mut out = vec![];
+        for _ in 0..1000 {
+            match reader.next_chunk() {
+                Ok(None) => return out,
+                Ok(Some(chunk)) => out.push(Ok(chunk)),
+                Err(e) => out.push(Err(e.to_string())),
+            }
+        }
+        panic!("the reader did not end after 1000 pulls");
+    }
+
+    /// `pulled` with chunk boundaries erased.
+    fn outcomes(pulled: &[Result<RecordBatch, String>]) -> Vec<Outcome> {
+        let mut out = vec![];
+        let mut rows: Vec<RecordBatch> = vec![];
+        let flush = |rows: &mut Vec<RecordBatch>, out: &mut Vec<Outcome>| {
+            if let Some(first) = rows.first() {
+                out.push(Outcome::Rows(concat_batches(&first.schema(), rows.iter()).unwrap()));
+            }
+            rows.clear();
+        };
+        for item in pulled {
+            match item {
+                Ok(chunk) => rows.push(chunk.clone()),
+                Err(message) => {
+                    flush(&mut rows, &mut out);
+                    out.push(Outcome::Error(message.clone()));
+                }
+            }
+        }
+        flush(&mut rows, &mut out);
+        out
+    }
+
+    /// Checks that positions resume exactly: for every cut point (after 0, 1, ... pulls of a
+    /// reader `open(chunk_rows)`, up to and including the pull that returns `Ok(None)`), a
+    /// fresh reader sought to the position taken there (sent through JSON text, as a
+    /// checkpoint would) gives the same rows and errors as the first reader from there on;
+    /// also with chunks of another size. Returns what the uninterrupted reader gives, for the
+    /// test to check that its data has the errors it means to test.
+    pub(crate) fn check_resume(chunk_rows: usize, open: impl Fn(usize) -> BoxReader) -> Vec<Outcome> {
+        let whole = pull_all(&mut *open(chunk_rows));
+        for cut in 0..=whole.len() + 1 {
+            let mut reader = open(chunk_rows);
+            for pull in 0..cut {
+                match (reader.next_chunk(), whole.get(pull)) {
+                    (Ok(Some(chunk)), Some(Ok(want))) => assert_eq!(&chunk, want, "pull {pull}"),
+                    (Err(e), Some(Err(want))) => assert_eq!(&e.to_string(), want, "pull {pull}"),
+                    (Ok(None), None) => {}
+                    (got, want) => panic!("pull {pull} gave {got:?}, not {want:?}"),
+                }
+            }
+            let position = reader.position().unwrap();
+            let text = serde_json::to_string(&position).unwrap();
+            assert!(text.len() < 400, "positions hold offsets, not data: {text}");
+            let expected = outcomes(&whole[cut.min(whole.len())..]);
+            for resumed_rows in [chunk_rows, chunk_rows + 1] {
+                let mut resumed = open(resumed_rows);
+                resumed.seek(&serde_json::from_str(&text).unwrap()).unwrap();
+                let rest = outcomes(&pull_all(&mut *resumed));
+                assert_eq!(rest, expected, "resuming after {cut} pulls at {text} in chunks of {resumed_rows}");
+            }
+        }
+        outcomes(&whole)
+    }
+
+    /// The message of the error of seeking a fresh reader from `open` to `position`; panics
+    /// when the seek succeeds.
+    pub(crate) fn seek_error(open: impl Fn() -> BoxReader, position: serde_json::Value) -> String {
+        match open().seek(&position) {
+            Ok(()) => panic!("seeking to {position} succeeded"),
+            Err(e) => e.to_string(),
+        }
+    }
 
     /// Pulls `reader` until `Ok(None)`, at most `max` times: whether it ended, and how many
     /// errors it returned on the way (so a reader that repeats an error fails the test).

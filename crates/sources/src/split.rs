@@ -3,11 +3,13 @@
 
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, FileFormat, Result};
+use serde::{Deserialize, Serialize};
 
 use crate::csv::CsvReader;
 use crate::ipc::{IpcFileReader, IpcStreamReader};
 use crate::parquet::{row_group_count, ParquetReader};
-use crate::reader::{BoxReader, ChunkReader};
+use crate::position::{decode, encode};
+use crate::reader::{BoxReader, ChunkReader, ReaderPosition};
 use crate::text::TextLineReader;
 
 /// A unit of reading: a whole file, or one row group of a Parquet file.
@@ -74,6 +76,18 @@ pub struct FilesReader {
     current: Option<BoxReader>,
 }
 
+/// Where a [`FilesReader`] is: in the file at index `file` of a list of `files`, at the
+/// position `inner` of its reader, or at its start (`None`: not opened yet). The file's path
+/// is kept to refuse a position in another list of files.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilesPosition {
+    files: usize,
+    file: usize,
+    path: Option<String>,
+    inner: Option<ReaderPosition>,
+}
+
 impl FilesReader {
     /// A reader of `files`, in order, in `format`, in chunks of at most `chunk_rows` rows.
     pub fn new(files: Vec<String>, format: FileFormat, chunk_rows: usize) -> Self {
@@ -98,6 +112,37 @@ impl ChunkReader for FilesReader {
             }
         }
     }
+
+    fn position(&self) -> Result<ReaderPosition> {
+        let (file, inner) = match &self.current {
+            Some(reader) => (self.next - 1, Some(reader.position()?)),
+            None => (self.next, None),
+        };
+        let path = self.files.get(file).cloned();
+        encode("files", &FilesPosition { files: self.files.len(), file, path, inner })
+    }
+
+    fn seek(&mut self, position: &ReaderPosition) -> Result<()> {
+        let at: FilesPosition = decode("files", position)?;
+        if at.files != self.files.len() || at.file > at.files || at.path.as_ref() != self.files.get(at.file) {
+            return Err(Error::execution(
+                "seek",
+                format!("{position} is not a position in this list of {} files", self.files.len()),
+            ));
+        }
+        self.current = None;
+        self.next = at.file;
+        if let Some(inner) = &at.inner {
+            let Some(file) = &at.path else {
+                return Err(Error::execution("seek", format!("{position} has a reader position past the last file")));
+            };
+            let mut reader = open_file(file, &self.format, self.chunk_rows)?;
+            reader.seek(inner)?;
+            self.current = Some(reader);
+            self.next += 1;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -113,6 +158,7 @@ mod tests {
 
     use super::*;
     use crate::parquet::parquet_format;
+    use crate::reader::testing::{check_resume, seek_error, Outcome};
 
     /// A Parquet file of `values` (column `v`) in row groups of `group_rows`.
     fn parquet_file(dir: &tempfile::TempDir, name: &str, values: Vec<i64>, group_rows: usize) -> String {
@@ -207,5 +253,70 @@ mod tests {
         let bad = format!("{}", flumen_ir::Location::new(path("a.csv"), "line 3"));
         assert_eq!(out, vec![Ok(1), Err(bad), Ok(2), Err(path("missing.csv")), Ok(4)]);
         assert!(reader.next_chunk().unwrap().is_none());
+    }
+
+    #[test]
+    fn positions_resume_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+        // A bad record in the middle of a.csv, an empty b.csv, a missing file, then c.csv.
+        fs::write(path("a.csv"), "v\n1\n2\nx\n3\n4\n").unwrap();
+        fs::write(path("b.csv"), "v\n").unwrap();
+        fs::write(path("c.csv"), "v\n5\n6\n7\n").unwrap();
+        let schema = ElementSpec::new(vec![FieldSpec::scalar("v", DType::Int64)]).unwrap();
+        let csv = FileFormat::Csv(flumen_ir::CsvFormat { schema, header: true, delimiter: ',', columns: None });
+        let files = vec![path("a.csv"), path("b.csv"), path("missing.csv"), path("c.csv")];
+        for chunk_rows in [1, 2, 100] {
+            let outcomes =
+                check_resume(chunk_rows, |rows| Box::new(FilesReader::new(files.clone(), csv.clone(), rows)));
+            assert_eq!(outcomes.iter().filter(|o| matches!(o, Outcome::Error(_))).count(), 2);
+        }
+        // Three Parquet files of several row groups, in chunks smaller than a row group.
+        let parquet: Vec<String> =
+            (0..3).map(|i| parquet_file(&dir, &format!("{i}.parquet"), (i * 10..i * 10 + 7).collect(), 3)).collect();
+        let format = FileFormat::Parquet(parquet_format(&parquet[0]).unwrap());
+        for chunk_rows in [2, 100] {
+            check_resume(chunk_rows, |rows| Box::new(FilesReader::new(parquet.clone(), format.clone(), rows)));
+        }
+        // Three text files, one with a bad line.
+        fs::write(path("a.txt"), b"a\n\xff\nb\n").unwrap();
+        fs::write(path("b.txt"), "").unwrap();
+        fs::write(path("c.txt"), "c\nd").unwrap();
+        let texts = vec![path("a.txt"), path("b.txt"), path("c.txt")];
+        check_resume(1, |rows| Box::new(FilesReader::new(texts.clone(), FileFormat::TextLines, rows)));
+    }
+
+    #[test]
+    fn a_position_in_another_list_of_files_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+        for name in ["a.txt", "b.txt", "c.txt"] {
+            fs::write(path(name), "x\ny\n").unwrap();
+        }
+        let files = vec![path("a.txt"), path("b.txt")];
+        let mut reader = FilesReader::new(files.clone(), FileFormat::TextLines, 1);
+        (0..3).for_each(|_| drop(reader.next_chunk().unwrap()));
+        let position = reader.position().unwrap();
+        let inner = serde_json::json!({"reader": "text", "len": 4, "offset": 2, "line": 2});
+        assert_eq!(
+            position,
+            serde_json::json!({"reader": "files", "files": 2, "file": 1, "path": path("b.txt"), "inner": inner})
+        );
+        let open = |files: Vec<String>| {
+            move || Box::new(FilesReader::new(files.clone(), FileFormat::TextLines, 1)) as BoxReader
+        };
+        let other = open(vec![path("a.txt"), path("c.txt")]);
+        assert!(seek_error(other, position.clone()).contains("is not a position in this list of 2 files"));
+        let longer = open(vec![path("a.txt"), path("b.txt"), path("c.txt")]);
+        assert!(seek_error(longer, position.clone()).contains("is not a position in this list of 3 files"));
+        let past = serde_json::json!({"reader": "files", "files": 2, "file": 3, "path": null, "inner": null});
+        assert!(seek_error(open(files.clone()), past).contains("is not a position in this list of 2 files"));
+        let inner_past = serde_json::json!({"reader": "files", "files": 2, "file": 2, "path": null, "inner": inner});
+        assert!(seek_error(open(files.clone()), inner_past).contains("past the last file"));
+        let csv_inner = serde_json::json!({"reader": "files", "files": 2, "file": 1, "path": path("b.txt"),
+            "inner": {"reader": "csv", "len": 4, "offset": 2, "line": 2, "header": false, "retry": null}});
+        assert!(seek_error(open(files.clone()), csv_inner).contains("not a position of a text reader"));
+        fs::write(path("b.txt"), "x\ny\nz\n").unwrap();
+        assert!(seek_error(open(files), position).contains("the position was taken when the file had 4 bytes"));
     }
 }

@@ -1,15 +1,17 @@
 //! Text files read line by line, as field `line` (string).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::sync::Arc;
 
 use arrow::array::{ArrayBuilder, StringBuilder};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, FileFormat, Location, Result};
+use serde::{Deserialize, Serialize};
 
-use crate::reader::ChunkReader;
+use crate::position::{check_len, decode, encode, file_len};
+use crate::reader::{ChunkReader, ReaderPosition};
 
 /// Reads a text file as one element per line, without the terminator (`\n` or `\r\n`).
 ///
@@ -19,12 +21,27 @@ pub struct TextLineReader {
     path: String,
     schema: SchemaRef,
     chunk_rows: usize,
+    /// The length of the file when it was opened.
+    len: u64,
+    /// The bytes read so far: the offset of the next line.
+    offset: u64,
     /// Lines read so far.
     lines: usize,
     buf: Vec<u8>,
-    /// The error of a bad line, returned after the lines before it.
-    pending: Option<Error>,
+    /// The error of a bad line, returned after the lines before it, with the offset where the
+    /// line starts (a position there reads the line again, and fails again).
+    pending: Option<(Error, u64)>,
     done: bool,
+}
+
+/// Where a [`TextLineReader`] is: the byte offset of the next line and its number (1-based),
+/// in a file of `len` bytes.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TextPosition {
+    len: u64,
+    offset: u64,
+    line: usize,
 }
 
 impl TextLineReader {
@@ -35,10 +52,12 @@ impl TextLineReader {
     pub fn open(path: &str, chunk_rows: usize) -> Result<Self> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         Ok(TextLineReader {
+            len: file_len(&file, path)?,
             reader: BufReader::new(file),
             path: path.to_string(),
             schema: FileFormat::TextLines.output_spec()?.arrow_schema(),
             chunk_rows: chunk_rows.max(1),
+            offset: 0,
             lines: 0,
             buf: Vec::new(),
             pending: None,
@@ -49,7 +68,7 @@ impl TextLineReader {
 
 impl ChunkReader for TextLineReader {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
-        if let Some(e) = self.pending.take() {
+        if let Some((e, _)) = self.pending.take() {
             return Err(e);
         }
         let mut builder = StringBuilder::new();
@@ -63,6 +82,8 @@ impl ChunkReader for TextLineReader {
                 self.done = true;
                 break;
             }
+            let start = self.offset;
+            self.offset += n as u64;
             self.lines += 1;
             let mut line = self.buf.as_slice();
             if let Some(rest) = line.strip_suffix(b"\n") {
@@ -78,7 +99,7 @@ impl ChunkReader for TextLineReader {
                     if builder.is_empty() {
                         return Err(error);
                     }
-                    self.pending = Some(error);
+                    self.pending = Some((error, start));
                     break;
                 }
             }
@@ -87,6 +108,34 @@ impl ChunkReader for TextLineReader {
             return Ok(None);
         }
         Ok(Some(RecordBatch::try_new(self.schema.clone(), vec![Arc::new(builder.finish())])?))
+    }
+
+    fn position(&self) -> Result<ReaderPosition> {
+        let (offset, line) = match &self.pending {
+            // The bad line is read again after a seek.
+            Some((_, start)) => (*start, self.lines),
+            // After a read error too the reader has ended: nothing is left to read.
+            None if self.done => (self.len, self.lines + 1),
+            None => (self.offset, self.lines + 1),
+        };
+        encode("text", &TextPosition { len: self.len, offset, line })
+    }
+
+    fn seek(&mut self, position: &ReaderPosition) -> Result<()> {
+        let at: TextPosition = decode("text", position)?;
+        check_len(&self.path, at.len, self.len)?;
+        if at.offset > self.len || at.line == 0 {
+            return Err(Error::execution(
+                "seek",
+                format!("{position} is not a position in {}, a file of {} bytes", self.path, self.len),
+            ));
+        }
+        self.reader.seek(SeekFrom::Start(at.offset)).map_err(|e| Error::io(self.path.as_str(), e))?;
+        self.offset = at.offset;
+        self.lines = at.line - 1;
+        self.pending = None;
+        self.done = false;
+        Ok(())
     }
 }
 
@@ -97,6 +146,8 @@ mod tests {
     use arrow::array::AsArray;
 
     use super::*;
+    use crate::reader::testing::{check_resume, seek_error, Outcome};
+    use crate::reader::BoxReader;
 
     fn lines(bytes: &[u8], chunk_rows: usize) -> Result<(Vec<String>, Vec<usize>)> {
         let dir = tempfile::tempdir().unwrap();
@@ -165,6 +216,44 @@ mod tests {
         let expected = vec![Ok("a".to_string()), Err(Some(())), Ok("b".to_string()), Err(Some(()))];
         assert_eq!(out, expected);
         assert!(reader.next_chunk().unwrap().is_none());
+    }
+
+    #[test]
+    fn positions_resume_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        // Bad lines after good ones, first in a chunk, adjacent, and last without a newline.
+        fs::write(&path, b"one\r\ntwo\n\xff\n\nfive\n\xfe\n\xfd\r\neight\n\xfc").unwrap();
+        let path = path.to_str().unwrap();
+        let outcomes = check_resume(2, |rows| Box::new(TextLineReader::open(path, rows).unwrap()));
+        let errors = outcomes.iter().filter(|o| matches!(o, Outcome::Error(_))).count();
+        assert_eq!(errors, 4, "{outcomes:?}");
+        for empty in [&b""[..], b"\n", b"no newline"] {
+            fs::write(path, empty).unwrap();
+            check_resume(1, |rows| Box::new(TextLineReader::open(path, rows).unwrap()));
+        }
+    }
+
+    #[test]
+    fn a_position_that_does_not_fit_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        fs::write(&path, "a\nb\nc\n").unwrap();
+        let path = path.to_str().unwrap();
+        let open = || Box::new(TextLineReader::open(path, 1).unwrap()) as BoxReader;
+        let mut reader = open();
+        reader.next_chunk().unwrap();
+        let position = reader.position().unwrap();
+        assert_eq!(position, serde_json::json!({"reader": "text", "len": 6, "offset": 2, "line": 2}));
+        let past = serde_json::json!({"reader": "text", "len": 6, "offset": 7, "line": 2});
+        assert!(seek_error(open, past).contains("is not a position in"));
+        let csv = serde_json::json!({"reader": "csv", "len": 6, "offset": 2, "line": 2});
+        assert!(seek_error(open, csv).contains("not a position of a text reader"));
+        let missing = serde_json::json!({"reader": "text", "len": 6, "offset": 2});
+        assert!(seek_error(open, missing).contains("missing field `line`"));
+        fs::write(path, "a\nb\nc\nd\n").unwrap();
+        let err = seek_error(open, position);
+        assert!(err.contains("the position was taken when the file had 6 bytes, it now has 8"), "{err}");
     }
 
     #[test]

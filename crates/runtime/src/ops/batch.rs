@@ -14,6 +14,7 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result};
 
 use super::list_kernels::{uniform_runs, wrap};
+use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
 use crate::operator::{BoxOperator, Operator};
 use crate::rows::{concat, RowReader};
@@ -130,6 +131,26 @@ impl Batcher {
         Ok(self.pending_rows < self.batch_size)
     }
 
+    /// The incomplete batch (at most one batch of rows, stored in both modes) and the input.
+    pub(crate) fn save(&self, mode: SaveMode) -> Result<OpState> {
+        let mut state =
+            OpState::new("batcher").with("pending_rows", self.pending_rows)?.with_chunks(self.pending.clone());
+        if let Some(e) = &self.failed {
+            state = state.with_error(e);
+        }
+        Ok(state.child(self.reader.save(mode)?))
+    }
+
+    /// Restores a state saved by [`Batcher::save`].
+    pub(crate) fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("batcher")?;
+        self.reader.restore(state.take_child()?)?;
+        self.pending_rows = state.get("pending_rows")?;
+        self.failed = state.take_error();
+        self.pending = std::mem::take(&mut state.chunks);
+        Ok(())
+    }
+
     /// The incomplete batch's rows, or its error; it is then empty.
     fn take_pending(&mut self) -> Result<Option<RecordBatch>> {
         self.pending_rows = 0;
@@ -177,6 +198,15 @@ impl Operator for BatchOp {
             .collect::<Result<Vec<_>>>()?;
         let n = runs.iter().map(|r| r.count).sum();
         make_batch(&self.schema, columns, n).map(Some)
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        Ok(OpState::new("batch").child(self.batcher.save(mode)?))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("batch")?;
+        self.batcher.restore(state.take_child()?)
     }
 }
 

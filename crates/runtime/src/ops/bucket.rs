@@ -16,6 +16,7 @@ use flumen_ir::{ElementSpec, Error, Expr, FieldKind, Result, Scalar};
 
 use super::grouping::{Group, Grouper};
 use super::list_kernels::{pad_groups, pad_value, PadGroup};
+use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
 use crate::operator::{BoxOperator, Operator};
 
@@ -172,6 +173,19 @@ impl Operator for BucketBySequenceLengthOp {
                 None => return Ok(None),
             }
         }
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        Ok(OpState::new("bucket_by_sequence_length")
+            .with_results("ready", &self.ready)?
+            .child(self.grouper.save(mode)?))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("bucket_by_sequence_length")?;
+        self.grouper.restore(state.take_child()?)?;
+        self.ready = state.take_results("ready")?;
+        Ok(())
     }
 }
 

@@ -4,6 +4,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::Result;
 
+use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::relabel;
 use crate::operator::{BoxOperator, Operator};
 
@@ -31,5 +32,22 @@ impl Operator for ConcatenateOp {
             }
         }
         Ok(None)
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        let mut state = OpState::new("concatenate").with("current", self.current)?;
+        for input in &self.inputs {
+            state = state.child(input.save(mode)?);
+        }
+        Ok(state)
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("concatenate")?;
+        self.current = state.get("current")?;
+        for input in &mut self.inputs {
+            input.restore(state.take_child()?)?;
+        }
+        Ok(())
     }
 }

@@ -8,6 +8,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::Result;
 
+use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::{BoxOperator, Operator};
 use crate::ops::function::{concat_masks, MaskFn};
 use crate::resume::Resumable;
@@ -39,6 +40,16 @@ impl Operator for TakeOp {
                 Ok(slice)
             }
         }
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        Ok(OpState::new("take").with("remaining", self.remaining)?.child(self.input.save(mode)?))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("take")?;
+        self.remaining = state.get("remaining")?;
+        self.input.restore(state.take_child()?)
     }
 }
 
@@ -74,6 +85,16 @@ impl Operator for SkipOp {
             }
         }
     }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        Ok(OpState::new("skip").with("to_skip", self.to_skip)?.child(self.input.save(mode)?))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("skip")?;
+        self.to_skip = state.get("to_skip")?;
+        self.input.restore(state.take_child()?)
+    }
 }
 
 /// `shard(n, i)`: the elements whose index is `i` modulo `n`.
@@ -106,6 +127,16 @@ impl Operator for ShardOp {
             }
         }
         Ok(None)
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        Ok(OpState::new("shard").with("seen", self.seen)?.child(self.input.save(mode)?))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("shard")?;
+        self.seen = state.get("seen")?;
+        self.input.restore(state.take_child()?)
     }
 }
 
@@ -146,6 +177,16 @@ impl Operator for EnumerateOp {
         let mut columns = vec![Arc::new(counter) as Arc<dyn Array>];
         columns.extend(chunk.columns().iter().cloned());
         Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        Ok(OpState::new("enumerate").with("next", self.next)?.child(self.input.save(mode)?))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("enumerate")?;
+        self.next = state.get("next")?;
+        self.input.restore(state.take_child()?)
     }
 }
 
@@ -188,5 +229,15 @@ impl Operator for TakeWhileOp {
             }
         }
         Ok(None)
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        Ok(OpState::new("take_while").with("done", self.done)?.child(self.input.save(mode)?))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("take_while")?;
+        self.done = state.get("done")?;
+        self.input.restore(state.take_child()?)
     }
 }

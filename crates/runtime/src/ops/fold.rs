@@ -11,6 +11,7 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{ElementSpec, FieldSpec, NamedExpr, Result, Scalar};
 use flumen_udf::eval::{evaluate, scalar_array};
 
+use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::{BoxOperator, Operator};
 use crate::resume::Resumable;
 use crate::rows::concat;
@@ -39,6 +40,22 @@ impl State {
         let fields: Vec<_> = self.schema.fields().iter().chain(element.schema().fields().iter()).cloned().collect();
         let columns: Vec<ArrayRef> = self.values.iter().chain(element.columns()).cloned().collect();
         Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
+    }
+
+    /// The state values as a one-row chunk.
+    fn saved(&self) -> Result<RecordBatch> {
+        Ok(RecordBatch::try_new(self.schema.clone(), self.values.clone())?)
+    }
+
+    /// Takes the values back from a chunk made by [`State::saved`].
+    fn restore(&mut self, state: &mut OpState) -> Result<()> {
+        let chunk =
+            state.chunks.pop().ok_or_else(|| crate::checkpoint::state::mismatch("a fold state lacks its values"))?;
+        if chunk.schema() != self.schema {
+            return Err(crate::checkpoint::state::mismatch("a fold state's values have another schema"));
+        }
+        self.values = chunk.columns().to_vec();
+        Ok(())
     }
 
     fn step(&mut self, scope: &RecordBatch) -> Result<()> {
@@ -75,6 +92,24 @@ impl Operator for ReduceOp {
             }
         }
         Ok(Some(RecordBatch::try_new(self.state.schema.clone(), self.state.values.clone())?))
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        let input = self.input.as_ref().map(|i| i.save(mode)).transpose()?;
+        Ok(OpState::new("reduce").with_chunks([self.state.saved()?]).maybe_child(input))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("reduce")?;
+        self.state.restore(&mut state)?;
+        match (state.next_child()?, &mut self.input) {
+            (Some(input_state), Some(input)) => input.restore(input_state),
+            (None, input) => {
+                *input = None;
+                Ok(())
+            }
+            (Some(_), None) => Err(crate::checkpoint::state::mismatch("reduce has no input to restore")),
+        }
     }
 }
 
@@ -151,6 +186,16 @@ impl Operator for ScanOp {
             }
         }
         Ok(None)
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        Ok(OpState::new("scan").with_chunks([self.state.saved()?]).child(self.input.save(mode)?))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("scan")?;
+        self.state.restore(&mut state)?;
+        self.input.restore(state.take_child()?)
     }
 }
 

@@ -9,6 +9,7 @@ use flumen_ir::{Error, Expr, Result};
 
 use super::grouping::{Group, Grouper};
 use super::list_kernels::{push_run, wrap, Run};
+use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
 use crate::operator::{BoxOperator, Operator};
 
@@ -55,6 +56,15 @@ impl Operator for GroupByWindowOp {
             Some(groups) => self.build(&groups).map(Some),
             None => Ok(None),
         }
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        Ok(OpState::new("group_by_window").child(self.grouper.save(mode)?))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("group_by_window")?;
+        self.grouper.restore(state.take_child()?)
     }
 }
 

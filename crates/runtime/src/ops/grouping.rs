@@ -14,6 +14,7 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Expr, Result};
 
 use super::list_kernels::gather;
+use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::BoxOperator;
 
 /// A row of a retained chunk: `(chunk id, row)`.
@@ -199,6 +200,50 @@ impl Grouper {
             self.release_if_unused(id);
         }
         Ok(columns)
+    }
+
+    /// The partial groups with the chunks their rows lie in, the groups and errors waiting
+    /// to be returned, and the input's state. Partial groups are data in both modes.
+    pub(crate) fn save(&self, mode: SaveMode) -> Result<OpState> {
+        let mut ids: Vec<u64> = self.chunks.keys().copied().collect();
+        ids.sort_unstable();
+        let refs: Vec<usize> = ids.iter().map(|id| self.chunks[id].1).collect();
+        let groups_saved: Vec<(i64, &Vec<RowRef>)> = self.groups.iter().map(|(k, g)| (*k, g)).collect();
+        let pending: Vec<Option<&Vec<Group>>> = self.pending.iter().map(|p| p.as_ref().ok()).collect();
+        let mut state = OpState::new("grouper")
+            .with("chunk_ids", &ids)?
+            .with("refs", &refs)?
+            .with("next_id", self.next_id)?
+            .with("groups", &groups_saved)?
+            .with("pending", &pending)?
+            .with("finished", self.finished)?
+            .with_chunks(ids.iter().map(|id| self.chunks[id].0.clone()));
+        for e in self.pending.iter().filter_map(|p| p.as_ref().err()) {
+            state = state.with_error(e);
+        }
+        Ok(state.child(self.input.save(mode)?))
+    }
+
+    /// Restores a state saved by [`Grouper::save`].
+    pub(crate) fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("grouper")?;
+        self.input.restore(state.take_child()?)?;
+        let ids: Vec<u64> = state.get("chunk_ids")?;
+        let refs: Vec<usize> = state.get("refs")?;
+        let chunks = std::mem::take(&mut state.chunks);
+        self.chunks = ids.into_iter().zip(chunks.into_iter().zip(refs)).collect();
+        self.next_id = state.get("next_id")?;
+        self.groups = state.get::<Vec<(i64, Vec<RowRef>)>>("groups")?.into_iter().collect();
+        let mut errors = state.take_errors().into_iter();
+        let pending: Vec<Option<Vec<Group>>> = state.get("pending")?;
+        self.pending = pending
+            .into_iter()
+            .map(|p| {
+                p.ok_or_else(|| errors.next().unwrap_or_else(|| crate::checkpoint::state::mismatch("grouper error")))
+            })
+            .collect();
+        self.finished = state.get("finished")?;
+        Ok(())
     }
 
     /// The number of retained chunks (for tests).

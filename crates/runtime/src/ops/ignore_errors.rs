@@ -6,6 +6,7 @@
 use arrow::record_batch::RecordBatch;
 use flumen_ir::Result;
 
+use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::{BoxOperator, Operator};
 
 /// Skips the elements whose computation failed (`ignore_errors`).
@@ -27,5 +28,13 @@ impl Operator for IgnoreErrorsOp {
                 return Ok(next);
             }
         }
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        Ok(OpState::new("ignore_errors").child(self.input.save(mode)?))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        self.input.restore(state.expect("ignore_errors")?.take_child()?)
     }
 }

@@ -367,6 +367,16 @@ pub(crate) mod testing {
         fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
             self.0.pop_front().transpose()
         }
+
+        /// Everything not yet returned, as data (a test source has no position of its own).
+        fn save(&self, _mode: crate::checkpoint::SaveMode) -> Result<crate::checkpoint::OpState> {
+            crate::checkpoint::OpState::new("vec").with_results("items", &self.0)
+        }
+
+        fn restore(&mut self, state: crate::checkpoint::OpState) -> Result<()> {
+            self.0 = state.expect("vec")?.take_results("items")?;
+            Ok(())
+        }
     }
 
     /// An operator yielding `chunks`.

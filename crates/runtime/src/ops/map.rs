@@ -9,6 +9,7 @@
 use arrow::record_batch::RecordBatch;
 use flumen_ir::Result;
 
+use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::{BoxOperator, Operator};
 use crate::ops::function::ChunkFn;
 use crate::resume::Resumable;
@@ -43,5 +44,14 @@ impl Operator for MapOp {
             }
         }
         Ok(None)
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        Ok(OpState::new("map").child(self.input.save(mode)?))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("map")?;
+        self.input.restore(state.take_child()?)
     }
 }

@@ -10,7 +10,8 @@ use flumen_sources::split::Split;
 use flumen_udf::closure::{guarded, DatasetFactory};
 
 use crate::build::build;
-use crate::context::{ExecContext, SharedState};
+use crate::checkpoint::{OpState, SaveMode};
+use crate::context::{mix, ExecContext, SharedState};
 use crate::operator::{BoxOperator, Operator};
 use crate::ops::source::ReaderOp;
 use crate::ops::unbatch::UnbatchOp;
@@ -37,6 +38,17 @@ impl Operator for SingleChunk {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
         Ok(self.0.take())
     }
+
+    fn save(&self, _mode: SaveMode) -> Result<OpState> {
+        OpState::new("element").with("taken", self.0.is_none())
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        if state.expect("element")?.get::<bool>("taken")? {
+            self.0 = None;
+        }
+        Ok(())
+    }
 }
 
 impl ElementDatasets {
@@ -55,8 +67,9 @@ impl ElementDatasets {
         Ok(ElementDatasets { func, ctx: ctx.clone(), schema })
     }
 
-    /// The dataset of `element` (a one-row chunk).
-    pub fn open(&self, element: &RecordBatch) -> Result<BoxOperator> {
+    /// The dataset of `element` (a one-row chunk), the `index`-th this operator opens (what
+    /// a closure's dataset derives its unseeded seeds from, so a restore rebuilds it alike).
+    pub fn open(&self, element: &RecordBatch, index: u64) -> Result<BoxOperator> {
         match &self.func {
             Opener::ReadFile { field, format } => {
                 let column = element.column_by_name(field).expect("type-checked field");
@@ -93,7 +106,11 @@ impl ElementDatasets {
                 }
                 // Each call makes a new dataset, with its own caches and unseeded seeds, as
                 // each call of a tf.data function builds new dataset ops.
-                let mut ctx = ExecContext { shared: Arc::new(SharedState::default()), ..self.ctx.clone() };
+                let mut ctx = ExecContext {
+                    shared: Arc::new(SharedState::default()),
+                    unseeded: mix(self.ctx.unseeded, index),
+                    ..self.ctx.clone()
+                };
                 ctx.registry.merge(&registry)?;
                 build(&plan, &ctx)
             }
@@ -105,20 +122,22 @@ impl ElementDatasets {
 pub struct FlatMapOp {
     input: RowReader,
     datasets: Arc<ElementDatasets>,
-    current: Option<BoxOperator>,
+    /// The open dataset and the element it was opened from (kept for checkpoints).
+    current: Option<(BoxOperator, RecordBatch)>,
+    opened: u64,
 }
 
 impl FlatMapOp {
     /// Flat-maps `input` through `datasets`.
     pub fn new(input: BoxOperator, datasets: ElementDatasets) -> Self {
-        FlatMapOp { input: RowReader::new(input), datasets: Arc::new(datasets), current: None }
+        FlatMapOp { input: RowReader::new(input), datasets: Arc::new(datasets), current: None, opened: 0 }
     }
 }
 
 impl Operator for FlatMapOp {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
         loop {
-            if let Some(inner) = &mut self.current {
+            if let Some((inner, _)) = &mut self.current {
                 match inner.next_chunk()? {
                     Some(chunk) => return crate::conform::relabel(chunk, &self.datasets.schema).map(Some),
                     None => self.current = None,
@@ -127,8 +146,33 @@ impl Operator for FlatMapOp {
             let Some(element) = self.input.next_slice(1)? else {
                 return Ok(None);
             };
-            self.current = Some(self.datasets.open(&element)?);
+            self.opened += 1;
+            self.current = Some((self.datasets.open(&element, self.opened - 1)?, element));
         }
+    }
+
+    /// The open dataset's state with the element it was opened from, and the input's.
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        let state = OpState::new("flat_map").with("opened", self.opened)?.child(self.input.save(mode)?);
+        Ok(match &self.current {
+            Some((inner, element)) => state.with_chunks([element.clone()]).child(inner.save(mode)?),
+            None => state.maybe_child(None),
+        })
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("flat_map")?;
+        self.opened = state.get("opened")?;
+        self.input.restore(state.take_child()?)?;
+        self.current = match (state.chunks.pop(), state.next_child()?) {
+            (Some(element), Some(inner_state)) => {
+                let mut inner = self.datasets.open(&element, self.opened - 1)?;
+                inner.restore(inner_state)?;
+                Some((inner, element))
+            }
+            _ => None,
+        };
+        Ok(())
     }
 }
 
@@ -140,7 +184,9 @@ pub struct InterleaveOp {
     input: RowReader,
     input_done: bool,
     datasets: ElementDatasets,
-    slots: Vec<Option<RowReader>>,
+    /// Open datasets, each with the element it was opened from (kept for checkpoints).
+    slots: Vec<Option<(RowReader, RecordBatch, u64)>>,
+    opened: u64,
     cycle_index: usize,
     block_index: u64,
     block_length: u64,
@@ -162,6 +208,7 @@ impl InterleaveOp {
             input_done: false,
             datasets,
             slots: (0..cycle_length.max(1)).map(|_| None).collect(),
+            opened: 0,
             cycle_index: 0,
             block_index: 0,
             block_length,
@@ -182,7 +229,7 @@ impl InterleaveOp {
             if self.input_done && open == 0 {
                 return Ok(None);
             }
-            if let Some(slot) = &mut self.slots[self.cycle_index] {
+            if let Some((slot, _, _)) = &mut self.slots[self.cycle_index] {
                 let want = (self.block_length - self.block_index) as usize;
                 match slot.next_slice(want)? {
                     Some(run) => {
@@ -200,7 +247,9 @@ impl InterleaveOp {
             } else if !self.input_done {
                 match self.input.next_slice(1)? {
                     Some(element) => {
-                        self.slots[self.cycle_index] = Some(RowReader::new(self.datasets.open(&element)?));
+                        self.opened += 1;
+                        let dataset = self.datasets.open(&element, self.opened - 1)?;
+                        self.slots[self.cycle_index] = Some((RowReader::new(dataset), element, self.opened - 1));
                     }
                     None => self.input_done = true,
                 }
@@ -233,5 +282,54 @@ impl Operator for InterleaveOp {
             }
         }
         concat(&runs)
+    }
+
+    /// The cycle position, each open slot's dataset state with the element it was opened
+    /// from, a pending error, and the input's state.
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        let open: Vec<Option<u64>> = self.slots.iter().map(|s| s.as_ref().map(|(_, _, i)| *i)).collect();
+        let mut state = OpState::new("interleave")
+            .with("input_done", self.input_done)?
+            .with("opened", self.opened)?
+            .with("cycle_index", self.cycle_index)?
+            .with("block_index", self.block_index)?
+            .with("open", &open)?
+            .child(self.input.save(mode)?);
+        for (reader, element, _) in self.slots.iter().flatten() {
+            state = state.with_chunks([element.clone()]).child(reader.save(mode)?);
+        }
+        if let Some(e) = &self.error {
+            state = state.with_error(e);
+        }
+        Ok(state)
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("interleave")?;
+        let open: Vec<Option<u64>> = state.get("open")?;
+        if open.len() != self.slots.len() {
+            return Err(crate::checkpoint::state::mismatch(format!(
+                "the checkpoint's interleave has {} slots, this one {} (cycle_length differs)",
+                open.len(),
+                self.slots.len()
+            )));
+        }
+        self.input_done = state.get("input_done")?;
+        self.opened = state.get("opened")?;
+        self.cycle_index = state.get("cycle_index")?;
+        self.block_index = state.get("block_index")?;
+        self.error = state.take_error();
+        self.input.restore(state.take_child()?)?;
+        let mut elements = std::mem::take(&mut state.chunks).into_iter();
+        for (slot, is_open) in self.slots.iter_mut().zip(open) {
+            *slot = None;
+            if let Some(index) = is_open {
+                let element = elements.next().ok_or_else(|| crate::checkpoint::state::mismatch("interleave slot"))?;
+                let mut reader = RowReader::new(self.datasets.open(&element, index)?);
+                reader.restore(state.take_child()?)?;
+                *slot = Some((reader, element, index));
+            }
+        }
+        Ok(())
     }
 }

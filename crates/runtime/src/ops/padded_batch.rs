@@ -14,6 +14,7 @@ use flumen_ir::{ElementSpec, Error, FieldKind, Result, Scalar};
 
 use super::batch::Batcher;
 use super::list_kernels::{pad_groups, pad_value, uniform_runs, wrap, PadGroup};
+use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
 use crate::operator::{BoxOperator, Operator};
 
@@ -122,6 +123,17 @@ impl Operator for PaddedBatchOp {
                 self.ready.pop_front().transpose()
             }
         }
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        Ok(OpState::new("padded_batch").with_results("ready", &self.ready)?.child(self.batcher.save(mode)?))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("padded_batch")?;
+        self.batcher.restore(state.take_child()?)?;
+        self.ready = state.take_results("ready")?;
+        Ok(())
     }
 }
 

@@ -4,6 +4,7 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{Plan, Result};
 
 use crate::build::build;
+use crate::checkpoint::{OpState, SaveMode};
 use crate::context::ExecContext;
 use crate::operator::{BoxOperator, Operator};
 
@@ -64,5 +65,31 @@ impl Operator for RepeatOp {
                 }
             }
         }
+    }
+
+    /// The epoch and the current epoch's input state (rebuilt with that epoch's salt).
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        let current = self.current.as_ref().map(|op| op.save(mode)).transpose()?;
+        Ok(OpState::new("repeat")
+            .with("epoch", self.epoch)?
+            .with("produced_this_epoch", self.produced_this_epoch)?
+            .with("failed", self.failed)?
+            .maybe_child(current))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("repeat")?;
+        self.epoch = state.get("epoch")?;
+        self.produced_this_epoch = state.get("produced_this_epoch")?;
+        self.failed = state.get("failed")?;
+        self.current = match state.next_child()? {
+            Some(input_state) => {
+                let mut op = build(&self.plan, &self.ctx.for_epoch(self.epoch))?;
+                op.restore(input_state)?;
+                Some(op)
+            }
+            None => None,
+        };
+        Ok(())
     }
 }

@@ -6,6 +6,8 @@ use flumen_ir::{Error, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::checkpoint::rng::RngState;
+use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::relabel;
 use crate::operator::{BoxOperator, Operator};
 use crate::rows::{concat, RowReader};
@@ -94,5 +96,35 @@ impl Operator for SampleOp {
             }
         }
         concat(&rows)
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        let mut state = OpState::new("sample_from_datasets")
+            .with("live", &self.live)?
+            .with("done", self.done)?
+            .with("rng", RngState::of(&self.rng))?;
+        if let Some(e) = &self.error {
+            state = state.with_error(e);
+        }
+        for input in &self.inputs {
+            state = state.child(input.save(mode)?);
+        }
+        Ok(state)
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("sample_from_datasets")?;
+        let live: Vec<bool> = state.get("live")?;
+        if live.len() != self.inputs.len() {
+            return Err(crate::checkpoint::state::mismatch("sample_from_datasets: another number of inputs"));
+        }
+        self.live = live;
+        self.done = state.get("done")?;
+        self.rng = state.get::<RngState>("rng")?.rng()?;
+        self.error = state.take_error();
+        for input in &mut self.inputs {
+            input.restore(state.take_child()?)?;
+        }
+        Ok(())
     }
 }

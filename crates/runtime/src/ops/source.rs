@@ -13,6 +13,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::conform_chunk;
 use crate::context::ExecContext;
 use crate::operator::{BoxOperator, Operator};
@@ -34,14 +35,29 @@ impl Operator for ReaderOp {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
         self.reader.next_chunk()
     }
+
+    fn save(&self, _mode: SaveMode) -> Result<OpState> {
+        OpState::new("reader").with("position", self.reader.position()?)
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let state = state.expect("reader")?;
+        self.reader.seek(&state.get::<serde_json::Value>("position")?)
+    }
 }
 
 /// A registered generator: its chunks are checked against the declared spec.
+///
+/// A Rust iterator cannot be moved to a position, so a checkpoint records how many items
+/// were pulled and a restore pulls (and drops) as many from a fresh one: exact for
+/// generators that yield the same sequence each time they are created.
 pub struct GeneratorOp {
     name: String,
     iter: ChunkIter,
     schema: SchemaRef,
     failed: bool,
+    /// Items pulled from the iterator (chunks, empty chunks and errors alike).
+    pulled: u64,
 }
 
 impl Operator for GeneratorOp {
@@ -52,6 +68,7 @@ impl Operator for GeneratorOp {
             let Some(next) = guarded(&operator, || Ok(self.iter.next())).inspect_err(|_| self.failed = true)? else {
                 return Ok(None);
             };
+            self.pulled += 1;
             let chunk = next.inspect_err(|_| self.failed = true)?;
             if chunk.num_rows() == 0 {
                 continue;
@@ -63,6 +80,28 @@ impl Operator for GeneratorOp {
         }
         Ok(None)
     }
+
+    fn save(&self, _mode: SaveMode) -> Result<OpState> {
+        OpState::new("generator").with("pulled", self.pulled)?.with("failed", self.failed)
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let state = state.expect("generator")?;
+        let pulled: u64 = state.get("pulled")?;
+        let operator = format!("generator '{}'", self.name);
+        while self.pulled < pulled {
+            let item = guarded(&operator, || Ok(self.iter.next()))?;
+            if item.is_none() {
+                return Err(crate::checkpoint::state::mismatch(format!(
+                    "{operator} ended after {} items, but the checkpoint was taken after {pulled}",
+                    self.pulled
+                )));
+            }
+            self.pulled += 1;
+        }
+        self.failed = state.get("failed")?;
+        Ok(())
+    }
 }
 
 /// The physical operator of a source node.
@@ -72,7 +111,7 @@ pub fn build_source(plan: &Plan, desc: &SourceDesc, schema: SchemaRef, ctx: &Exe
             let factory = ctx.registry.generator_fn(name)?;
             let operator = format!("generator '{name}'");
             let iter = guarded(&operator, || Ok(factory()))?;
-            Ok(Box::new(GeneratorOp { name: name.clone(), iter, schema, failed: false }))
+            Ok(Box::new(GeneratorOp { name: name.clone(), iter, schema, failed: false, pulled: 0 }))
         }
         SourceDesc::ListFiles { files, shuffle: true, seed, .. } => {
             let mut files = files.clone();

@@ -12,6 +12,7 @@ use flumen_ir::{Error, Result};
 
 use super::batch::BatchOp;
 use super::list_kernels::{item_type, outer_level, Nest};
+use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::{conform_array, make_batch};
 use crate::operator::{BoxOperator, Operator};
 
@@ -117,6 +118,23 @@ impl Operator for UnbatchOp {
             return make_batch(&self.schema, columns, rows).map(Some);
         }
     }
+
+    /// The rest of the chunk being unbatched (one input chunk, stored in both modes).
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        let (rest, seen) = match &self.pending {
+            Some((chunk, from)) => (Some(chunk.slice(*from, chunk.num_rows() - from)), self.seen + *from as u64),
+            None => (None, self.seen),
+        };
+        Ok(OpState::new("unbatch").with("seen", seen)?.with_chunks(rest).child(self.input.save(mode)?))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("unbatch")?;
+        self.seen = state.get("seen")?;
+        self.input.restore(state.take_child()?)?;
+        self.pending = state.chunks.pop().map(|c| (c, 0));
+        Ok(())
+    }
 }
 
 /// `rebatch(batch_size, drop_remainder)`: `unbatch()` then `batch(batch_size, drop_remainder)`.
@@ -149,6 +167,14 @@ impl RebatchOp {
 impl Operator for RebatchOp {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
         self.inner.next_chunk()
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        self.inner.save(mode)
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        self.inner.restore(state)
     }
 }
 

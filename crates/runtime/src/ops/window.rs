@@ -19,6 +19,7 @@ use flumen_ir::{Error, Result};
 
 use super::batch::BatchOp;
 use super::list_kernels::{gather, push_run, wrap, Run};
+use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
 use crate::operator::{BoxOperator, Operator};
 
@@ -97,6 +98,54 @@ impl Operator for WindowOp {
             Inner::Batch(b) => b.next_chunk(),
             Inner::Sliding(s) => s.next_chunk(),
         }
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        match &self.inner {
+            Inner::Batch(b) => b.save(mode),
+            Inner::Sliding(s) => s.save(mode),
+        }
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        match &mut self.inner {
+            Inner::Batch(b) => b.restore(state),
+            Inner::Sliding(s) => s.restore(state),
+        }
+    }
+}
+
+impl Sliding {
+    /// The buffered rows and errors of the windows not yet emitted (they overlap by
+    /// `size - shift`, so this is bounded by the window span plus one input chunk).
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        let error_slots: Vec<u64> = self.errors.iter().map(|(i, _)| *i).collect();
+        let mut state = OpState::new("window")
+            .with("starts", &self.starts)?
+            .with("error_slots", &error_slots)?
+            .with("end", self.end)?
+            .with("next_start", self.next_start)?
+            .with("input_done", self.input_done)?
+            .with("finished", self.finished)?
+            .with_chunks(self.chunks.iter().cloned());
+        for (_, e) in &self.errors {
+            state = state.with_error(e);
+        }
+        Ok(state.child(self.input.save(mode)?))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("window")?;
+        self.input.restore(state.take_child()?)?;
+        self.starts = state.get("starts")?;
+        let error_slots: Vec<u64> = state.get("error_slots")?;
+        self.errors = error_slots.into_iter().zip(state.take_errors()).collect();
+        self.end = state.get("end")?;
+        self.next_start = state.get("next_start")?;
+        self.input_done = state.get("input_done")?;
+        self.finished = state.get("finished")?;
+        self.chunks = std::mem::take(&mut state.chunks).into();
+        Ok(())
     }
 }
 

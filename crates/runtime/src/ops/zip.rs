@@ -6,6 +6,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result};
 
+use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::{BoxOperator, Operator};
 use crate::rows::{concat, RowReader};
 
@@ -155,6 +156,42 @@ impl Operator for ZipOp {
             columns.extend(part.columns().iter().cloned());
         }
         Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
+    }
+
+    /// Per lane: the rows read ahead (bounded by one chunk of the first lane), the error or
+    /// end right after them, and the input's state.
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        let mut state = OpState::new("zip").with("done", self.done)?;
+        for lane in &self.lanes {
+            let tail = match &lane.tail {
+                None => "none",
+                Some(Tail::End) => "end",
+                Some(Tail::Err(_)) => "error",
+            };
+            let mut lane_state = OpState::new("zip_lane").with("tail", tail)?.with_chunks(lane.rows.iter().cloned());
+            if let Some(Tail::Err(e)) = &lane.tail {
+                lane_state = lane_state.with_error(e);
+            }
+            state = state.child(lane_state.child(lane.reader.save(mode)?));
+        }
+        Ok(state)
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("zip")?;
+        self.done = state.get("done")?;
+        for lane in &mut self.lanes {
+            let mut lane_state = state.take_child()?.expect("zip_lane")?;
+            lane.reader.restore(lane_state.take_child()?)?;
+            lane.tail = match lane_state.get::<String>("tail")?.as_str() {
+                "end" => Some(Tail::End),
+                "error" => lane_state.take_error().map(Tail::Err),
+                _ => None,
+            };
+            lane.rows = std::mem::take(&mut lane_state.chunks).into();
+            lane.len = lane.rows.iter().map(|r| r.num_rows()).sum();
+        }
+        Ok(())
     }
 }
 

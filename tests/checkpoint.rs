@@ -1,0 +1,310 @@
+//! Iterator checkpoints, operator by operator: for every operator (and sources, with errors
+//! in the stream), an iterator is cut after every k elements, saved in both modes, written to
+//! bytes and read back, restored into a new iterator, and what the restored iterator yields
+//! must equal what the cut iterator yields when it simply goes on.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::{Float64Array, Int64Array, StringArray};
+use arrow::datatypes::DataType;
+use arrow::record_batch::RecordBatch;
+use common::*;
+use flumen::prelude::*;
+use flumen::{Error, Options};
+
+/// Every item of an iterator as text (an element's rows, or its error's message).
+fn show(item: &Result<RecordBatch, Error>) -> String {
+    match item {
+        Ok(b) => arrow::util::pretty::pretty_format_batches(std::slice::from_ref(b)).unwrap().to_string(),
+        Err(e) => format!("Err: {e}"),
+    }
+}
+
+/// Items of `it` as text, at most `max`.
+fn drain(it: impl Iterator<Item = Result<RecordBatch, Error>>, max: usize) -> Vec<String> {
+    it.take(max).map(|i| show(&i)).collect()
+}
+
+const MAX: usize = 400;
+
+/// Cuts after k items for several k, saves in `mode`, restores into a new iterator, and
+/// checks the restored rest equals the cut iterator's own rest.
+fn assert_resumes_in(name: &str, ds: &Dataset, mode: SaveMode) {
+    let total = drain(ds.iter(), MAX).len();
+    assert!(total > 0, "{name}: the pipeline yields nothing");
+    let cuts: Vec<usize> =
+        if total <= 40 { (0..=total).collect() } else { (0..=total).step_by(total / 30).chain([total - 1]).collect() };
+    for k in cuts {
+        let mut it = ds.iter();
+        let before = drain(it.by_ref(), k);
+        let checkpoint = it.save(mode).unwrap_or_else(|e| panic!("{name}: save after {k}: {e}"));
+        let bytes = checkpoint.to_bytes().unwrap();
+        let read = Checkpoint::from_bytes(&bytes).unwrap();
+        assert_eq!(read, checkpoint, "{name}: the checkpoint round-trips through bytes");
+        let rest = drain(it, MAX - k);
+        let restored = ds.iter_from(&read).unwrap_or_else(|e| panic!("{name}: restore after {k}: {e}"));
+        let resumed = drain(restored, MAX - k);
+        assert_eq!(
+            resumed,
+            rest,
+            "{name}: {mode:?} checkpoint after {k} items (of {}) resumes differently",
+            before.len()
+        );
+    }
+}
+
+fn assert_resumes(name: &str, ds: Dataset) {
+    for chunk_rows in [3, 1000] {
+        let ds = ds.with_options(Options::default().with_chunk_rows(chunk_rows));
+        assert_resumes_in(name, &ds, SaveMode::Full);
+        assert_resumes_in(name, &ds, SaveMode::Symbolic);
+    }
+}
+
+fn range(a: i64, b: i64) -> Dataset {
+    Dataset::range(a, b).unwrap()
+}
+
+/// `range(a, b)` with `y = 100 / (value - 5)`: element 5 is an error.
+fn failing(a: i64, b: i64) -> Dataset {
+    range(a, b).map(MapFunction::with_fields([("y", lit(100i64) / (col("value") - lit(5i64)))])).unwrap()
+}
+
+fn spec(name: &str) -> ElementSpec {
+    ElementSpec::new(vec![FieldSpec::scalar(name, DType::Int64)]).unwrap()
+}
+
+#[test]
+fn element_wise_operators_resume_exactly() {
+    assert_resumes("range", range(0, 23));
+    assert_resumes("map with an error", failing(0, 17));
+    assert_resumes("filter", failing(0, 30).filter(col("value").gt(lit(3i64))).unwrap());
+    assert_resumes("ignore_errors", failing(0, 12).ignore_errors().unwrap());
+    assert_resumes("take_while", failing(0, 20).take_while(col("value").lt(lit(14i64))).unwrap());
+    let odd = PredicateFunction::element(Some("odd"), |row| Ok(column_i64(row, "value")[0] % 2 == 1));
+    assert_resumes("filter closure", range(0, 20).filter(odd).unwrap());
+    assert_resumes("prefetch", failing(0, 11).prefetch(Tunable::Autotune).unwrap());
+    assert_resumes(
+        "scan",
+        failing(0, 15)
+            .scan(&[("s".into(), lit(0i64))], &[("s".into(), col("s") + col("y"))], &[("running".into(), col("s"))])
+            .unwrap(),
+    );
+}
+
+#[test]
+fn counting_operators_resume_exactly() {
+    assert_resumes("take", failing(0, 30).take(12).unwrap());
+    assert_resumes("skip", failing(0, 30).skip(7).unwrap());
+    assert_resumes("shard", failing(0, 30).shard(3, 1).unwrap());
+    assert_resumes("enumerate", failing(0, 13).enumerate(100).unwrap());
+}
+
+#[test]
+fn batching_operators_resume_exactly() {
+    assert_resumes("batch", failing(0, 23).batch(4).unwrap());
+    assert_resumes("batch drop_remainder", range(0, 23).batch_with(4, true).unwrap());
+    assert_resumes("unbatch", range(0, 23).batch(4).unwrap().unbatch().unwrap());
+    assert_resumes("rebatch", range(0, 23).batch(4).unwrap().rebatch(3, false).unwrap());
+    let lengths = range(1, 12).map(MapFunction::with_fields([("n", col("value") % lit(4i64))])).unwrap();
+    let ragged = lengths
+        .flat_map(DatasetFunction::closure(Some("n_copies"), spec("value"), |row| {
+            let n = column_i64(row, "n")[0];
+            Dataset::from_batches(vec![int_batch("value", vec![column_i64(row, "value")[0]])])?.repeat(Some(n as u64))
+        }))
+        .unwrap();
+    assert_resumes("padded_batch", ragged.batch(3).unwrap().padded_batch(2, PaddedBatchOptions::default()).unwrap());
+    assert_resumes("window sliding", failing(0, 20).window(4, 2, 1, false).unwrap());
+    assert_resumes("window strided", range(0, 20).window(3, 1, 2, true).unwrap());
+    assert_resumes("window tumbling", failing(0, 20).window(4, 4, 1, false).unwrap());
+    assert_resumes("group_by_window", failing(0, 40).group_by_window(col("value") % lit(3i64), 4).unwrap());
+    let rows: Vec<Vec<i64>> = (0..30).map(|i| (0..(i * 7 % 5)).map(|j| i * 10 + j).collect()).collect();
+    let lists = Dataset::from_batches(vec![ragged_batch("x", rows)]).unwrap();
+    assert_resumes(
+        "bucket_by_sequence_length",
+        lists.bucket_by_sequence_length(length(col("x")), vec![2, 4], vec![2, 3, 2], BucketOptions::default()).unwrap(),
+    );
+}
+
+#[test]
+fn reordering_operators_resume_exactly() {
+    assert_resumes("shuffle", failing(0, 60).shuffle(10, Some(3)).unwrap());
+    assert_resumes("shuffle, big buffer", range(0, 60).shuffle(1000, Some(3)).unwrap());
+    assert_resumes("shuffle unseeded", range(0, 40).shuffle(7, None).unwrap());
+    assert_resumes("shuffle of shuffle", range(0, 50).shuffle(5, Some(1)).unwrap().shuffle(9, Some(2)).unwrap());
+    assert_resumes("repeat reshuffling", range(0, 15).shuffle(6, Some(9)).unwrap().repeat(Some(4)).unwrap());
+    assert_resumes("repeat forever, take", failing(0, 7).repeat(None).unwrap().take(40).unwrap());
+    let a = range(0, 30);
+    let b = range(100, 140).skip(3).unwrap();
+    assert_resumes(
+        "sample_from_datasets",
+        Dataset::sample_from_datasets(&[&a, &b], vec![0.3, 0.7], Some(5), false).unwrap(),
+    );
+    assert_resumes(
+        "sample_from_datasets stop on empty",
+        Dataset::sample_from_datasets(&[&a, &b], vec![0.5, 0.5], Some(6), true).unwrap(),
+    );
+}
+
+#[test]
+fn combining_operators_resume_exactly() {
+    let left = failing(0, 20);
+    let right = range(50, 80).map(MapFunction::select([("z", col("value") * lit(2i64))])).unwrap();
+    assert_resumes("zip", Dataset::zip(&[&left, &right]).unwrap());
+    assert_resumes("concatenate", failing(0, 9).concatenate(&failing(3, 12)).unwrap());
+    let copies = DatasetFunction::closure(Some("copies"), spec("value"), |row| {
+        let v = column_i64(row, "value")[0];
+        Dataset::range(v * 10, v * 10 + v % 4)
+    });
+    assert_resumes("flat_map closure", range(0, 9).flat_map(copies.clone()).unwrap());
+    assert_resumes("interleave closure", range(0, 9).interleave(copies, Tunable::Fixed(3), 2).unwrap());
+    assert_resumes(
+        "flat_map slices",
+        range(0, 20).batch(3).unwrap().flat_map(DatasetFunction::FromTensorSlices).unwrap(),
+    );
+    let shuffled_inner = DatasetFunction::closure(Some("shuffled_inner"), spec("value"), |row| {
+        let v = column_i64(row, "value")[0];
+        Dataset::range(0, 6)?.map(MapFunction::select([("value", col("value") + lit(v * 10))]))?.shuffle(3, None)
+    });
+    assert_resumes(
+        "interleave of unseeded shuffles",
+        range(0, 6).interleave(shuffled_inner, Tunable::Fixed(2), 3).unwrap(),
+    );
+}
+
+#[test]
+fn cache_resumes_while_filling_and_while_replaying() {
+    let ds = failing(0, 14).shuffle(5, Some(2)).unwrap().cache().unwrap().repeat(Some(3)).unwrap();
+    assert_resumes("cache under repeat", ds);
+    // Replaying a cache a previous iterator filled.
+    let cached = range(0, 25).shuffle(8, None).unwrap().cache().unwrap();
+    let first = drain(cached.iter(), MAX);
+    assert_resumes("cache replay", cached.clone());
+    assert_eq!(drain(cached.iter(), MAX), first, "the cache was kept");
+}
+
+#[test]
+fn generators_are_advanced_to_their_position() {
+    let ds = Dataset::from_generator(Some("gen"), spec("value"), || {
+        Box::new((0..6).map(|i| Ok(int_batch("value", vec![3 * i, 3 * i + 1, 3 * i + 2]))))
+    })
+    .unwrap();
+    assert_resumes("generator", ds.shuffle(4, Some(1)).unwrap());
+}
+
+fn write_files(dir: &Path) -> BTreeMap<&'static str, String> {
+    let mut files = BTreeMap::new();
+    let csv = dir.join("a.csv");
+    let mut text = String::from("a,b\n");
+    for i in 0..20 {
+        if i == 7 {
+            text.push_str("7,oops\n");
+        } else {
+            text.push_str(&format!("{i},{}\n", i as f64 / 2.0));
+        }
+    }
+    std::fs::write(&csv, text).unwrap();
+    files.insert("csv", csv.display().to_string());
+    let lines = dir.join("a.txt");
+    std::fs::write(&lines, (0..17).map(|i| format!("line {i}\n")).collect::<String>()).unwrap();
+    files.insert("text", lines.display().to_string());
+    let batch = RecordBatch::try_from_iter([
+        ("a", Arc::new(Int64Array::from_iter_values(0..40)) as _),
+        ("x", Arc::new(Float64Array::from_iter_values((0..40).map(|i| i as f64))) as _),
+        ("s", Arc::new(StringArray::from_iter_values((0..40).map(|i| format!("s{i}")))) as _),
+    ])
+    .unwrap();
+    for (name, rows) in [("p1", 0..25), ("p2", 25..40)] {
+        let path = dir.join(format!("{name}.parquet"));
+        let props = parquet::file::properties::WriterProperties::builder().set_max_row_group_row_count(Some(6)).build();
+        let file = std::fs::File::create(&path).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+        w.write(&batch.slice(rows.start, rows.len())).unwrap();
+        w.close().unwrap();
+        files.insert(name, path.display().to_string());
+    }
+    let ipc = dir.join("a.arrow");
+    let mut w = arrow::ipc::writer::FileWriter::try_new(std::fs::File::create(&ipc).unwrap(), &batch.schema()).unwrap();
+    for start in (0..40).step_by(9) {
+        w.write(&batch.slice(start, 9.min(40 - start))).unwrap();
+    }
+    w.finish().unwrap();
+    files.insert("ipc", ipc.display().to_string());
+    files
+}
+
+#[test]
+fn file_sources_resume_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write_files(dir.path());
+    let csv = Dataset::csv(&[&f["csv"]], CsvOptions::default()).unwrap();
+    assert_resumes("csv with a bad record", csv.clone());
+    assert_resumes("csv batched", csv.batch(4).unwrap());
+    assert_resumes("text lines", Dataset::text_lines(&[&f["text"]]).unwrap());
+    assert_resumes("parquet", Dataset::parquet(&[&f["p1"], &f["p2"]], None).unwrap());
+    assert_resumes("parquet projected", Dataset::parquet(&[&f["p1"], &f["p2"]], Some(vec!["s".into()])).unwrap());
+    assert_resumes("ipc file", Dataset::ipc_file(&[&f["ipc"]]).unwrap());
+    let pattern = format!("{}/*.parquet", dir.path().display());
+    let listed = Dataset::list_files(&pattern, true, Some(4)).unwrap();
+    let read = DatasetFunction::read_file("filename", FileRead::Parquet { columns: None });
+    assert_resumes(
+        "list_files + interleave",
+        listed.interleave(read, Tunable::Fixed(2), 4).unwrap().shuffle(7, Some(1)).unwrap(),
+    );
+    let splits = Dataset::splits(&[&f["p1"], &f["p2"]], FileRead::Parquet { columns: None }).unwrap();
+    let read_split = DatasetFunction::ReadSplit(FileRead::Parquet { columns: None });
+    assert_resumes(
+        "splits + shard + interleave",
+        splits.shard(2, 1).unwrap().interleave(read_split, Tunable::Fixed(2), 3).unwrap(),
+    );
+}
+
+#[test]
+fn a_checkpoint_of_another_dataset_is_refused() {
+    let ds = range(0, 10).shuffle(4, Some(1)).unwrap();
+    let mut it = ds.iter();
+    it.next();
+    let checkpoint = it.save(SaveMode::Full).unwrap();
+    let other = range(0, 10).shuffle(4, Some(2)).unwrap();
+    let err = other.iter_from(&checkpoint).err().expect("another seed is another dataset").to_string();
+    assert!(err.contains("another dataset"), "{err}");
+    let mut bytes = checkpoint.to_bytes().unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x40;
+    let err = Checkpoint::from_bytes(&bytes).err().expect("a flipped byte").to_string();
+    assert!(err.contains("checksum"), "{err}");
+    let err = Checkpoint::from_bytes(&bytes[..bytes.len() - 9]).err().expect("truncated").to_string();
+    assert!(err.contains("checkpoint"), "{err}");
+}
+
+#[test]
+fn stateful_closures_refuse_to_be_saved_unless_ignored() {
+    let counter = MapFunction::element(Some("counter"), spec("value"), |row| Ok(row.clone())).stateful();
+    let ds = range(0, 5).map(counter).unwrap();
+    let mut it = ds.iter();
+    it.next();
+    let err = it.save(SaveMode::Symbolic).err().expect("a stateful closure").to_string();
+    assert!(err.contains("counter") && err.contains("ExternalState::Ignore"), "{err}");
+    let ignored = ds.with_options(Options::default().with_external_state(ExternalState::Ignore));
+    let mut it = ignored.iter();
+    it.next();
+    assert!(it.save(SaveMode::Symbolic).is_ok());
+}
+
+#[test]
+fn symbolic_checkpoints_of_a_large_shuffle_hold_no_elements() {
+    let wide = range(0, 5000).map(MapFunction::with_fields([("pad", cast(col("value"), DataType::Utf8))])).unwrap();
+    // Chunks of 100 rows: what the iterator keeps of its current output chunk is small.
+    let ds = wide.shuffle(2000, Some(11)).unwrap().with_options(Options::default().with_chunk_rows(100));
+    let mut it = ds.iter();
+    drain(it.by_ref(), 1500);
+    let full = it.save(SaveMode::Full).unwrap().to_bytes().unwrap().len();
+    let symbolic = it.save(SaveMode::Symbolic).unwrap().to_bytes().unwrap().len();
+    // 2000 slot indices of 4 bytes, against 2000 buffered elements of two columns.
+    assert!(symbolic < 12_000, "symbolic: {symbolic} bytes");
+    assert!(full > 3 * symbolic, "full {full} vs symbolic {symbolic} bytes");
+}
