@@ -121,7 +121,12 @@ impl Dataset {
         }
     }
 
-    fn then(&self, op: Op) -> Result<Dataset> {
+    /// The same dataset calling the closures of `registry`.
+    pub(crate) fn with_registry(self, registry: Registry) -> Dataset {
+        Dataset { registry, ..self }
+    }
+
+    pub(crate) fn then(&self, op: Op) -> Result<Dataset> {
         Ok(Dataset { plan: Plan::new(op, vec![self.plan.clone()])?, optimized: Arc::default(), ..self.clone() })
     }
 

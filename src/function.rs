@@ -23,7 +23,7 @@ pub struct Closure {
 }
 
 impl Closure {
-    fn new(name: Option<&str>, callable: Callable, kind: ClosureKind) -> Self {
+    pub(crate) fn new(name: Option<&str>, callable: Callable, kind: ClosureKind) -> Self {
         Closure { name: name.map(str::to_string), callable, kind, deterministic: true, stateless: true }
     }
 
@@ -175,6 +175,9 @@ pub enum FileRead {
     IpcStream,
     /// Text lines.
     TextLines,
+    /// flumen chunk files (snapshot shards, `cache_to` files); the schema is read from the
+    /// first listed file.
+    Chunks,
 }
 
 impl DatasetFunction {

@@ -24,6 +24,7 @@ pub mod explain;
 pub mod format;
 pub mod function;
 pub mod options;
+pub mod snapshot;
 
 pub use checkpoint::{Checkpoint, ExternalState, SaveMode};
 pub use dataset::{BucketOptions, ChunkIter, Dataset, DatasetIterator, PaddedBatchOptions, Parallel};
@@ -33,6 +34,7 @@ pub use flumen_udf::registry::{Callable, Registry};
 pub use format::CsvOptions;
 pub use function::{DatasetFunction, FileRead, MapFunction, PredicateFunction};
 pub use options::Options;
+pub use snapshot::{Compression, SnapshotOptions};
 
 /// The crates flumen is made of, for users who need their full APIs.
 pub mod crates {
@@ -48,8 +50,9 @@ pub mod prelude {
     pub use crate::{
         BucketOptions, Checkpoint, CsvOptions, DType, Dataset, DatasetFunction, ElementSpec, ExplainFormat,
         ExternalState, FieldSpec, FileRead, MapFunction, Options, PaddedBatchOptions, Parallel, PredicateFunction,
-        SaveMode, Tunable,
+        SaveMode, SnapshotOptions, Tunable,
     };
+    pub use crate::snapshot::Compression;
     pub use datafusion_expr::{cast, col, lit, when, Expr};
     pub use flumen_udf::functions::*;
 }

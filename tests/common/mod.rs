@@ -1,10 +1,13 @@
-//! Helpers shared by the integration tests: reading a pipeline's output back as plain values.
+//! Helpers shared by the integration tests: reading a pipeline's output back as plain values,
+//! and (in [`pipelines`]) the random-pipeline generator of the property tests.
 #![allow(dead_code)]
 
 use arrow::array::{Array, AsArray, Float64Array, Int64Array, ListArray, StringArray};
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use arrow::record_batch::RecordBatch;
 use flumen::Dataset;
+
+pub mod pipelines;
 
 /// Every element of an unbatched dataset's int field, in order.
 pub fn ints(ds: &Dataset, field: &str) -> Vec<i64> {

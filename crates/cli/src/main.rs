@@ -1,6 +1,8 @@
 //! The `flumen` command: run and explain serialized pipelines.
 //!
 //! `flumen run PIPELINE.json` iterates a pipeline and reports what it delivered and how fast;
+//! with `--save-every N --checkpoint FILE` it saves an iterator checkpoint every N elements,
+//! and `--restore FILE` continues a run from one (in this process or a later one);
 //! `flumen explain PIPELINE.json [--verbose] [--format text|json|dot]` prints the logical plan,
 //! what each optimizer stage did, the optimized plan and the physical operators. Pipelines are the JSON documents
 //! that `Dataset::serialize` writes (see `flumen_ir::json`); closures cannot be registered
@@ -12,7 +14,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use flumen::{Dataset, ExplainFormat, Registry};
+use flumen::{Checkpoint, Dataset, ExplainFormat, Registry, SaveMode};
 
 #[derive(Parser)]
 #[command(name = "flumen", version, about = "Run and explain flumen input pipelines")]
@@ -30,9 +32,21 @@ enum Command {
         /// Print the first N elements.
         #[arg(long, default_value_t = 0)]
         show: usize,
-        /// Stop after N elements.
+        /// Stop after N elements (counted from the start of the iteration, across restores).
         #[arg(long)]
         limit: Option<u64>,
+        /// Save an iterator checkpoint every N elements (to --checkpoint).
+        #[arg(long, requires = "checkpoint")]
+        save_every: Option<u64>,
+        /// Where --save-every writes checkpoints (replaced atomically each time).
+        #[arg(long)]
+        checkpoint: Option<PathBuf>,
+        /// What checkpoints store: positions and seeds only (symbolic) or buffers too (full).
+        #[arg(long, value_enum, default_value_t = Mode::Symbolic)]
+        checkpoint_mode: Mode,
+        /// Continue from a checkpoint saved by --save-every.
+        #[arg(long)]
+        restore: Option<PathBuf>,
     },
     /// Print the logical plan, the optimizer's stages, the optimized and the physical plan.
     Explain {
@@ -48,6 +62,30 @@ enum Command {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
+enum Mode {
+    Symbolic,
+    Full,
+}
+
+/// How `run` checkpoints: every `every` elements to `path`, in `mode`.
+struct Saving<'a> {
+    every: u64,
+    path: &'a PathBuf,
+    mode: SaveMode,
+}
+
+/// Writes `checkpoint` to `path` through a temporary file and a rename, so a crash while
+/// writing leaves the previous checkpoint intact.
+fn write_checkpoint(it: &flumen::DatasetIterator, saving: &Saving) -> Result<(), String> {
+    let bytes = it.save(saving.mode).and_then(|c| c.to_bytes()).map_err(|e| e.to_string())?;
+    let tmp = saving.path.with_extension("tmp");
+    std::fs::write(&tmp, &bytes).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, saving.path).map_err(|e| format!("cannot write {}: {e}", saving.path.display()))?;
+    eprintln!("checkpoint after {} elements: {} ({} bytes)", it.position(), saving.path.display(), bytes.len());
+    Ok(())
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
 enum Format {
     Text,
     Json,
@@ -59,16 +97,31 @@ fn load(path: &PathBuf) -> Result<Dataset, String> {
     Dataset::deserialize(&json, Registry::default()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn run(pipeline: &PathBuf, show: usize, limit: Option<u64>) -> Result<(), String> {
+fn run(
+    pipeline: &PathBuf,
+    show: usize,
+    limit: Option<u64>,
+    saving: Option<Saving>,
+    restore: Option<&PathBuf>,
+) -> Result<(), String> {
     let ds = load(pipeline)?;
     let batched = ds.element_spec().batch_dims > 0;
     let progress = std::io::stderr().is_terminal();
     let start = Instant::now();
     let mut last_report = start;
-    let (mut elements, mut rows) = (0u64, 0u64);
-    for element in ds.iter() {
+    let mut it = ds.iter();
+    if let Some(path) = restore {
+        let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let checkpoint = Checkpoint::from_bytes(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        it.restore(&checkpoint).map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!("restored {} at element {}", path.display(), it.position());
+    }
+    let (mut elements, mut rows) = (it.position(), 0u64);
+    let first = elements;
+    while !limit.is_some_and(|l| elements >= l) {
+        let Some(element) = it.next() else { break };
         let element = element.map_err(|e| e.to_string())?;
-        if (elements as usize) < show {
+        if ((elements - first) as usize) < show {
             let text = arrow::util::pretty::pretty_format_batches(std::slice::from_ref(&element))
                 .map_err(|e| e.to_string())?;
             println!("element {elements}:\n{text}");
@@ -81,8 +134,10 @@ fn run(pipeline: &PathBuf, show: usize, limit: Option<u64>) -> Result<(), String
             eprint!("\r{elements} elements, {rows} rows, {:.1}s", start.elapsed().as_secs_f64());
             let _ = std::io::stderr().flush();
         }
-        if limit.is_some_and(|l| elements >= l) {
-            break;
+        if let Some(saving) = &saving {
+            if elements % saving.every == 0 {
+                write_checkpoint(&it, saving)?;
+            }
         }
     }
     if progress {
@@ -91,6 +146,7 @@ fn run(pipeline: &PathBuf, show: usize, limit: Option<u64>) -> Result<(), String
     let secs = start.elapsed().as_secs_f64();
     let per_s = if secs > 0.0 { rows as f64 / secs } else { 0.0 };
     let unit = if batched { "batches" } else { "elements" };
+    let elements = elements - first;
     println!("{elements} {unit}, {rows} rows in {secs:.3}s ({per_s:.0} rows/s)");
     Ok(())
 }
@@ -109,7 +165,14 @@ fn explain(pipeline: &PathBuf, format: Format, verbose: bool) -> Result<(), Stri
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Run { pipeline, show, limit } => run(pipeline, *show, *limit),
+        Command::Run { pipeline, show, limit, save_every, checkpoint, checkpoint_mode, restore } => {
+            let mode = match checkpoint_mode {
+                Mode::Symbolic => SaveMode::Symbolic,
+                Mode::Full => SaveMode::Full,
+            };
+            let saving = save_every.zip(checkpoint.as_ref()).map(|(every, path)| Saving { every: every.max(1), path, mode });
+            run(pipeline, *show, *limit, saving, restore.as_ref())
+        }
         Command::Explain { pipeline, format, verbose } => explain(pipeline, *format, *verbose),
     };
     match result {

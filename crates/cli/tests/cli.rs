@@ -105,3 +105,158 @@ fn errors_are_reported_not_panicked() {
     assert!(!ok && stderr.contains("batch_size must be > 0"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The printed elements of a `run --show` (everything but the summary line).
+fn printed_elements(stdout: &str) -> Vec<String> {
+    let body = &stdout[..stdout.trim_end().rfind('\n').map_or(0, |i| i + 1)];
+    body.split("element ").filter(|s| !s.is_empty()).map(str::to_string).collect()
+}
+
+#[test]
+fn a_run_continues_in_another_process_from_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = "examples/pipelines/figure4_csv.json";
+    let (ok, whole, stderr) = flumen(&["run", pipeline, "--show", "1000"]);
+    assert!(ok, "{stderr}");
+    let whole = printed_elements(&whole);
+    assert!(whole.len() > 8, "{}", whole.len());
+    for mode in ["symbolic", "full"] {
+        let checkpoint = dir.path().join(format!("{mode}.ckpt"));
+        let checkpoint = checkpoint.to_str().unwrap();
+        let (ok, first, stderr) = flumen(&[
+            "run", pipeline, "--show", "1000", "--limit", "5", "--save-every", "2", "--checkpoint", checkpoint,
+            "--checkpoint-mode", mode,
+        ]);
+        assert!(ok, "{stderr}");
+        assert_eq!(stderr.matches("checkpoint after").count(), 2, "{stderr}");
+        // The last checkpoint was taken after element 4; element 5 was printed after it.
+        let first = printed_elements(&first);
+        assert_eq!(first.len(), 5);
+        let (ok, rest, stderr) = flumen(&["run", pipeline, "--show", "1000", "--restore", checkpoint]);
+        assert!(ok, "{stderr}");
+        assert!(stderr.contains("at element 4"), "{stderr}");
+        let rest = printed_elements(&rest);
+        assert_eq!([&first[..4], &rest[..]].concat(), whole, "{mode}");
+    }
+    // A checkpoint of another pipeline is refused.
+    let checkpoint = dir.path().join("symbolic.ckpt");
+    let (ok, _, stderr) = flumen(&["run", "examples/pipelines/map_chain.json", "--restore", checkpoint.to_str().unwrap()]);
+    assert!(!ok && stderr.contains("another dataset"), "{stderr}");
+}
+
+/// A pipeline of `rows` elements through a snapshot in `dir`, written as JSON to `file`.
+fn snapshot_pipeline(dir: &std::path::Path, file: &std::path::Path, rows: i64, expiry: std::time::Duration) {
+    use flumen::prelude::*;
+    let ds = Dataset::range(0, rows)
+        .unwrap()
+        .map(MapFunction::with_fields([("y", sqrt(cast(col("value"), arrow::datatypes::DataType::Float64)))]))
+        .unwrap()
+        .snapshot(dir.to_str().unwrap(), SnapshotOptions::default().with_pending_expiry(expiry))
+        .unwrap()
+        .batch(1000)
+        .unwrap();
+    std::fs::write(file, ds.serialize().unwrap()).unwrap();
+}
+
+/// The snapshot metadata documents under `dir`.
+fn snapshot_metadata(dir: &std::path::Path) -> Vec<serde_json::Value> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return vec![] };
+    entries
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path().join("snapshot.metadata")).ok())
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_killed_writer_leaves_a_snapshot_that_is_never_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let snapshots = tmp.path().join("snapshots");
+    let pipeline = tmp.path().join("p.json");
+    let rows = 5_000_000;
+    snapshot_pipeline(&snapshots, &pipeline, rows, std::time::Duration::from_secs(24 * 3600));
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flumen"))
+        .args(["run", pipeline.to_str().unwrap()])
+        .current_dir(root)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait (bounded) until the writer has published its pending metadata and written a shard
+    // chunk, then kill -9 it mid-write.
+    let started = std::time::Instant::now();
+    loop {
+        let writing = snapshot_metadata(&snapshots).len() == 1
+            && std::fs::read_dir(&snapshots).unwrap().flatten().any(|fp| {
+                std::fs::read_dir(fp.path()).into_iter().flatten().flatten().any(|run| {
+                    run.path().is_dir()
+                        && std::fs::read_dir(run.path()).unwrap().flatten().any(|s| s.metadata().unwrap().len() > 4096)
+                })
+            });
+        if writing {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the writer ended before it could be killed");
+        assert!(started.elapsed() < std::time::Duration::from_secs(120), "the writer never started writing");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let meta = snapshot_metadata(&snapshots);
+    assert_eq!(meta[0]["finalized"], false, "{meta:?}");
+
+    // A new run of a smaller prefix must not read the partial snapshot: it passes through
+    // (the pending snapshot is fresh), computes every element, and finalizes nothing.
+    let (ok, out, stderr) = flumen(&["run", pipeline.to_str().unwrap(), "--limit", "3"]);
+    assert!(ok, "{stderr}");
+    assert!(out.starts_with("3 batches, 3000 rows"), "{out}");
+    assert_eq!(snapshot_metadata(&snapshots)[0]["finalized"], false);
+
+    // Once the pending snapshot counts as expired (the same upstream plan, so the same
+    // snapshot, with expiry 0), a run takes it over, writes every row and finalizes.
+    let killed_run = meta[0]["run_id"].clone();
+    let expired = tmp.path().join("expired.json");
+    snapshot_pipeline(&snapshots, &expired, rows, std::time::Duration::ZERO);
+    let (ok, out, stderr) = flumen(&["run", expired.to_str().unwrap()]);
+    assert!(ok && out.starts_with("5000 batches, 5000000 rows"), "{out}{stderr}");
+    let meta = snapshot_metadata(&snapshots);
+    assert_eq!(meta.len(), 1);
+    assert_eq!(meta[0]["finalized"], true);
+    assert_eq!(meta[0]["rows"], rows);
+    assert_ne!(meta[0]["run_id"], killed_run);
+}
+
+#[test]
+fn two_processes_race_to_write_one_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let snapshots = tmp.path().join("snapshots");
+    let pipeline = tmp.path().join("p.json");
+    snapshot_pipeline(&snapshots, &pipeline, 2_000_000, std::time::Duration::from_secs(3600));
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_flumen"))
+            .args(["run", pipeline.to_str().unwrap()])
+            .current_dir(root)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    for out in [&a, &b] {
+        assert!(out.status.success());
+        assert!(String::from_utf8_lossy(&out.stdout).starts_with("2000 batches, 2000000 rows"));
+    }
+    // Exactly one snapshot, finalized by one run, holding every row.
+    let meta = snapshot_metadata(&snapshots);
+    assert_eq!(meta.len(), 1);
+    assert_eq!((meta[0]["finalized"].clone(), meta[0]["rows"].clone()), (true.into(), 2_000_000.into()));
+    let runs: Vec<_> = std::fs::read_dir(snapshots.read_dir().unwrap().next().unwrap().unwrap().path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .collect();
+    assert_eq!(runs.len(), 1, "the loser's files are gone");
+    // And a third run reads it.
+    let (ok, out, _) = flumen(&["run", pipeline.to_str().unwrap()]);
+    assert!(ok && out.starts_with("2000 batches, 2000000 rows"), "{out}");
+}

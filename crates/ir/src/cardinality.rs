@@ -11,7 +11,12 @@ pub fn cardinality(plan: &Plan) -> Option<u64> {
     let input = || cardinality(plan.input());
     match plan.op() {
         Op::Source(s) => s.cardinality(),
-        Op::Map { .. } | Op::Prefetch { .. } | Op::Enumerate { .. } | Op::Cache { .. } | Op::Scan { .. } => input(),
+        Op::Map { .. }
+        | Op::Prefetch { .. }
+        | Op::Enumerate { .. }
+        | Op::Cache { .. }
+        | Op::Snapshot { .. }
+        | Op::Scan { .. } => input(),
         Op::Shuffle { .. } => input(),
         Op::Reduce { .. } => Some(1),
         Op::Batch { batch_size, drop_remainder, .. }

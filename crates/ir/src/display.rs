@@ -134,6 +134,14 @@ pub fn describe(op: &Op) -> String {
         Op::Enumerate { start, field } => format!("{field} from {start}"),
         Op::Prefetch { buffer_size } => tunable(buffer_size),
         Op::Cache { path } => path.clone().unwrap_or_else(|| "memory".into()),
+        Op::Snapshot { path, options } => format!(
+            "{path}, {:?}, {} shards{}{}",
+            options.compression,
+            options.shards,
+            options.shuffle_on_read.map_or(String::new(), |s| format!(", shuffle on read seed {s}")),
+            options.fingerprint.as_ref().map_or(String::new(), |f| format!(", fingerprint {f}"))
+        )
+        .to_lowercase(),
         Op::Reduce { update, .. } => {
             update.iter().map(|u| format!("{} := {}", u.name, u.expr)).collect::<Vec<_>>().join(", ")
         }

@@ -30,7 +30,7 @@ pub use dtype::DType;
 pub use error::{Error, Location, Result};
 pub use expr::{BinaryOp, Expr, Func, Scalar, UnaryOp};
 pub use function::{ClosureKind, ClosureRef, DatasetFn, MapFn, NamedExpr, Predicate};
-pub use op::{Op, Tunable};
+pub use op::{Compression, Op, SnapshotSpec, Tunable};
 pub use plan::{Plan, WeakPlan};
 pub use source::{CsvFormat, FileFormat, InlineData, ParquetFormat, SourceDesc};
 pub use spec::{ElementSpec, FieldKind, FieldSpec, UNKNOWN};

@@ -14,6 +14,74 @@ use crate::function::{DatasetFn, MapFn, NamedExpr, Predicate};
 use crate::source::SourceDesc;
 use crate::spec::{ElementSpec, FieldKind, FieldSpec, UNKNOWN};
 
+/// The compression of snapshot and file-cache shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Compression {
+    /// Stored as is.
+    None,
+    /// LZ4 frames: fast, the default.
+    #[default]
+    Lz4,
+    /// Zstandard: smaller, slower to write.
+    Zstd,
+}
+
+/// How a `snapshot` writes and reads its files (the tf.data snapshot RFC's options).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotSpec {
+    /// Shard compression.
+    #[serde(default)]
+    pub compression: Compression,
+    /// Shard files written in parallel by a write, and read interleaved by a read.
+    #[serde(default = "SnapshotSpec::default_shards")]
+    pub shards: u64,
+    /// Read the shards and their chunks in a seeded random order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shuffle_on_read: Option<u64>,
+    /// A pending (unfinished) snapshot older than this many seconds is taken over.
+    #[serde(default = "SnapshotSpec::default_expiry")]
+    pub pending_expiry_secs: u64,
+    /// The snapshot's key: the seedless fingerprint of the upstream plan as written (set by
+    /// `Dataset::snapshot`), or a name the user pinned; when absent, the runtime uses the
+    /// fingerprint of the upstream plan it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    /// The shard of each element (an int64 expression, taken modulo `shards`) when writing;
+    /// chunks go to shards in turn when absent (the RFC's `writer_fn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_by: Option<Expr>,
+    /// A registered dataset closure that reads the shards (the RFC's `reader_fn`): called
+    /// with one element `{shards: list<string>}` (the shard files in written order), it
+    /// returns the dataset of elements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reader: Option<crate::function::ClosureRef>,
+}
+
+impl SnapshotSpec {
+    fn default_shards() -> u64 {
+        2
+    }
+
+    fn default_expiry() -> u64 {
+        24 * 60 * 60
+    }
+}
+
+impl Default for SnapshotSpec {
+    fn default() -> Self {
+        SnapshotSpec {
+            compression: Compression::default(),
+            shards: SnapshotSpec::default_shards(),
+            shuffle_on_read: None,
+            pending_expiry_secs: SnapshotSpec::default_expiry(),
+            fingerprint: None,
+            shard_by: None,
+            reader: None,
+        }
+    }
+}
+
 /// A degree of parallelism or a buffer size that may be left to the autotuner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -206,6 +274,15 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         path: Option<String>,
     },
+    /// Persist the input's elements under `path` and, in later runs of the same upstream
+    /// plan, read them instead of recomputing (tf.data's `snapshot`).
+    Snapshot {
+        /// The snapshot directory.
+        path: String,
+        /// How it is written and read.
+        #[serde(default)]
+        options: SnapshotSpec,
+    },
     /// Fold all elements into one: `state = update(state, element)`; one element out.
     Reduce {
         /// The initial state's fields.
@@ -303,6 +380,7 @@ impl Op {
             Op::Concatenate => "concatenate",
             Op::Prefetch { .. } => "prefetch",
             Op::Cache { .. } => "cache",
+            Op::Snapshot { .. } => "snapshot",
             Op::Reduce { .. } => "reduce",
             Op::Scan { .. } => "scan",
             Op::Window { .. } => "window",
@@ -428,6 +506,13 @@ impl Op {
                 .ok_or_else(|| Error::plan(&name, format!("input specs differ: {} vs {}", inputs[0], inputs[1]))),
             Op::Prefetch { .. } | Op::IgnoreErrors => Ok(input().clone()),
             Op::Cache { .. } => Ok(input().clone()),
+            Op::Snapshot { options, .. } => {
+                positive("shards", options.shards)?;
+                if let Some(shard_by) = &options.shard_by {
+                    check_int_expr(shard_by, input(), &name)?;
+                }
+                Ok(input().clone())
+            }
             Op::Reduce { initial, update } => {
                 let state = state_spec(initial, update, input(), &name)?;
                 Ok(state)

@@ -64,6 +64,11 @@ pub enum FileFormat {
     },
     /// One element per line, field `line` (string), without the line terminator.
     TextLines,
+    /// flumen's checksummed chunk files: snapshot shards and `cache(path)` files.
+    Chunks {
+        /// The chunks' schema.
+        schema: ElementSpec,
+    },
 }
 
 impl FileFormat {
@@ -92,6 +97,7 @@ impl FileFormat {
             FileFormat::IpcFile { .. } => "ipc_file",
             FileFormat::IpcStream { .. } => "ipc_stream",
             FileFormat::TextLines => "text_lines",
+            FileFormat::Chunks { .. } => "chunks",
         }
     }
 
@@ -100,7 +106,9 @@ impl FileFormat {
         let (schema, columns) = match self {
             FileFormat::Csv(c) => (&c.schema, &c.columns),
             FileFormat::Parquet(p) => (&p.schema, &p.columns),
-            FileFormat::IpcFile { schema } | FileFormat::IpcStream { schema } => (schema, &None),
+            FileFormat::IpcFile { schema } | FileFormat::IpcStream { schema } | FileFormat::Chunks { schema } => {
+                (schema, &None)
+            }
             FileFormat::TextLines => return ElementSpec::new(vec![FieldSpec::scalar("line", DType::Utf8)]),
         };
         if let FileFormat::Csv(c) = self {

@@ -10,6 +10,8 @@ use crate::operator::BoxOperator;
 use crate::ops::batch::BatchOp;
 use crate::ops::bucket::BucketBySequenceLengthOp;
 use crate::ops::cache::CacheOp;
+use crate::ops::file_cache::FileCacheOp;
+use crate::ops::snapshot::SnapshotOp;
 use crate::ops::concatenate::ConcatenateOp;
 use crate::ops::count::{EnumerateOp, ShardOp, SkipOp, TakeOp, TakeWhileOp};
 use crate::ops::fold::{ReduceOp, ScanOp};
@@ -99,12 +101,8 @@ pub fn build(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         Op::Zip => Box::new(ZipOp::new(build_all(plan, ctx)?, schema)),
         Op::Concatenate => Box::new(ConcatenateOp::new(build_all(plan, ctx)?, schema)),
         Op::Prefetch { .. } => input()?,
-        Op::Cache { path: Some(path) } => {
-            return Err(flumen_ir::Error::plan(
-                "cache",
-                format!("a file cache ({path}) is not supported by this runtime yet; use cache() in memory"),
-            ))
-        }
+        Op::Cache { path: Some(path) } => Box::new(FileCacheOp::new(plan, path, ctx)?),
+        Op::Snapshot { path, options } => Box::new(SnapshotOp::new(plan, path, options, ctx)?),
         Op::Cache { path: None } => Box::new(CacheOp::new(plan, ctx)?),
         Op::Reduce { initial, update } => Box::new(ReduceOp::new(input()?, initial, update)?),
         Op::Scan { initial, update, output } => Box::new(ScanOp::new(input()?, initial, update, output, schema)?),

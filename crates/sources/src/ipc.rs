@@ -165,6 +165,7 @@ impl<R: RecordBatchReader> Batches<R> {
     ) -> Result<()> {
         let at: IpcPosition = decode(kind, position)?;
         check_len(&self.path, at.len, self.len)?;
+        self.pending = None;
         let Some(BatchRow { batch, row }) = at.at else {
             self.done = true;
             return Ok(());
@@ -213,9 +214,8 @@ impl ChunkReader for IpcFileReader {
         // The footer locates every batch: the decoder jumps to it.
         self.0.seek("ipc_file", position, |batches, index| {
             let count = batches.reader.num_batches();
-            if index == count {
-                batches.done = true;
-            } else {
+            batches.done = index == count;
+            if !batches.done {
                 batches.reader.set_index(index).map_err(|_| {
                     Error::data(
                         Location::source(batches.path.as_str()),
@@ -255,6 +255,12 @@ impl ChunkReader for IpcStreamReader {
     fn seek(&mut self, position: &ReaderPosition) -> Result<()> {
         // A stream has no index of its batches: the ones before are decoded and dropped.
         self.0.seek("ipc_stream", position, |batches, index| {
+            if batches.index > index || batches.done {
+                return Err(Error::execution(
+                    "seek",
+                    format!("a stream reader at batch {} cannot go back to batch {index}", batches.index),
+                ));
+            }
             while batches.index < index {
                 if batches.next_batch()?.is_none() {
                     return Err(Error::data(
@@ -498,6 +504,10 @@ mod tests {
         let past = serde_json::json!({"reader": "ipc_stream", "len": len, "at": {"batch": 4, "row": 0}});
         assert!(seek_error(open_stream, past).contains("cannot seek to batch 4: the stream has 3 batches"));
         assert!(seek_error(open_stream, position.clone()).contains("not a position of a ipc_stream reader"));
+        let mut used = open_stream();
+        (0..2).for_each(|_| drop(used.next_chunk().unwrap()));
+        let start = encode("ipc_stream", &IpcPosition { len, at: Some(BatchRow { batch: 0, row: 0 }) }).unwrap();
+        assert!(used.seek(&start).unwrap_err().to_string().contains("cannot go back to batch 0"));
         // A file with fewer batches.
         let batches = batches();
         let mut writer = FileWriter::try_new(File::create(&file).unwrap(), &batches[0].schema()).unwrap();

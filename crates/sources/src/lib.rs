@@ -12,6 +12,7 @@
 //! - [`files`]: glob listing of input files.
 //! - [`csv`], [`parquet`], [`ipc`], [`text`]: the file formats, with schema inference or
 //!   schema reading for when a dataset is built, and projection where the format has it.
+//! - [`chunks`]: flumen's own chunk files (snapshot shards, file caches).
 //! - [`split`]: units of parallel reading (a file, or a Parquet row group) and the reader
 //!   of a list of files.
 //! - [`open`]: [`open_source`], the reader of a [`SourceDesc`](flumen_ir::SourceDesc).
@@ -24,6 +25,7 @@
 
 #![warn(missing_docs)]
 
+pub mod chunks;
 mod conform;
 pub mod csv;
 pub mod files;

@@ -50,7 +50,9 @@ pub(crate) mod testing {
     /// batch, and each error as its message.
     #[derive(Debug, Clone, PartialEq)]
     pub(crate) enum Outcome {
+        /// Rows delivered one after another.
         Rows(RecordBatch),
+        /// An error's message (its `Display`, which names the file and the position).
         Error(String),
     }
 

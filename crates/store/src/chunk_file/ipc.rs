@@ -1,6 +1,7 @@
 //! Chunks and schemas as Arrow IPC messages, in the payload layout the module doc describes.
 
 use std::collections::HashMap;
+use std::panic;
 
 use arrow::array::ArrayRef;
 use arrow::buffer::Buffer;
@@ -77,12 +78,24 @@ fn pad(raw: &mut Vec<u8>) {
 
 /// Decodes a schema frame's payload.
 pub(crate) fn decode_schema(bytes: &[u8]) -> Result<Schema, String> {
-    try_schema_from_flatbuffer_bytes(bytes).map_err(|e| format!("bad schema: {e}"))
+    // Arrow panics on schema messages it cannot represent (unknown type widths, ...): a
+    // crafted file must still be an error.
+    panic::catch_unwind(|| try_schema_from_flatbuffer_bytes(bytes))
+        .map_err(|_| "bad schema (Arrow cannot decode it)".to_string())?
+        .map_err(|e| format!("bad schema: {e}"))
 }
 
 /// Decodes a chunk frame's decompressed payload against the file's schema (as decoded from
 /// its schema frame, which carries the dictionary ids). The arrays share `raw`'s memory.
 pub(crate) fn decode_chunk(raw: &Buffer, schema: &SchemaRef) -> Result<RecordBatch, String> {
+    // Arrow's IPC decoder panics on some malformed messages (buffer lengths it does not
+    // check). The checksum rules out accidental damage; this keeps a file from a buggy or
+    // hostile writer an error rather than a panic.
+    panic::catch_unwind(|| decode_messages(raw, schema))
+        .unwrap_or_else(|_| Err("bad chunk payload (Arrow cannot decode it)".to_string()))
+}
+
+fn decode_messages(raw: &Buffer, schema: &SchemaRef) -> Result<RecordBatch, String> {
     let mut dictionaries: HashMap<i64, ArrayRef> = HashMap::new();
     let mut at = 0usize;
     while at < raw.len() {

@@ -68,6 +68,8 @@ impl ChunkFileReader {
         let mut header = [0u8; FILE_HEADER_LEN as usize];
         file.read_exact(&mut header).map_err(|e| io_error(&path, e))?;
         check_file_header(&header).map_err(|m| data_error(&path, 0, m))?;
+        // The schema frame is read with the reader's own frame checks, so the schemas start
+        // as placeholders.
         let mut reader = ChunkFileReader {
             file_schema: Arc::new(arrow::datatypes::Schema::empty()),
             schema: Arc::new(arrow::datatypes::Schema::empty()),
@@ -95,8 +97,9 @@ impl ChunkFileReader {
     }
 
     /// Opens the file at `path` at `position`, which an earlier reader of the same file
-    /// reported with [`position`](ChunkFileReader::position). A position that is not a chunk
-    /// or end frame of this file is an error naming its offset.
+    /// reported with [`position`](ChunkFileReader::position). The offset must hold a chunk or
+    /// end frame whose header checksum matches; anything else is an error naming the offset.
+    /// `ChunkPosition::default()` opens at the first chunk.
     pub fn open_at(path: impl AsRef<Path>, position: ChunkPosition) -> Result<ChunkFileReader> {
         let mut reader = ChunkFileReader::open(path)?;
         if position.offset == 0 && position.chunks == 0 && position.rows == 0 {

@@ -39,12 +39,13 @@
 //! killed process leaves its pending metadata, which expires, and its run directory, which
 //! the next finalizing run removes.
 //!
-//! As in the RFC, a writer that outlives the expiry can be overtaken mid-write; exactly one of
-//! the two finalizes. In one narrow interleaving (the old writer finalizing between the new
-//! one reading and replacing the metadata) the new run's pending metadata replaces the
-//! finalized one: that costs a rewrite. A run checks that its shard files still exist before
-//! it finalizes, so the other run's clean-up cannot leave finalized metadata naming deleted
-//! files.
+//! As in the RFC, a writer that outlives the expiry can be overtaken mid-write; it then finds
+//! the metadata naming the other run and reports `Lost`. In one narrow interleaving (the old
+//! writer finalizing between the new one reading and replacing the metadata) the new run's
+//! pending metadata replaces the just-finalized one: the old run reported `Finalized` but is
+//! superseded, and the snapshot is written again (by the new run, or by the next run if the
+//! new run's files went in the old run's clean-up). A run checks that its shard files still
+//! exist before it finalizes, so finalized metadata does not name deleted files.
 //!
 //! # Writing and reading
 //!

@@ -25,7 +25,8 @@ pub fn batch(start: i64, rows: usize) -> RecordBatch {
     let x = FixedSizeListArray::try_new(item, 4, Arc::new(Float32Array::from(values)), None).expect("tensor column");
     let labels: Vec<Option<String>> =
         ids.iter().map(|i| if i % 10 == 3 { None } else { Some(format!("label-{}", i % 5)) }).collect();
-    let columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(ids)), Arc::new(x), Arc::new(StringArray::from(labels))];
+    let columns: Vec<ArrayRef> =
+        vec![Arc::new(Int64Array::from(ids)), Arc::new(x), Arc::new(StringArray::from(labels))];
     RecordBatch::try_new(schema(), columns).expect("valid batch")
 }
 

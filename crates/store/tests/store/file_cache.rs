@@ -102,6 +102,6 @@ fn a_truncated_cache_file_is_an_error() {
     let FileCache::Complete(reader) = FileCache::open(&path).unwrap() else { panic!("cache missing") };
     let results: Vec<_> = reader.collect();
     assert_eq!(results.len(), 3, "two chunks, then the error");
-    let error = results[2].as_ref().err().expect("truncated");
+    let error = results[2].as_ref().expect_err("truncated");
     assert!(error.to_string().contains("truncated"), "{error}");
 }

@@ -1,0 +1,383 @@
+//! Iterator checkpoints, tested on random pipelines: an iterator cut at any position, saved,
+//! written to bytes, read back and restored into a new iterator of the same dataset yields
+//! exactly what the cut iterator yields when it simply goes on — the same elements and the
+//! same errors (compared by message) at the same positions.
+//!
+//! `random_pipelines_resume_exactly_from_checkpoints` draws its pipelines with the generator of
+//! `optimizer_equivalence` (`common::pipelines`: a small source and 3–12 operator recipes from
+//! the whole operator set) and runs them as users do: optimizer on with default options, in
+//! default-sized chunks or (most cases) in chunks of 1–5 rows, so that operators hold partial
+//! chunks when they are cut. For each case, one run of the iterator is cut at its start, at
+//! two random positions, just before its last item and at its end (and once more after it has
+//! reported the end); each cut saves a checkpoint in a random mode (`Full` or `Symbolic`).
+//! Each checkpoint goes through `to_bytes`/`from_bytes` (it must read back equal), is
+//! restored with `Dataset::iter_from`, and the restored iterator must yield the rest of the
+//! cut run; the restored iterator of one cut is itself cut and restored again (a checkpoint
+//! of a restored iterator). A third of the cases iterate the dataset once before the cut run,
+//! so caches replay and reshuffling shuffles use iteration 1. Each case runs on its own
+//! thread with a time limit, so a hang fails the case instead of the suite.
+//!
+//! Pipelines calling closures flagged stateful or nondeterministic cannot be saved (`save`
+//! asks for `ExternalState::Ignore`): such cases are checked to be refused, counted as
+//! skipped, and kept rare by drawing most of this test's closures pure (the equivalence
+//! test's strategy is unchanged). The run is deterministic (fixed seed, no persistence);
+//! `FLUMEN_CHECKPOINT_CASES` and `FLUMEN_CHECKPOINT_SEED` override the case count and seed
+//! for longer bug hunts, and `--nocapture` shows the coverage statistics.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+use arrow::record_batch::RecordBatch;
+use common::pipelines::*;
+use flumen::prelude::*;
+use flumen::{Error, Options};
+use proptest::prelude::*;
+use proptest::test_runner::{Config as ProptestConfig, RngAlgorithm, RngSeed, TestRunner};
+
+/// At most this many items are read per run (pipelines are finite; this bounds the work of
+/// the ones that repeat and concatenate a lot, each run being read several times).
+const MAX_READ: usize = 1000;
+
+/// A case: a random pipeline, and where and how its iterator is cut.
+#[derive(Debug, Clone)]
+struct CheckpointCase {
+    case: Case,
+    /// Two cut positions besides the start and the end, in thousandths of the run's length.
+    cuts: (u16, u16),
+    /// Bit `i`: the `i`-th checkpoint is saved in `Symbolic` mode (else `Full`).
+    modes: u16,
+    /// Items the iterator restored from the first random cut reads before it is cut again.
+    recut: u8,
+    /// Iterate the dataset once before the cut run.
+    warm: bool,
+}
+
+/// The equivalence test's cases, with three in four stateful or random closures made pure
+/// (those cannot be checkpointed: left as drawn, they would make a fifth of the cases skip).
+fn checkpoint_case() -> impl Strategy<Value = CheckpointCase> {
+    let keep_impure = proptest::collection::vec(proptest::bool::weighted(0.25), 12);
+    (case(), keep_impure, (0u16..=1000, 0u16..=1000), any::<u16>(), 0u8..6, proptest::bool::weighted(0.33)).prop_map(
+        |(mut case, keep_impure, cuts, modes, recut, warm)| {
+            for (op, keep) in case.ops.iter_mut().zip(keep_impure) {
+                if let OpRecipe::MapClosure { flavor: flavor @ (Flavor::Stateful | Flavor::Random), .. } = op {
+                    if !keep {
+                        *flavor = Flavor::Pure;
+                    }
+                }
+            }
+            CheckpointCase { case, cuts, modes, recut, warm }
+        },
+    )
+}
+
+/// Counters over all cases run (the statistics printed at the end).
+#[derive(Default)]
+struct Stats {
+    cases: AtomicUsize,
+    build_failed: AtomicUsize,
+    checked: AtomicUsize,
+    skipped: AtomicUsize,
+    /// Cases with a stateful or random closure that saved anyway (the optimizer removed it).
+    impure_saved: AtomicUsize,
+    warm: AtomicUsize,
+    capped: AtomicUsize,
+    empty: AtomicUsize,
+    cases_with_errors: AtomicUsize,
+    items: AtomicUsize,
+    error_items: AtomicUsize,
+    cuts_full: AtomicUsize,
+    cuts_symbolic: AtomicUsize,
+    /// Cuts strictly inside a run (neither at its start nor at its end).
+    cuts_inside: AtomicUsize,
+    recuts: AtomicUsize,
+    resumed_items: AtomicUsize,
+    checkpoint_bytes: AtomicUsize,
+    largest_checkpoint: AtomicUsize,
+    checked_ops: Mutex<BTreeMap<&'static str, usize>>,
+    skipped_ops: Mutex<BTreeMap<&'static str, usize>>,
+}
+
+static STATS: LazyLock<Stats> = LazyLock::new(Stats::default);
+
+fn count(counter: &AtomicUsize, n: usize) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+/// One item as compared here: an element, or an error's message (a restored error must
+/// read exactly like the original).
+#[derive(Debug, Clone, PartialEq)]
+enum Seen {
+    Ok(RecordBatch),
+    Err(String),
+}
+
+impl Seen {
+    fn of(item: flumen::Result<RecordBatch>) -> Self {
+        match item {
+            Ok(b) => Seen::Ok(b),
+            Err(e) => Seen::Err(e.to_string()),
+        }
+    }
+
+    fn show(&self) -> String {
+        match self {
+            Seen::Ok(b) => show(Some(&Item::Ok(b.clone()))),
+            Seen::Err(e) => show(Some(&Item::Err(e.clone()))),
+        }
+    }
+}
+
+fn show_seen(item: Option<&Seen>) -> String {
+    item.map_or_else(|| show(None), Seen::show)
+}
+
+/// The mode of the `i`-th checkpoint of a case.
+fn mode(c: &CheckpointCase, i: usize) -> SaveMode {
+    if c.modes & (1 << (i % 16)) != 0 {
+        SaveMode::Symbolic
+    } else {
+        SaveMode::Full
+    }
+}
+
+/// Whether a save failed because the pipeline calls stateful or random closures.
+fn refused_for_external_state(e: &Error) -> bool {
+    e.to_string().contains("ExternalState::Ignore")
+}
+
+/// Saves `it` in `mode` and reads the checkpoint back from its bytes.
+fn save_through_bytes(it: &flumen::DatasetIterator, mode: SaveMode, at: usize) -> Result<Checkpoint, String> {
+    let saved = it.save(mode).map_err(|e| format!("{mode:?} save after {at} items failed: {e}"))?;
+    if saved.elements != at as u64 || it.position() != at as u64 {
+        return Err(format!("the checkpoint after {at} items records position {}", saved.elements));
+    }
+    let bytes = saved.to_bytes().map_err(|e| format!("{mode:?} checkpoint after {at} items: to_bytes: {e}"))?;
+    count(&STATS.checkpoint_bytes, bytes.len());
+    STATS.largest_checkpoint.fetch_max(bytes.len(), Ordering::Relaxed);
+    let read =
+        Checkpoint::from_bytes(&bytes).map_err(|e| format!("{mode:?} checkpoint after {at} items: from_bytes: {e}"))?;
+    if read != saved {
+        return Err(format!("the {mode:?} checkpoint after {at} items reads back different from its bytes"));
+    }
+    Ok(read)
+}
+
+/// Where `resumed` first differs from `expected` (the cut run's items after the cut).
+fn first_difference(resumed: &[Seen], expected: &[Seen]) -> Option<String> {
+    (0..resumed.len().max(expected.len())).find(|&i| resumed.get(i) != expected.get(i)).map(|i| {
+        format!(
+            "item {i} after the cut (of {} resumed / {} expected) differs:\nresumed: {}\nexpected: {}",
+            resumed.len(),
+            expected.len(),
+            show_seen(resumed.get(i)),
+            show_seen(expected.get(i))
+        )
+    })
+}
+
+/// Restores `checkpoint` (taken after `at` items of the cut run `seen`) into a new iterator
+/// of `ds` and compares what it yields with the rest of the cut run. With `recut`, the
+/// restored iterator is itself saved after that many items and restored once more.
+fn check_resume(
+    ds: &Dataset,
+    checkpoint: &Checkpoint,
+    at: usize,
+    seen: &[Seen],
+    recut: Option<(usize, SaveMode)>,
+) -> Result<(), String> {
+    let what = format!("{:?} checkpoint after {at} items", checkpoint.mode);
+    let mut restored = ds.iter_from(checkpoint).map_err(|e| format!("{what}: restore failed: {e}"))?;
+    let limit = MAX_READ - at;
+    let mut resumed = Vec::new();
+    let mut again = None;
+    while resumed.len() < limit {
+        if let Some((j, mode)) = recut.filter(|&(j, _)| j == resumed.len()) {
+            again = Some(save_through_bytes(&restored, mode, at + j).map_err(|e| format!("restored: {e}"))?);
+            count(&STATS.recuts, 1);
+        }
+        match restored.next() {
+            Some(item) => resumed.push(Seen::of(item)),
+            None => break,
+        }
+    }
+    count(&STATS.resumed_items, resumed.len());
+    if let Some(diff) = first_difference(&resumed, &seen[at..]) {
+        return Err(format!("{what}: {diff}"));
+    }
+    if let (Some(again), Some((j, _))) = (again, recut) {
+        check_resume(ds, &again, at + j, seen, None).map_err(|e| format!("restored from the {what}, then {e}"))?;
+    }
+    Ok(())
+}
+
+/// The cut run of a built case: iterates `ds` once, saving checkpoints at `cuts` (and, when
+/// the run ends, after it), and checks that each resumes exactly.
+fn cut_and_resume(c: &CheckpointCase, ds: &Dataset, cuts: &[usize]) -> Result<(), String> {
+    let mut it = ds.iter();
+    let mut seen = Vec::new();
+    let mut checkpoints = Vec::new();
+    let mut pending = cuts.iter().copied().peekable();
+    let ended = loop {
+        while pending.next_if(|&k| k <= seen.len()).is_some() {
+            if checkpoints.last().is_none_or(|&(at, _)| at != seen.len()) {
+                checkpoints.push((seen.len(), save_through_bytes(&it, mode(c, checkpoints.len()), seen.len())?));
+            }
+        }
+        if seen.len() == MAX_READ {
+            break false;
+        }
+        match it.next() {
+            Some(item) => seen.push(Seen::of(item)),
+            None => break true,
+        }
+    };
+    if ended {
+        // After the end has been reported: the restored iterator must report it too.
+        checkpoints.push((seen.len(), save_through_bytes(&it, mode(c, checkpoints.len()), seen.len())?));
+    }
+    let errors = seen.iter().filter(|s| matches!(s, Seen::Err(_))).count();
+    count(&STATS.items, seen.len());
+    count(&STATS.error_items, errors);
+    count(&STATS.cases_with_errors, usize::from(errors > 0));
+    count(&STATS.empty, usize::from(seen.is_empty()));
+    count(&STATS.capped, usize::from(!ended));
+    let first_inside = checkpoints.iter().position(|&(at, _)| at > 0);
+    for (i, (at, checkpoint)) in checkpoints.iter().enumerate() {
+        let recut = (Some(i) == first_inside).then(|| (usize::from(c.recut), mode(c, checkpoints.len() + 1)));
+        check_resume(ds, checkpoint, *at, &seen, recut)?;
+        match checkpoint.mode {
+            SaveMode::Full => count(&STATS.cuts_full, 1),
+            SaveMode::Symbolic => count(&STATS.cuts_symbolic, 1),
+        }
+        count(&STATS.cuts_inside, usize::from(*at > 0 && *at < seen.len()));
+    }
+    Ok(())
+}
+
+/// Builds `case` under the options users run with: the optimizer on, default options, and
+/// the case's small chunks (its largest chunk size stands for the default).
+fn build_case(case: &Case, dir: &std::path::Path) -> flumen::Result<Built> {
+    let options =
+        if case.chunk_rows < 1024 { Options::default().with_chunk_rows(case.chunk_rows) } else { Options::default() };
+    build(case, options, dir)
+}
+
+/// Runs one case; a description of the first failure, if any.
+fn run_case(c: &CheckpointCase) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    if let SourceRecipe::Files { rows, parquet, files, bad_row, .. } = &c.case.source {
+        write_files(dir.path(), rows, *parquet, *files, *bad_row);
+    }
+    let Ok(built) = build_case(&c.case, dir.path()) else {
+        count(&STATS.build_failed, 1);
+        return Ok(());
+    };
+    count(&STATS.cases, 1);
+    let ds = &built.ds;
+    // The length of the run to cut, to place the cuts: the warm-up pass over the dataset, or
+    // the first pass over a second build of the case (the same seeds, its own state).
+    let probe = if c.warm {
+        count(&STATS.warm, 1);
+        ds.clone()
+    } else {
+        build_case(&c.case, dir.path()).map_err(|e| format!("the second build failed: {e}"))?.ds
+    };
+    let first = probe.iter();
+    let impure =
+        built.applied.iter().any(|op| matches!(*op, "map(closure stateful)" | "map(closure nondeterministic)"));
+    match first.save(SaveMode::Symbolic) {
+        Err(e) if refused_for_external_state(&e) && impure => {
+            count(&STATS.skipped, 1);
+            let mut ops = STATS.skipped_ops.lock().unwrap();
+            built.applied.iter().for_each(|op| *ops.entry(op).or_default() += 1);
+            return Ok(());
+        }
+        Err(e) => return Err(format!("saving a new iterator failed: {e}\n\n{}", describe(&built))),
+        Ok(_) => count(&STATS.impure_saved, usize::from(impure)),
+    }
+    let len = first.take(MAX_READ).count();
+    let at = |p: u16| len * usize::from(p) / 1000;
+    let mut cuts = vec![0, at(c.cuts.0), at(c.cuts.1), len.saturating_sub(1), len];
+    cuts.sort_unstable();
+    cut_and_resume(c, ds, &cuts).map_err(|e| format!("{e}\n\n{}", describe(&built)))?;
+    count(&STATS.checked, 1);
+    let mut ops = STATS.checked_ops.lock().unwrap();
+    built.applied.iter().for_each(|op| *ops.entry(op).or_default() += 1);
+    Ok(())
+}
+
+/// A built case for failure messages: its builder calls and the plan that ran.
+fn describe(built: &Built) -> String {
+    format!("pipeline:\n  {}\n\n{}", built.calls.join("\n    ."), built.ds.explain())
+}
+
+/// The statistics of the run, as text.
+fn stats_report(elapsed: Duration) -> String {
+    let s = &*STATS;
+    let get = |c: &AtomicUsize| c.load(Ordering::Relaxed);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} cases in {:.1?} ({} failed to build): {} checked, {} skipped (stateful or random closures), {} saved \
+         despite such a closure; {} warm, {} capped at {MAX_READ} items, {} empty, {} with errors; {} items ({} \
+         errors) in cut runs, {} items resumed; {} checkpoints restored ({} full, {} symbolic, {} strictly inside a \
+         run, {} of restored iterators), {} bytes on average, {} at most",
+        get(&s.cases) + get(&s.build_failed),
+        elapsed,
+        get(&s.build_failed),
+        get(&s.checked),
+        get(&s.skipped),
+        get(&s.impure_saved),
+        get(&s.warm),
+        get(&s.capped),
+        get(&s.empty),
+        get(&s.cases_with_errors),
+        get(&s.items),
+        get(&s.error_items),
+        get(&s.resumed_items),
+        get(&s.cuts_full) + get(&s.cuts_symbolic),
+        get(&s.cuts_full),
+        get(&s.cuts_symbolic),
+        get(&s.cuts_inside),
+        get(&s.recuts),
+        get(&s.checkpoint_bytes) / (get(&s.cuts_full) + get(&s.cuts_symbolic) + get(&s.recuts)).max(1),
+        get(&s.largest_checkpoint),
+    );
+    let _ = writeln!(out, "operators in checked cases: {:?}", s.checked_ops.lock().unwrap());
+    let _ = writeln!(out, "operators in skipped cases: {:?}", s.skipped_ops.lock().unwrap());
+    out
+}
+
+/// The property: a checkpoint taken anywhere in a random pipeline's run resumes it exactly.
+///
+/// `FLUMEN_CHECKPOINT_CASES` and `FLUMEN_CHECKPOINT_SEED` override the case count and the
+/// seed (for longer bug hunts); CI runs the fixed defaults.
+#[test]
+fn random_pipelines_resume_exactly_from_checkpoints() {
+    let config = ProptestConfig {
+        cases: env_or("FLUMEN_CHECKPOINT_CASES", 256),
+        failure_persistence: None,
+        rng_algorithm: RngAlgorithm::ChaCha,
+        rng_seed: RngSeed::Fixed(env_or("FLUMEN_CHECKPOINT_SEED", 0x00C0_FFEE)),
+        max_shrink_iters: 4096,
+        ..ProptestConfig::default()
+    };
+    let start = Instant::now();
+    let result = TestRunner::new(config)
+        .run(&checkpoint_case(), |c| run_with_timeout("checkpoint-case", Duration::from_secs(60), &c, run_case));
+    let report = stats_report(start.elapsed());
+    eprintln!("{report}");
+    if let Err(e) = result {
+        panic!("{e}\n{report}");
+    }
+    let s = &*STATS;
+    let (checked, cases) = (s.checked.load(Ordering::Relaxed), s.cases.load(Ordering::Relaxed));
+    assert!(checked * 4 >= cases * 3, "too few cases checked: {checked} of {cases}\n{report}");
+    let inside = s.cuts_inside.load(Ordering::Relaxed);
+    assert!(inside >= checked, "too few cuts inside runs: {inside} in {checked} cases\n{report}");
+}

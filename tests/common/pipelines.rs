@@ -1,0 +1,1035 @@
+//! The random-pipeline generator shared by the property tests (`optimizer_equivalence`,
+//! `checkpoint_equivalence`): plain-data recipes (a [`Case`]: a source and operator recipes
+//! drawn from the whole operator set), their proptest strategies ([`case`]), building a
+//! [`Dataset`] from a case ([`build`], after [`write_files`] for file sources), and reading
+//! a pipeline's items back ([`items`], [`show`]). Recipes are applied to the element spec
+//! built so far, so the pipelines are well typed by construction; a case can be rebuilt from
+//! scratch (fresh closure state) any number of times.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use arrow::array::{Array, ArrayRef, AsArray, FixedSizeListArray, Float64Array, Int64Array, ListArray};
+use arrow::datatypes::{DataType, Float64Type, Int64Type};
+use arrow::record_batch::RecordBatch;
+use flumen::prelude::*;
+use flumen::{Error, FieldKind, Options};
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+
+// ----------------------------------------------------------------------------------------
+// Recipes: what the strategy generates. Plain data (Debug + Clone + Send), so proptest can
+// shrink it and a case can be rebuilt from it any number of times.
+// ----------------------------------------------------------------------------------------
+
+/// The data a pipeline starts from.
+#[derive(Debug, Clone)]
+pub enum SourceRecipe {
+    /// `Dataset::range(start, start + len)`: one int field `value`.
+    Range { start: i64, len: i64 },
+    /// In-memory columns: int fields `a` (possibly near the int64 limits, so that `+`, `-`,
+    /// `*` and `abs` overflow) and `b` (zeros likely: a divisor), float `x`; `a` and `x` may
+    /// be null.
+    Arrays { rows: Vec<Row> },
+    /// The same columns written to `files` Parquet (row groups of 3 rows, so statistics can
+    /// prune) or CSV files, read by `Dataset::parquet`/`csv` (`read` 0), or listed and read by
+    /// `flat_map` (1) or `interleave` (2) of `read_file`: projection and predicate pushdown.
+    /// CSV files are read with their schema given, and row `bad_row` has a malformed `b` (an
+    /// error of that record, whether `b` is read or not).
+    Files { rows: Vec<Row>, parquet: bool, files: usize, read: u8, bad_row: Option<usize> },
+}
+
+/// One row of the `a`, `b` and `x` columns.
+pub type Row = (Option<i64>, i64, Option<f64>);
+
+/// An expression over the element's numeric fields; `i` and `j` pick fields, `k` a constant.
+#[derive(Debug, Clone)]
+pub struct ExprRecipe {
+    /// The kind of expression (see `expression`).
+    pub kind: u8,
+    /// Picks the first field operand.
+    pub i: u8,
+    /// Picks the second field operand.
+    pub j: u8,
+    /// A constant operand.
+    pub k: i64,
+}
+
+/// A boolean expression over the element's scalar fields.
+#[derive(Debug, Clone)]
+pub struct PredRecipe {
+    /// The kind of predicate (see `predicate`).
+    pub kind: u8,
+    /// Picks the first field operand.
+    pub i: u8,
+    /// Picks the second field operand.
+    pub j: u8,
+    /// A constant operand.
+    pub k: i64,
+}
+
+/// How a closure behaves, and what it declares.
+#[derive(Debug, Clone, Copy)]
+pub enum Flavor {
+    /// Deterministic and stateless: `2v + 1`.
+    Pure,
+    /// Deterministic and stateless, failing for some values.
+    PureFailing,
+    /// Counts its calls (flagged `.stateful()`); fails on some calls.
+    Stateful,
+    /// A seeded counter-based random stream (flagged `.nondeterministic()`).
+    Random,
+}
+
+/// One operator to add to the pipeline.
+#[derive(Debug, Clone)]
+pub enum OpRecipe {
+    /// `with_fields`: `mode` 0 replaces a field, 1 adds one, 2 replaces and adds.
+    MapExpr { mode: u8, e1: ExprRecipe, e2: ExprRecipe },
+    /// `select` of computed fields (plus kept ones from `keep`'s bits).
+    MapSelectComputed { keep: u8, e: ExprRecipe },
+    /// `select` of existing fields only (a projection), by `keep`'s bits.
+    MapSelectOnly { keep: u8 },
+    /// A per-element closure map.
+    MapClosure { flavor: Flavor, pick: u8, seed: u64 },
+    /// `filter` with an expression predicate.
+    Filter(PredRecipe),
+    /// `map(with_fields [new = e])` then `filter(p)` (then `filter(q)`): the shapes the
+    /// fusion and hoisting rules match, drawn as a unit so they meet often.
+    MapThenFilter { e: ExprRecipe, p: PredRecipe, q: Option<PredRecipe> },
+    /// A per-element closure predicate (pure; may fail).
+    FilterClosure { pick: u8, modulus: i64, fail: bool },
+    /// A per-chunk closure map rewriting a numeric field (pure, never fails: what a per-chunk
+    /// closure does must not depend on where chunks end).
+    MapBatchClosure { pick: u8 },
+    /// A per-chunk closure predicate (pure, never fails).
+    FilterBatchClosure { pick: u8, modulus: i64 },
+    /// `bucket_by_sequence_length` keyed by `|v| mod 5`, boundaries `[2, 4]`.
+    Bucket { pick: u8, sizes: (u64, u64, u64), to_boundary: bool, drop: bool },
+    /// `batch_with(n, drop)`.
+    Batch { n: u64, drop: bool },
+    /// `padded_batch`, padding int fields with `-1` when `pad` (else zeros).
+    PaddedBatch { n: u64, drop: bool, pad: bool },
+    /// `unbatch` (when every field has a leading dimension).
+    Unbatch,
+    /// `rebatch(n, drop)` (likewise).
+    Rebatch { n: u64, drop: bool },
+    /// `shuffle_with(buffer, Some(seed), reshuffle)`.
+    Shuffle { buffer: u64, seed: u64, reshuffle: bool },
+    /// `repeat(Some(count))`.
+    Repeat { count: u64 },
+    /// `repeat(None)` is always followed by a `take`, so every pipeline ends.
+    RepeatForeverTake { take: i64 },
+    /// `take(n)`.
+    Take { n: i64 },
+    /// `skip(n)` (`-1`: all).
+    Skip { n: i64 },
+    /// `shard(n, i)`.
+    Shard { n: u64, i: u64 },
+    /// `enumerate(start)` (unless the element has an `index` field).
+    Enumerate { start: i64 },
+    /// Zip with `range(start, start + len).map(select z = e)` (`e` may fail).
+    Zip { start: i64, len: i64, fail: bool },
+    /// `concatenate(self.take(n))`, or `concatenate(self.skip(n))` with `skip`.
+    Concatenate { n: i64, skip: bool },
+    /// `prefetch` of a fixed buffer, or autotuned.
+    Prefetch { buffer: Option<u32> },
+    /// `cache()`.
+    Cache,
+    /// `take_while` with an expression predicate.
+    TakeWhile(PredRecipe),
+    /// `window(size, shift, stride, drop)`.
+    Window { size: u64, shift: u64, stride: u64, drop: bool },
+    /// `group_by_window` keyed by `v mod modulus`, or by `6 / v` (may fail) with `fail`.
+    GroupByWindow { pick: u8, modulus: i64, window: u64, fail: bool },
+    /// `scan` keeping a running sum of an int field (which may overflow).
+    Scan { pick: u8 },
+    /// `ignore_errors()`.
+    IgnoreErrors,
+    /// `flat_map`: a closure repeating each element `v mod 3` times, or `FromTensorSlices`.
+    FlatMap { pick: u8 },
+    /// `interleave` of the same functions as `FlatMap`.
+    Interleave { pick: u8, cycle: u32, block: u64 },
+    /// `sample_from_datasets([self, self.skip(skip)], ...)` with a seed.
+    Sample { skip: i64, weight: u8, seed: u64, stop: bool },
+}
+
+/// A whole case: a source, operator recipes, the chunk size both runs use, and the
+/// optimizer's configuration (the guarantee holds for every rule set a user can choose).
+#[derive(Debug, Clone)]
+pub struct Case {
+    /// The data the pipeline starts from.
+    pub source: SourceRecipe,
+    /// The operators to add, in order (those that do not apply are skipped).
+    pub ops: Vec<OpRecipe>,
+    /// `Options::chunk_rows` of every run of the case.
+    pub chunk_rows: usize,
+    /// Bit `i` switches off the `i`-th rule of `rule_names()` in the optimized run.
+    pub rules_off: u64,
+    /// Autotuning (map parallelization, prefetch injection) in the optimized run.
+    pub autotune: bool,
+}
+
+/// A random expression recipe.
+pub fn expr_recipe() -> impl Strategy<Value = ExprRecipe> {
+    (0u8..18, any::<u8>(), any::<u8>(), -3i64..=4).prop_map(|(kind, i, j, k)| ExprRecipe { kind, i, j, k })
+}
+
+/// A random predicate recipe.
+pub fn pred_recipe() -> impl Strategy<Value = PredRecipe> {
+    (0u8..9, any::<u8>(), any::<u8>(), -2i64..=4).prop_map(|(kind, i, j, k)| PredRecipe { kind, i, j, k })
+}
+
+/// A random closure flavor (each flavor equally likely).
+pub fn flavor() -> impl Strategy<Value = Flavor> {
+    prop_oneof![Just(Flavor::Pure), Just(Flavor::PureFailing), Just(Flavor::Stateful), Just(Flavor::Random)]
+}
+
+/// A random operator recipe, drawn from the whole operator set.
+pub fn op_recipe() -> impl Strategy<Value = OpRecipe> {
+    prop_oneof![
+        // Element-wise functions (the optimizer's main material) are drawn more often.
+        4 => (0u8..3, expr_recipe(), expr_recipe()).prop_map(|(mode, e1, e2)| OpRecipe::MapExpr { mode, e1, e2 }),
+        1 => (any::<u8>(), expr_recipe()).prop_map(|(keep, e)| OpRecipe::MapSelectComputed { keep, e }),
+        1 => any::<u8>().prop_map(|keep| OpRecipe::MapSelectOnly { keep }),
+        3 => (flavor(), any::<u8>(), any::<u64>()).prop_map(|(flavor, pick, seed)| OpRecipe::MapClosure {
+            flavor,
+            pick,
+            seed
+        }),
+        4 => pred_recipe().prop_map(OpRecipe::Filter),
+        2 => (expr_recipe(), pred_recipe(), proptest::option::of(pred_recipe()))
+            .prop_map(|(e, p, q)| OpRecipe::MapThenFilter { e, p, q }),
+        1 => (any::<u8>(), 2i64..=4, any::<bool>()).prop_map(|(pick, modulus, fail)| OpRecipe::FilterClosure {
+            pick,
+            modulus,
+            fail
+        }),
+        3 => (1u64..=4, any::<bool>()).prop_map(|(n, drop)| OpRecipe::Batch { n, drop }),
+        1 => (1u64..=3, any::<bool>(), any::<bool>()).prop_map(|(n, drop, pad)| OpRecipe::PaddedBatch { n, drop, pad }),
+        1 => any::<u8>().prop_map(|pick| OpRecipe::MapBatchClosure { pick }),
+        1 => (any::<u8>(), 2i64..=4).prop_map(|(pick, modulus)| OpRecipe::FilterBatchClosure { pick, modulus }),
+        1 => (any::<u8>(), (1u64..=3, 1u64..=3, 1u64..=3), any::<bool>(), any::<bool>()).prop_map(
+            |(pick, sizes, to_boundary, drop)| OpRecipe::Bucket { pick, sizes, to_boundary, drop }
+        ),
+        2 => Just(OpRecipe::Unbatch),
+        1 => (1u64..=4, any::<bool>()).prop_map(|(n, drop)| OpRecipe::Rebatch { n, drop }),
+        2 => (1u64..=6, 0u64..4, any::<bool>()).prop_map(|(buffer, seed, reshuffle)| OpRecipe::Shuffle {
+            buffer,
+            seed,
+            reshuffle
+        }),
+        1 => prop_oneof![1 => Just(0u64), 4 => 1u64..=3].prop_map(|count| OpRecipe::Repeat { count }),
+        1 => (0i64..=14).prop_map(|take| OpRecipe::RepeatForeverTake { take }),
+        2 => prop_oneof![-1i64..=3, 4i64..=16].prop_map(|n| OpRecipe::Take { n }),
+        1 => prop_oneof![1 => Just(-1i64), 6 => 0i64..=4].prop_map(|n| OpRecipe::Skip { n }),
+        1 => (1u64..=3, 0u64..3).prop_map(|(n, i)| OpRecipe::Shard { n, i: i % n }),
+        // Negative starts: see `enumerate_with_a_negative_start_panics`.
+        1 => (0i64..=3).prop_map(|start| OpRecipe::Enumerate { start }),
+        1 => (-2i64..=2, 1i64..=20, any::<bool>()).prop_map(|(start, len, fail)| OpRecipe::Zip { start, len, fail }),
+        1 => (-1i64..=4, any::<bool>()).prop_map(|(n, skip)| OpRecipe::Concatenate { n, skip }),
+        1 => prop_oneof![Just(None), (0u32..=2).prop_map(Some)].prop_map(|buffer| OpRecipe::Prefetch { buffer }),
+        1 => Just(OpRecipe::Cache),
+        1 => pred_recipe().prop_map(OpRecipe::TakeWhile),
+        1 => (1u64..=3, 1u64..=3, 1u64..=2, any::<bool>()).prop_map(|(size, shift, stride, drop)| OpRecipe::Window {
+            size,
+            shift,
+            stride,
+            drop
+        }),
+        1 => (any::<u8>(), 2i64..=3, 1u64..=3, any::<bool>()).prop_map(|(pick, modulus, window, fail)| {
+            OpRecipe::GroupByWindow { pick, modulus, window, fail }
+        }),
+        1 => any::<u8>().prop_map(|pick| OpRecipe::Scan { pick }),
+        2 => Just(OpRecipe::IgnoreErrors),
+        1 => any::<u8>().prop_map(|pick| OpRecipe::FlatMap { pick }),
+        1 => (any::<u8>(), 1u32..=3, 1u64..=2).prop_map(|(pick, cycle, block)| OpRecipe::Interleave {
+            pick,
+            cycle,
+            block
+        }),
+        1 => (0i64..=3, 1u8..=3, 0u64..4, any::<bool>()).prop_map(|(skip, weight, seed, stop)| OpRecipe::Sample {
+            skip,
+            weight,
+            seed,
+            stop
+        }),
+    ]
+}
+
+/// A random source: a range, in-memory columns, or files.
+pub fn source_recipe() -> impl Strategy<Value = SourceRecipe> {
+    // Values near the limits make `+`, `-`, `*` and `abs` overflow, which is an error (see
+    // `integer_overflow_errors_are_dropped_by_dead_field_elimination`).
+    let int = prop_oneof![
+        12 => (-3i64..=6).prop_map(Some),
+        1 => Just(None),
+        2 => Just(Some(i64::MAX / 2)),
+        2 => Just(Some(i64::MIN + 1)),
+    ];
+    let divisor = prop_oneof![3 => Just(0i64), 5 => -2i64..=3];
+    let float = prop_oneof![
+        10 => prop_oneof![Just(-1.5f64), Just(0.0), Just(0.25), Just(2.0), Just(3.5)].prop_map(Some),
+        1 => Just(None),
+    ];
+    let rows = proptest::collection::vec((int, divisor, float), 1..=24);
+    prop_oneof![
+        1 => (-2i64..=3, 0i64..=30).prop_map(|(start, len)| SourceRecipe::Range { start, len }),
+        2 => rows.clone().prop_map(|rows| SourceRecipe::Arrays { rows }),
+        2 => (rows, any::<bool>(), 1usize..=3, 0u8..3, proptest::option::weighted(0.3, 0usize..24)).prop_map(
+            |(rows, parquet, files, read, bad_row)| SourceRecipe::Files { rows, parquet, files, read, bad_row }
+        ),
+    ]
+}
+
+/// A random case: a source, 3–12 operator recipes, a chunk size and an optimizer
+/// configuration.
+pub fn case() -> impl Strategy<Value = Case> {
+    let chunk_rows = prop_oneof![Just(1usize), Just(2), Just(3), Just(5), Just(1024)];
+    // Half the cases run the default rule set; the others switch off about a quarter of them.
+    let rules_off = prop_oneof![Just(0u64), (any::<u64>(), any::<u64>()).prop_map(|(x, y)| x & y)];
+    (source_recipe(), proptest::collection::vec(op_recipe(), 3..=12), chunk_rows, rules_off, any::<bool>()).prop_map(
+        |(source, ops, chunk_rows, rules_off, autotune)| Case { source, ops, chunk_rows, rules_off, autotune },
+    )
+}
+
+// ----------------------------------------------------------------------------------------
+// Building a pipeline from a case.
+// ----------------------------------------------------------------------------------------
+
+/// A pipeline built from a case: the dataset, the builder calls that made it (for failure
+/// messages), and how many recipes applied.
+pub struct Built {
+    /// The pipeline, under the options it was built with.
+    pub ds: Dataset,
+    /// The builder calls that made it, as text.
+    pub calls: Vec<String>,
+    /// The operators of the recipes that applied, in order.
+    pub applied: Vec<&'static str>,
+    /// How many recipes did not apply to the element they met.
+    pub skipped: usize,
+    /// How many recipes a builder rejected.
+    pub rejected: usize,
+}
+
+/// The fields of `spec` whose dtype is `dtype` and whose shape is the batch shape (so
+/// expressions apply to them element-wise); none unless the element is uniform.
+pub fn numeric(spec: &ElementSpec, dtype: DType) -> Vec<String> {
+    if !uniform(spec) {
+        return Vec::new();
+    }
+    spec.fields.iter().filter(|f| f.dtype == dtype).map(|f| f.name.clone()).collect()
+}
+
+/// The scalar fields of an unbatched element of dtype `dtype` (what predicates may read).
+pub fn scalars(spec: &ElementSpec, dtype: DType) -> Vec<String> {
+    if spec.batch_dims > 0 {
+        return Vec::new();
+    }
+    spec.fields.iter().filter(|f| f.dtype == dtype && f.is_scalar()).map(|f| f.name.clone()).collect()
+}
+
+/// Every field has exactly the batch dimensions (no inner dims): expressions, closures and
+/// `select` keep shapes.
+pub fn uniform(spec: &ElementSpec) -> bool {
+    !spec.fields.is_empty()
+        && spec.fields.iter().all(|f| f.shape.len() == spec.batch_dims && f.kind == FieldKind::Dense)
+}
+
+/// Every field has a leading dimension (`unbatch`, `rebatch`, `from_tensor_slices` apply).
+pub fn all_batched(spec: &ElementSpec) -> bool {
+    !spec.fields.is_empty() && spec.fields.iter().all(|f| !f.shape.is_empty() && f.kind != FieldKind::Sparse)
+}
+
+/// The name `i` picks among `names` (cyclically), if there are any.
+pub fn pick(names: &[String], i: u8) -> Option<String> {
+    (!names.is_empty()).then(|| names[i as usize % names.len()].clone())
+}
+
+/// The expression `r` over the element's numeric fields, if it has the fields it needs.
+pub fn expression(spec: &ElementSpec, r: &ExprRecipe) -> Option<Expr> {
+    if !uniform(spec) {
+        return None;
+    }
+    let (ints, floats) = (numeric(spec, DType::Int64), numeric(spec, DType::Float64));
+    let int = |i| pick(&ints, i).map(col);
+    let float = |i| pick(&floats, i).map(col);
+    let k = r.k;
+    let e = match r.kind {
+        0 => int(r.i)? + int(r.j)?,
+        1 => int(r.i)? * lit(k),
+        // Integer division by a field that may be zero: fails for some elements.
+        2 => int(r.i)? / int(r.j)?,
+        3 => lit(k) / int(r.i)?,
+        4 => int(r.i)? % lit(if k == 0 { 3 } else { k }),
+        5 => int(r.i)? - lit(k),
+        6 => float(r.i)? * lit(0.5) + lit(k as f64),
+        7 => float(r.i)? / float(r.j)?,
+        8 => when(int(r.i)?.gt(lit(k)), int(r.j)?).otherwise(int(r.i)? * lit(2i64)).ok()?,
+        9 => abs(int(r.i)?),
+        10 => float(r.i)? + int(r.j)?,
+        // Casts fail on values the target cannot hold (NaN, infinities).
+        11 => cast(float(r.i)? / float(r.j)?, DataType::Int64),
+        12 | 14 => cast(int(r.i)?, DataType::Float64) * lit(0.5),
+        // Infallible functions (float arithmetic, int-to-float casts, copies) are what the
+        // fusion and pushdown rules may move freely: drawn more often.
+        15 => float(r.i)? - lit(k as f64) * lit(0.25),
+        16 => cast(int(r.i)?, DataType::Float64) + float(r.j)?,
+        _ => col(pick(&spec.field_names(), r.i)?),
+    };
+    Some(e)
+}
+
+/// The predicate `r` over the element's scalar fields, if it has the fields it needs.
+pub fn predicate(spec: &ElementSpec, r: &PredRecipe) -> Option<Expr> {
+    let (ints, floats) = (scalars(spec, DType::Int64), scalars(spec, DType::Float64));
+    let int = |i| pick(&ints, i).map(col);
+    let float = |i| pick(&floats, i).map(col);
+    let k = r.k;
+    let e = match r.kind {
+        0 => (int(r.i)? % lit(2 + k.rem_euclid(3))).eq(lit(k.rem_euclid(2))),
+        1 => int(r.i)?.gt(lit(k)),
+        2 => float(r.i)?.lt(lit(k as f64 * 0.75)),
+        // May fail: division by a field that may be zero.
+        3 => (lit(6i64) / int(r.i)?).gt(lit(k)),
+        4 => int(r.i)?.not_eq(lit(0i64)).and((lit(6i64) / int(r.i)?).gt(lit(k))),
+        5 => lit(true),
+        6 => int(r.i)?.lt(lit(k)).or(float(r.j)?.gt(lit(1.0))),
+        7 => abs(int(r.i)?).lt_eq(lit(k + 1)),
+        // A comparison (which statistics may decide) and a division that may fail.
+        _ => int(r.i)?.gt(lit(k)).and((lit(6i64) / int(r.j)?).gt(lit(0i64))),
+    };
+    Some(e)
+}
+
+/// SplitMix64: the counter-based generator of the "random" closures.
+pub fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The state of one closure of a built pipeline (fresh for every build).
+struct ClosureState {
+    name: String,
+    flavor: Flavor,
+    seed: u64,
+    calls: AtomicU64,
+}
+
+impl ClosureState {
+    /// One call: the call number, or the error this call reports.
+    fn call(&self, values: &[i64]) -> flumen::Result<u64> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        let fails = match self.flavor {
+            Flavor::PureFailing => values.iter().any(|v| v.rem_euclid(4) == 3),
+            Flavor::Stateful => n % 5 == 4,
+            Flavor::Pure | Flavor::Random => false,
+        };
+        if fails {
+            return Err(Error::execution(self.name.clone(), format!("refuses call {n} on {values:?}")));
+        }
+        Ok(n)
+    }
+
+    fn int(&self, v: i64, n: u64) -> i64 {
+        match self.flavor {
+            Flavor::Pure => v.wrapping_mul(2).wrapping_add(1),
+            Flavor::PureFailing => v.wrapping_sub(1),
+            Flavor::Stateful => v.wrapping_add(n as i64),
+            Flavor::Random => v.wrapping_add((splitmix(self.seed ^ n) % 100) as i64),
+        }
+    }
+
+    fn float(&self, v: f64, n: u64) -> f64 {
+        self.int(v as i64, n) as f64 + v.fract()
+    }
+}
+
+/// The int values of an int column (any list nesting), nulls skipped.
+pub fn int_values(array: &dyn Array) -> Vec<i64> {
+    match array.data_type() {
+        DataType::Int64 => array.as_primitive::<Int64Type>().iter().flatten().collect(),
+        DataType::Float64 => array.as_primitive::<Float64Type>().iter().flatten().map(|v| v as i64).collect(),
+        DataType::List(_) => {
+            let l = array.as_list::<i32>();
+            (0..l.len()).flat_map(|i| int_values(l.value(i).as_ref())).collect()
+        }
+        DataType::FixedSizeList(_, _) => {
+            let l = array.as_fixed_size_list();
+            (0..l.len()).flat_map(|i| int_values(l.value(i).as_ref())).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// `array` with every numeric value `v` replaced by `f(v)` (list nesting kept).
+pub fn map_values(array: &ArrayRef, f: &dyn Fn(i64) -> i64, g: &dyn Fn(f64) -> f64) -> ArrayRef {
+    match array.data_type() {
+        DataType::Int64 => Arc::new(array.as_primitive::<Int64Type>().unary::<_, Int64Type>(f)),
+        DataType::Float64 => Arc::new(array.as_primitive::<Float64Type>().unary::<_, Float64Type>(g)),
+        DataType::List(field) => {
+            let l = array.as_list::<i32>();
+            let values = map_values(l.values(), f, g);
+            Arc::new(ListArray::new(field.clone(), l.offsets().clone(), values, l.nulls().cloned()))
+        }
+        DataType::FixedSizeList(field, size) => {
+            let l = array.as_fixed_size_list();
+            let values = map_values(l.values(), f, g);
+            Arc::new(FixedSizeListArray::new(field.clone(), *size, values, l.nulls().cloned()))
+        }
+        _ => array.clone(),
+    }
+}
+
+/// A per-element closure map: over an unbatched element it adds an int field computed from
+/// an int field; over a batched one it rewrites a numeric field in place.
+pub fn closure_map(
+    spec: &ElementSpec,
+    idx: usize,
+    flavor: Flavor,
+    which: u8,
+    seed: u64,
+) -> Option<(MapFunction, String)> {
+    let name = format!("{flavor:?}_{idx}").to_lowercase();
+    let state = Arc::new(ClosureState { name: name.clone(), flavor, seed, calls: AtomicU64::new(0) });
+    let (f, describe) = if spec.batch_dims == 0 {
+        let source = pick(&scalars(spec, DType::Int64), which);
+        let added = format!("c{idx}");
+        let mut fields = spec.fields.clone();
+        fields.push(FieldSpec::scalar(added.clone(), DType::Int64));
+        let out = ElementSpec { fields, batch_dims: 0 };
+        let schema = out.arrow_schema();
+        let describe = format!("adds {added} from {}", source.as_deref().unwrap_or("0"));
+        let f = MapFunction::element(Some(&name), out, move |row| {
+            let v = match &source {
+                Some(s) => int_values(row.column_by_name(s).expect("source field").as_ref()),
+                None => vec![0],
+            };
+            let n = state.call(&v)?;
+            let mut columns = row.columns().to_vec();
+            columns.push(Arc::new(Int64Array::from(vec![state.int(v.first().copied().unwrap_or(0), n)])));
+            Ok(RecordBatch::try_new(schema.clone(), columns)?)
+        });
+        (f, describe)
+    } else {
+        let mut targets = numeric(spec, DType::Int64);
+        targets.extend(numeric(spec, DType::Float64));
+        let target = pick(&targets, which)?;
+        let describe = format!("rewrites {target}");
+        let f = MapFunction::element(Some(&name), spec.clone(), move |row| {
+            let i = row.schema().index_of(&target)?;
+            let n = state.call(&int_values(row.column(i).as_ref()))?;
+            let mut columns = row.columns().to_vec();
+            columns[i] = map_values(&columns[i], &|v| state.int(v, n), &|v| state.float(v, n));
+            Ok(RecordBatch::try_new(row.schema(), columns)?)
+        });
+        (f, describe)
+    };
+    let f = match flavor {
+        Flavor::Stateful => f.stateful(),
+        Flavor::Random => f.nondeterministic(),
+        Flavor::Pure | Flavor::PureFailing => f,
+    };
+    Some((f, format!("{name}: {describe}")))
+}
+
+/// The dataset function of `flat_map` / `interleave`: over an unbatched element of scalars,
+/// a closure repeating it `v mod 3` times (failing when `v mod 7 = 6`); over a batched one,
+/// `FromTensorSlices`.
+pub fn dataset_function(spec: &ElementSpec, idx: usize, which: u8) -> Option<(DatasetFunction, String)> {
+    if spec.batch_dims == 0 && uniform(spec) {
+        let field = pick(&scalars(spec, DType::Int64), which)?;
+        let name = format!("copies_{idx}");
+        let describe = format!("{name}: {field} mod 3 copies");
+        let f = DatasetFunction::closure(Some(&name), spec.clone(), move |row| {
+            let v = int_values(row.column_by_name(&field).expect("field").as_ref()).first().copied().unwrap_or(0);
+            if v.rem_euclid(7) == 6 {
+                return Err(Error::execution("copies", format!("no copies of {v}")));
+            }
+            Dataset::from_batches(vec![row.clone()])?.repeat(Some(v.rem_euclid(3) as u64))
+        });
+        Some((f, describe))
+    } else if all_batched(spec) {
+        Some((DatasetFunction::FromTensorSlices, "FromTensorSlices".into()))
+    } else {
+        None
+    }
+}
+
+/// Applies one recipe; `Ok(None)` when it does not apply to this element.
+pub fn apply(ds: &Dataset, r: &OpRecipe, idx: usize) -> flumen::Result<Option<(Dataset, String)>> {
+    let spec = ds.element_spec().clone();
+    let new = format!("f{idx}");
+    let mut numerics = numeric(&spec, DType::Int64);
+    numerics.extend(numeric(&spec, DType::Float64));
+    let out = match r {
+        OpRecipe::MapExpr { mode, e1, e2 } => {
+            let Some(x) = expression(&spec, e1) else { return Ok(None) };
+            let fields = match mode {
+                0 => vec![(pick(&numerics, e1.j.wrapping_add(e2.i)).expect("uniform"), x)],
+                1 => vec![(new, x)],
+                _ => {
+                    let Some(y) = expression(&spec, e2) else { return Ok(None) };
+                    vec![(pick(&numerics, e2.j).expect("uniform"), x), (new, y)]
+                }
+            };
+            let text = format!("map(with_fields {})", show_fields(&fields));
+            (ds.map(MapFunction::with_fields(fields))?, text)
+        }
+        OpRecipe::MapSelectComputed { keep, e } => {
+            let Some(x) = expression(&spec, e) else { return Ok(None) };
+            let mut fields: Vec<(String, Expr)> =
+                kept(&spec, *keep).into_iter().filter(|n| *n != new).map(|n| (n.clone(), col(n))).collect();
+            fields.push((new, x));
+            let text = format!("map(select {})", show_fields(&fields));
+            (ds.map(MapFunction::select(fields))?, text)
+        }
+        OpRecipe::MapSelectOnly { keep } => {
+            let mut names = kept(&spec, *keep);
+            if names.is_empty() {
+                let Some(first) = spec.fields.iter().find(|f| f.shape.len() == spec.batch_dims) else {
+                    return Ok(None);
+                };
+                names.push(first.name.clone());
+            }
+            let fields: Vec<(String, Expr)> = names.iter().map(|n| (n.clone(), col(n))).collect();
+            let text = format!("map(select {})", show_fields(&fields));
+            (ds.map(MapFunction::select(fields))?, text)
+        }
+        OpRecipe::MapClosure { flavor, pick, seed } => {
+            let Some((f, text)) = closure_map(&spec, idx, *flavor, *pick, *seed) else { return Ok(None) };
+            (ds.map(f)?, format!("map(closure {text})"))
+        }
+        OpRecipe::Filter(p) => {
+            let Some(e) = predicate(&spec, p) else { return Ok(None) };
+            let text = format!("filter({e})");
+            (ds.filter(e)?, text)
+        }
+        OpRecipe::MapThenFilter { e, p, q } => {
+            let Some(x) = expression(&spec, e) else { return Ok(None) };
+            let mapped = ds.map(MapFunction::with_fields([(new.clone(), x.clone())]))?;
+            let Some(p) = predicate(mapped.element_spec(), p) else { return Ok(None) };
+            let mut text = format!("map(with_fields [{new} = {x}]).filter({p})");
+            let mut out = mapped.filter(p)?;
+            if let Some(q) = q.as_ref().and_then(|q| predicate(out.element_spec(), q)) {
+                let _ = write!(text, ".filter({q})");
+                out = out.filter(q)?;
+            }
+            (out, text)
+        }
+        OpRecipe::FilterClosure { pick: i, modulus, fail } => {
+            let Some(field) = pick(&scalars(&spec, DType::Int64), *i) else { return Ok(None) };
+            let (m, fail) = (*modulus, *fail);
+            let name = format!("keep_{idx}");
+            let text = format!("filter(closure {name}: {field} mod {m} != 0, fails: {fail})");
+            let p = PredicateFunction::element(Some(&name), move |row| {
+                let v = int_values(row.column_by_name(&field).expect("field").as_ref()).first().copied().unwrap_or(0);
+                if fail && v.rem_euclid(5) == 4 {
+                    return Err(Error::execution("keep", format!("cannot decide {v}")));
+                }
+                Ok(v.rem_euclid(m) != 0)
+            });
+            (ds.filter(p)?, text)
+        }
+        OpRecipe::Batch { n, drop } => (ds.batch_with(*n, *drop)?, format!("batch_with({n}, {drop})")),
+        OpRecipe::PaddedBatch { n, drop, pad } => {
+            let padding_values = if *pad {
+                spec.fields.iter().filter(|f| f.dtype == DType::Int64).map(|f| (f.name.clone(), lit(-1i64))).collect()
+            } else {
+                Default::default()
+            };
+            let options = PaddedBatchOptions { drop_remainder: *drop, padding_values, ..PaddedBatchOptions::default() };
+            (ds.padded_batch(*n, options)?, format!("padded_batch({n}, drop_remainder: {drop}, pad -1: {pad})"))
+        }
+        OpRecipe::MapBatchClosure { pick: i } => {
+            let mut targets = numeric(&spec, DType::Int64);
+            targets.extend(numeric(&spec, DType::Float64));
+            let Some(target) = pick(&targets, *i) else { return Ok(None) };
+            let name = format!("chunk_map_{idx}");
+            let text = format!("map(per-chunk closure {name}: {target} -> 3v - 1)");
+            let f = MapFunction::batch(Some(&name), spec.clone(), move |chunk| {
+                let i = chunk.schema().index_of(&target)?;
+                let mut columns = chunk.columns().to_vec();
+                columns[i] = map_values(&columns[i], &|v| v.wrapping_mul(3).wrapping_sub(1), &|v| 3.0 * v - 1.0);
+                Ok(RecordBatch::try_new(chunk.schema(), columns)?)
+            });
+            (ds.map(f)?, text)
+        }
+        OpRecipe::FilterBatchClosure { pick: i, modulus } => {
+            let Some(field) = pick(&scalars(&spec, DType::Int64), *i) else { return Ok(None) };
+            let m = *modulus;
+            let name = format!("chunk_keep_{idx}");
+            let text = format!("filter(per-chunk closure {name}: {field} mod {m} != 1)");
+            let p = PredicateFunction::batch(Some(&name), move |chunk| {
+                let column = chunk.column_by_name(&field).expect("field").as_primitive::<Int64Type>().clone();
+                Ok(column.iter().map(|v| Some(v.unwrap_or(0).rem_euclid(m) != 1)).collect())
+            });
+            (ds.filter(p)?, text)
+        }
+        OpRecipe::Bucket { pick: i, sizes, to_boundary, drop } => {
+            let Some(field) = pick(&scalars(&spec, DType::Int64), *i) else { return Ok(None) };
+            let length = abs(col(&field)) % lit(5i64);
+            let options = BucketOptions {
+                pad_to_bucket_boundary: *to_boundary,
+                drop_remainder: *drop,
+                ..BucketOptions::default()
+            };
+            let text = format!(
+                "bucket_by_sequence_length({length}, [2, 4], {sizes:?}, to boundary: {to_boundary}, drop: {drop})"
+            );
+            (ds.bucket_by_sequence_length(length, vec![2, 4], vec![sizes.0, sizes.1, sizes.2], options)?, text)
+        }
+        OpRecipe::Unbatch => {
+            if !all_batched(&spec) {
+                return Ok(None);
+            }
+            (ds.unbatch()?, "unbatch()".into())
+        }
+        OpRecipe::Rebatch { n, drop } => {
+            if !all_batched(&spec) {
+                return Ok(None);
+            }
+            (ds.rebatch(*n, *drop)?, format!("rebatch({n}, {drop})"))
+        }
+        OpRecipe::Shuffle { buffer, seed, reshuffle } => (
+            ds.shuffle_with(*buffer, Some(*seed), *reshuffle)?,
+            format!("shuffle_with({buffer}, Some({seed}), {reshuffle})"),
+        ),
+        OpRecipe::Repeat { count } => (ds.repeat(Some(*count))?, format!("repeat(Some({count}))")),
+        OpRecipe::RepeatForeverTake { take } => (ds.repeat(None)?.take(*take)?, format!("repeat(None).take({take})")),
+        OpRecipe::Take { n } => (ds.take(*n)?, format!("take({n})")),
+        OpRecipe::Skip { n } => (ds.skip(*n)?, format!("skip({n})")),
+        OpRecipe::Shard { n, i } => (ds.shard(*n, *i)?, format!("shard({n}, {i})")),
+        OpRecipe::Enumerate { start } => {
+            if spec.field("index").is_some() {
+                return Ok(None);
+            }
+            (ds.enumerate(*start)?, format!("enumerate({start})"))
+        }
+        OpRecipe::Zip { start, len, fail } => {
+            let z = format!("z{idx}");
+            let e = if *fail { lit(12i64) / col("value") } else { col("value") * lit(2i64) };
+            let text = format!("zip(range({start}, {}).map(select [{z} = {e}]))", start + len);
+            let other = Dataset::range(*start, start + len)?.map(MapFunction::select([(z, e)]))?;
+            (Dataset::zip(&[ds, &other])?, text)
+        }
+        OpRecipe::Concatenate { n, skip } => {
+            let (other, text) = if *skip { (ds.skip(*n)?, "skip") } else { (ds.take(*n)?, "take") };
+            (ds.concatenate(&other)?, format!("concatenate(self.{text}({n}))"))
+        }
+        OpRecipe::Prefetch { buffer } => {
+            let b = buffer.map_or(Tunable::Autotune, Tunable::Fixed);
+            (ds.prefetch(b)?, format!("prefetch({b:?})"))
+        }
+        OpRecipe::Cache => (ds.cache()?, "cache()".into()),
+        OpRecipe::TakeWhile(p) => {
+            let Some(e) = predicate(&spec, p) else { return Ok(None) };
+            let text = format!("take_while({e})");
+            (ds.take_while(e)?, text)
+        }
+        OpRecipe::Window { size, shift, stride, drop } => {
+            (ds.window(*size, *shift, *stride, *drop)?, format!("window({size}, {shift}, {stride}, {drop})"))
+        }
+        OpRecipe::GroupByWindow { pick: i, modulus, window, fail } => {
+            let Some(field) = pick(&scalars(&spec, DType::Int64), *i) else { return Ok(None) };
+            let key = if *fail { lit(6i64) / col(&field) } else { col(&field) % lit(*modulus) };
+            let text = format!("group_by_window({key}, {window})");
+            (ds.group_by_window(key, *window)?, text)
+        }
+        OpRecipe::Scan { pick: i } => {
+            if spec.batch_dims > 0 || !uniform(&spec) {
+                return Ok(None);
+            }
+            let Some(field) = pick(&scalars(&spec, DType::Int64), *i) else { return Ok(None) };
+            let s = format!("s{idx}");
+            let mut output: Vec<(String, Expr)> = spec.field_names().into_iter().map(|n| (n.clone(), col(n))).collect();
+            output.push((s.clone(), col(&s)));
+            let text = format!("scan({s} = 0; {s} += {field}; emit fields and {s})");
+            (ds.scan(&[(s.clone(), lit(0i64))], &[(s.clone(), col(&s) + col(&field))], &output)?, text)
+        }
+        OpRecipe::IgnoreErrors => (ds.ignore_errors()?, "ignore_errors()".into()),
+        OpRecipe::FlatMap { pick } => {
+            let Some((f, text)) = dataset_function(&spec, idx, *pick) else { return Ok(None) };
+            (ds.flat_map(f)?, format!("flat_map({text})"))
+        }
+        OpRecipe::Interleave { pick, cycle, block } => {
+            let Some((f, text)) = dataset_function(&spec, idx, *pick) else { return Ok(None) };
+            (
+                ds.interleave(f, Tunable::Fixed(*cycle), *block)?,
+                format!("interleave({text}, cycle {cycle}, block {block})"),
+            )
+        }
+        OpRecipe::Sample { skip, weight, seed, stop } => {
+            let w = f64::from(*weight) / 4.0;
+            let other = ds.skip(*skip)?;
+            (
+                Dataset::sample_from_datasets(&[ds, &other], vec![w, 1.0 - w], Some(*seed), *stop)?,
+                format!("sample_from_datasets([self, self.skip({skip})], [{w}, {}], Some({seed}), {stop})", 1.0 - w),
+            )
+        }
+    };
+    Ok(Some(out))
+}
+
+/// The fields `keep`'s bits select among those `select` can copy (shape = batch shape).
+pub fn kept(spec: &ElementSpec, keep: u8) -> Vec<String> {
+    spec.fields
+        .iter()
+        .enumerate()
+        .filter(|(i, f)| keep & (1 << (i % 8)) != 0 && f.shape.len() == spec.batch_dims)
+        .map(|(_, f)| f.name.clone())
+        .collect()
+}
+
+/// `fields` as text, for the builder calls shown in failure messages.
+pub fn show_fields(fields: &[(String, Expr)]) -> String {
+    let parts: Vec<String> = fields.iter().map(|(n, e)| format!("{n} = {e}")).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// The name of a recipe's operator (coverage statistics).
+pub fn op_name(r: &OpRecipe) -> &'static str {
+    match r {
+        OpRecipe::MapExpr { .. } => "map(with_fields)",
+        OpRecipe::MapSelectComputed { .. } => "map(select computed)",
+        OpRecipe::MapSelectOnly { .. } => "map(select only)",
+        OpRecipe::MapClosure { flavor: Flavor::Pure, .. } => "map(closure pure)",
+        OpRecipe::MapClosure { flavor: Flavor::PureFailing, .. } => "map(closure failing)",
+        OpRecipe::MapClosure { flavor: Flavor::Stateful, .. } => "map(closure stateful)",
+        OpRecipe::MapClosure { flavor: Flavor::Random, .. } => "map(closure nondeterministic)",
+        OpRecipe::Filter(_) => "filter(expr)",
+        OpRecipe::MapThenFilter { .. } => "map then filter",
+        OpRecipe::FilterClosure { .. } => "filter(closure)",
+        OpRecipe::MapBatchClosure { .. } => "map(per-chunk closure)",
+        OpRecipe::FilterBatchClosure { .. } => "filter(per-chunk closure)",
+        OpRecipe::Bucket { .. } => "bucket_by_sequence_length",
+        OpRecipe::Batch { drop: false, .. } => "batch",
+        OpRecipe::Batch { drop: true, .. } => "batch(drop_remainder)",
+        OpRecipe::PaddedBatch { .. } => "padded_batch",
+        OpRecipe::Unbatch => "unbatch",
+        OpRecipe::Rebatch { .. } => "rebatch",
+        OpRecipe::Shuffle { reshuffle: false, .. } => "shuffle",
+        OpRecipe::Shuffle { reshuffle: true, .. } => "shuffle(reshuffle_each_iteration)",
+        OpRecipe::Repeat { .. } => "repeat(n)",
+        OpRecipe::RepeatForeverTake { .. } => "repeat(None).take",
+        OpRecipe::Take { .. } => "take",
+        OpRecipe::Skip { .. } => "skip",
+        OpRecipe::Shard { .. } => "shard",
+        OpRecipe::Enumerate { .. } => "enumerate",
+        OpRecipe::Zip { .. } => "zip",
+        OpRecipe::Concatenate { .. } => "concatenate",
+        OpRecipe::Prefetch { .. } => "prefetch",
+        OpRecipe::Cache => "cache",
+        OpRecipe::TakeWhile(_) => "take_while",
+        OpRecipe::Window { .. } => "window",
+        OpRecipe::GroupByWindow { .. } => "group_by_window",
+        OpRecipe::Scan { .. } => "scan",
+        OpRecipe::IgnoreErrors => "ignore_errors",
+        OpRecipe::FlatMap { .. } => "flat_map",
+        OpRecipe::Interleave { .. } => "interleave",
+        OpRecipe::Sample { .. } => "sample_from_datasets",
+    }
+}
+
+/// The columns of `rows` as a batch `{a, b, x}`.
+pub fn rows_batch(rows: &[Row]) -> RecordBatch {
+    let a: Vec<Option<i64>> = rows.iter().map(|r| r.0).collect();
+    let b: Vec<i64> = rows.iter().map(|r| r.1).collect();
+    let x: Vec<Option<f64>> = rows.iter().map(|r| r.2).collect();
+    RecordBatch::try_from_iter([
+        ("a", Arc::new(Int64Array::from(a)) as ArrayRef),
+        ("b", Arc::new(Int64Array::from(b)) as ArrayRef),
+        ("x", Arc::new(Float64Array::from(x)) as ArrayRef),
+    ])
+    .expect("batch")
+}
+
+/// Writes the files of a `Files` source into `dir`; their paths, in order.
+pub fn write_files(dir: &Path, rows: &[Row], parquet: bool, files: usize, bad_row: Option<usize>) -> Vec<String> {
+    let files = files.clamp(1, rows.len().max(1));
+    let per_file = rows.len().div_ceil(files).max(1);
+    rows.chunks(per_file)
+        .enumerate()
+        .map(|(i, part)| {
+            let first = i * per_file;
+            let path = dir.join(format!("part-{i}.{}", if parquet { "parquet" } else { "csv" }));
+            if parquet {
+                let batch = rows_batch(part);
+                let props =
+                    parquet::file::properties::WriterProperties::builder().set_max_row_group_row_count(Some(3)).build();
+                let file = std::fs::File::create(&path).expect("create");
+                let mut writer =
+                    parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(props)).expect("writer");
+                writer.write(&batch).expect("write");
+                writer.close().expect("close");
+            } else {
+                let cell = |v: Option<String>| v.unwrap_or_default();
+                let text: String = part
+                    .iter()
+                    .enumerate()
+                    .map(|(j, (a, b, x))| {
+                        let b = if bad_row == Some(first + j) { format!("{b}?") } else { b.to_string() };
+                        format!("{},{b},{}\n", cell(a.map(|a| a.to_string())), cell(x.map(|x| format!("{x:?}"))))
+                    })
+                    .collect();
+                std::fs::write(&path, format!("a,b,x\n{text}")).expect("write");
+            }
+            path.to_string_lossy().into_owned()
+        })
+        .collect()
+}
+
+/// The source dataset of `r` (files already written into `dir`), and its builder call as text.
+pub fn source(r: &SourceRecipe, dir: &Path) -> flumen::Result<(Dataset, String)> {
+    match r {
+        SourceRecipe::Range { start, len } => {
+            Ok((Dataset::range(*start, start + len)?, format!("Dataset::range({start}, {})", start + len)))
+        }
+        SourceRecipe::Arrays { rows } => {
+            let text = format!("Dataset::from_batches(rows (a, b, x) = {rows:?})");
+            Ok((Dataset::from_batches(vec![rows_batch(rows)])?, text))
+        }
+        SourceRecipe::Files { rows, parquet, read, .. } => {
+            let (ext, format) = if *parquet {
+                ("parquet", FileRead::Parquet { columns: None })
+            } else {
+                let schema = ElementSpec::new(vec![
+                    FieldSpec::scalar("a", DType::Int64),
+                    FieldSpec::scalar("b", DType::Int64),
+                    FieldSpec::scalar("x", DType::Float64),
+                ])?;
+                ("csv", FileRead::Csv(CsvOptions::default().with_schema(schema)))
+            };
+            let mut paths: Vec<String> = std::fs::read_dir(dir)
+                .expect("the case's directory")
+                .map(|e| e.expect("entry").path().to_string_lossy().into_owned())
+                .filter(|p| p.ends_with(ext))
+                .collect();
+            paths.sort();
+            let text = format!("{} {ext} files of {rows:?}", paths.len());
+            let pattern = format!("{}/*.{ext}", dir.display());
+            let read_file = DatasetFunction::read_file("filename", format.clone());
+            let ds = match (read, format) {
+                (1, _) => (
+                    Dataset::list_files(&pattern, false, None)?.flat_map(read_file)?,
+                    format!("flat_map(read) of {text}"),
+                ),
+                (2, _) => (
+                    Dataset::list_files(&pattern, false, None)?.interleave(read_file, Tunable::Fixed(2), 1)?,
+                    format!("interleave(read, cycle 2, block 1) of {text}"),
+                ),
+                (_, FileRead::Csv(o)) => {
+                    (Dataset::csv(&paths.iter().map(String::as_str).collect::<Vec<_>>(), o)?, format!("csv({text})"))
+                }
+                (_, _) => (
+                    Dataset::parquet(&paths.iter().map(String::as_str).collect::<Vec<_>>(), None)?,
+                    format!("parquet({text})"),
+                ),
+            };
+            Ok(ds)
+        }
+    }
+}
+
+/// Builds `case` from scratch (fresh closures, fresh shared state) to run under `options`.
+pub fn build(case: &Case, options: Options, dir: &Path) -> flumen::Result<Built> {
+    let (mut ds, text) = source(&case.source, dir)?;
+    let mut built = Built { ds: ds.clone(), calls: vec![text], applied: Vec::new(), skipped: 0, rejected: 0 };
+    for (idx, r) in case.ops.iter().enumerate() {
+        match apply(&ds, r, idx) {
+            Ok(Some((next, text))) => {
+                ds = next;
+                built.calls.push(text);
+                built.applied.push(op_name(r));
+            }
+            Ok(None) => built.skipped += 1,
+            Err(e) => {
+                built.rejected += 1;
+                built.calls.push(format!("// rejected {}: {e}", op_name(r)));
+            }
+        }
+    }
+    built.ds = ds.with_options(options);
+    Ok(built)
+}
+
+// ----------------------------------------------------------------------------------------
+// Running and comparing.
+// ----------------------------------------------------------------------------------------
+
+/// One item of an iteration: an element, or an error (its message, for the report only).
+#[derive(Debug, Clone)]
+pub enum Item {
+    Ok(RecordBatch),
+    Err(String),
+}
+
+/// At most this many items are compared per pass (pipelines are finite; this bounds the
+/// work of the ones that repeat and concatenate a lot).
+pub const MAX_ITEMS: usize = 3000;
+
+/// The items of one pass over `ds`.
+pub fn items(ds: &Dataset) -> Vec<Item> {
+    ds.iter()
+        .take(MAX_ITEMS)
+        .map(|item| match item {
+            Ok(batch) => Item::Ok(batch),
+            Err(e) => Item::Err(e.to_string()),
+        })
+        .collect()
+}
+
+/// An item (or the end of the sequence) as text, for failure messages.
+pub fn show(item: Option<&Item>) -> String {
+    match item {
+        None => "end of sequence".into(),
+        Some(Item::Err(e)) => format!("Err({e})"),
+        Some(Item::Ok(b)) => match arrow::util::pretty::pretty_format_batches(std::slice::from_ref(b)) {
+            Ok(table) => format!("{}\n{table}", b.schema()),
+            Err(_) => format!("{b:?}"),
+        },
+    }
+}
+
+/// Where the two sequences first differ: elements must be equal (schema and values), errors
+/// need only be errors at the same position (per-row and columnar evaluation may word the
+
+/// The message of a caught panic.
+pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+}
+
+/// The value of environment variable `name`, or `default` when it is unset or malformed.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Runs `run(case)` on its own thread (named `name`), failing the case when it panics or does
+/// not finish within `limit`: a hang is a bug too, and must not stall the test suite.
+pub fn run_with_timeout<C: Clone + Send + std::panic::RefUnwindSafe + 'static>(
+    name: &str,
+    limit: Duration,
+    case: &C,
+    run: fn(&C) -> Result<(), String>,
+) -> Result<(), TestCaseError> {
+    let (tx, rx) = mpsc::channel();
+    let owned = case.clone();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let outcome = std::panic::catch_unwind(|| run(&owned))
+                .unwrap_or_else(|p| Err(format!("panicked: {}", panic_message(p.as_ref()))));
+            let _ = tx.send(outcome);
+        })
+        .expect("spawn a case thread");
+    match rx.recv_timeout(limit) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(diff)) => Err(TestCaseError::fail(diff)),
+        Err(_) => Err(TestCaseError::fail(format!("the case did not finish within {} s", limit.as_secs()))),
+    }
+}
