@@ -129,6 +129,9 @@ impl DatasetIterator {
         let ctx = ds.context(checkpoint.iteration, Some(checkpoint.unseeded));
         let mut it = ElementIterator::new(build(&plan, &ctx)?, ds.element_spec())?;
         it.restore(checkpoint.state.clone())?;
+        if ds.options().symbolic_checkpoint {
+            it.record_positions()?;
+        }
         self.inner = Ok(it);
         self.ctx = Some(ctx);
         self.delivered = checkpoint.elements;

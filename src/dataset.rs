@@ -607,7 +607,13 @@ impl Dataset {
     /// The iterator can be checkpointed ([`DatasetIterator::save`]) and a new iterator of the
     /// same dataset restored from the checkpoint ([`DatasetIterator::restore`]).
     pub fn iter(&self) -> DatasetIterator {
-        let root = self.root().and_then(|(root, ctx)| Ok((ElementIterator::new(root, self.element_spec())?, ctx)));
+        let root = self.root().and_then(|(root, ctx)| {
+            let mut it = ElementIterator::new(root, self.element_spec())?;
+            if self.options.symbolic_checkpoint {
+                it.record_positions()?;
+            }
+            Ok((it, ctx))
+        });
         DatasetIterator::new(self.clone(), root)
     }
 

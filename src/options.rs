@@ -19,6 +19,12 @@ pub struct Options {
     /// What saving an iterator does when the pipeline calls closures that keep state or are
     /// not deterministic (tf.data's `external_state_policy`; default: fail).
     pub external_state: ExternalState,
+    /// Record, from the first element on, what symbolic checkpoints need to hold no element
+    /// at all (tf.data's `experimental_symbolic_checkpoint`): one symbolic save of the
+    /// operators' states per chunk pulled. Without it, the first symbolic checkpoint of an
+    /// iterator also stores the unread rest of the chunks being read (at most one per
+    /// operator), and later ones do not.
+    pub symbolic_checkpoint: bool,
 }
 
 impl Default for Options {
@@ -28,6 +34,7 @@ impl Default for Options {
             chunk_rows: flumen_sources::reader::DEFAULT_CHUNK_ROWS,
             optimization: OptimizerConfig::default(),
             external_state: ExternalState::default(),
+            symbolic_checkpoint: false,
         }
     }
 }
@@ -63,6 +70,12 @@ impl Options {
     /// The same options with the external-state policy of checkpoints set.
     pub fn with_external_state(mut self, policy: ExternalState) -> Self {
         self.external_state = policy;
+        self
+    }
+
+    /// The same options with `symbolic_checkpoint` set.
+    pub fn with_symbolic_checkpoint(mut self, on: bool) -> Self {
+        self.symbolic_checkpoint = on;
         self
     }
 

@@ -57,11 +57,16 @@ fn assert_resumes_in(name: &str, ds: &Dataset, mode: SaveMode) {
     }
 }
 
+/// Both modes, small and large chunks, and symbolic checkpoints that store the rest of the
+/// chunks being read (the first of an iterator) or replay them (`symbolic_checkpoint`).
 fn assert_resumes(name: &str, ds: Dataset) {
     for chunk_rows in [3, 1000] {
-        let ds = ds.with_options(Options::default().with_chunk_rows(chunk_rows));
+        let options = Options::default().with_chunk_rows(chunk_rows);
+        let ds = ds.with_options(options.clone());
         assert_resumes_in(name, &ds, SaveMode::Full);
         assert_resumes_in(name, &ds, SaveMode::Symbolic);
+        let recording = ds.with_options(options.with_symbolic_checkpoint(true));
+        assert_resumes_in(&format!("{name} (recording)"), &recording, SaveMode::Symbolic);
     }
 }
 
@@ -307,4 +312,61 @@ fn symbolic_checkpoints_of_a_large_shuffle_hold_no_elements() {
     // 2000 slot indices of 4 bytes, against 2000 buffered elements of two columns.
     assert!(symbolic < 12_000, "symbolic: {symbolic} bytes");
     assert!(full > 3 * symbolic, "full {full} vs symbolic {symbolic} bytes");
+}
+
+/// The buffered chunks a checkpoint holds, all operators together.
+fn stored_chunks(state: &flumen::crates::runtime::checkpoint::OpState) -> usize {
+    state.chunks.len() + state.children.iter().flatten().map(stored_chunks).sum::<usize>()
+}
+
+/// The kinds of the operators that hold chunks, for failure messages.
+fn holders(state: &flumen::crates::runtime::checkpoint::OpState) -> String {
+    let mut out = String::new();
+    if !state.chunks.is_empty() {
+        out += &format!("{}:{} ", state.kind, state.chunks.len());
+    }
+    state.children.iter().flatten().for_each(|c| out += &holders(c));
+    out
+}
+
+#[test]
+fn recording_symbolic_checkpoints_hold_no_element() {
+    let failing_map = |ds: Dataset| ds.map(MapFunction::with_fields([("y", lit(1000i64) / (col("value") % lit(97i64)))]));
+    let ds = failing_map(range(0, 3000))
+        .unwrap()
+        .shuffle(500, Some(3))
+        .unwrap()
+        .batch(7)
+        .unwrap()
+        .unbatch()
+        .unwrap()
+        .take(2900)
+        .unwrap()
+        .batch(16)
+        .unwrap()
+        .with_options(Options::default().with_chunk_rows(64).with_symbolic_checkpoint(true));
+    for k in [0, 1, 5, 33, 100, 150, 181] {
+        let mut it = ds.iter();
+        drain(it.by_ref(), k);
+        let symbolic = it.save(SaveMode::Symbolic).unwrap();
+        // Only the shuffle's slot index chunk.
+        assert_eq!(stored_chunks(&symbolic.state), 1, "after {k}: {}", holders(&symbolic.state));
+        let full = it.save(SaveMode::Full).unwrap();
+        if (5..180).contains(&k) {
+            assert!(stored_chunks(&full.state) > 1, "after {k}: {}", holders(&full.state));
+        }
+        let rest = drain(it, MAX);
+        assert_eq!(drain(ds.iter_from(&symbolic).unwrap(), MAX), rest, "symbolic after {k}");
+        assert_eq!(drain(ds.iter_from(&full).unwrap(), MAX), rest, "full after {k}");
+    }
+    // Without the option, only the first symbolic checkpoint stores the chunks being read.
+    let lazy = ds.with_options(Options::default().with_chunk_rows(64));
+    let mut it = lazy.iter();
+    drain(it.by_ref(), 40);
+    assert!(stored_chunks(&it.save(SaveMode::Symbolic).unwrap().state) > 1);
+    drain(it.by_ref(), 40);
+    let second = it.save(SaveMode::Symbolic).unwrap();
+    assert_eq!(stored_chunks(&second.state), 1);
+    let rest = drain(it, MAX);
+    assert_eq!(drain(lazy.iter_from(&second).unwrap(), MAX), rest);
 }

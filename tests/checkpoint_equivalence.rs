@@ -47,8 +47,8 @@ const MAX_READ: usize = 1000;
 #[derive(Debug, Clone)]
 struct CheckpointCase {
     case: Case,
-    /// Two cut positions besides the start and the end, in thousandths of the run's length.
-    cuts: (u16, u16),
+    /// Cut positions besides the start and the end, in thousandths of the run's length.
+    cuts: [u16; 4],
     /// Bit `i`: the `i`-th checkpoint is saved in `Symbolic` mode (else `Full`).
     modes: u16,
     /// Items the iterator restored from the first random cut reads before it is cut again.
@@ -61,8 +61,15 @@ struct CheckpointCase {
 /// (those cannot be checkpointed: left as drawn, they would make a fifth of the cases skip).
 fn checkpoint_case() -> impl Strategy<Value = CheckpointCase> {
     let keep_impure = proptest::collection::vec(proptest::bool::weighted(0.25), 12);
-    (case(), keep_impure, (0u16..=1000, 0u16..=1000), any::<u16>(), 0u8..6, proptest::bool::weighted(0.33)).prop_map(
-        |(mut case, keep_impure, cuts, modes, recut, warm)| {
+    (
+        case(),
+        keep_impure,
+        [0u16..=1000, 0u16..=1000, 0u16..=1000, 0u16..=1000],
+        any::<u16>(),
+        0u8..6,
+        proptest::bool::weighted(0.33),
+    )
+        .prop_map(|(mut case, keep_impure, cuts, modes, recut, warm)| {
             for (op, keep) in case.ops.iter_mut().zip(keep_impure) {
                 if let OpRecipe::MapClosure { flavor: flavor @ (Flavor::Stateful | Flavor::Random), .. } = op {
                     if !keep {
@@ -71,8 +78,7 @@ fn checkpoint_case() -> impl Strategy<Value = CheckpointCase> {
                 }
             }
             CheckpointCase { case, cuts, modes, recut, warm }
-        },
-    )
+        })
 }
 
 /// Counters over all cases run (the statistics printed at the end).
@@ -95,7 +101,11 @@ struct Stats {
     /// Cuts strictly inside a run (neither at its start nor at its end).
     cuts_inside: AtomicUsize,
     recuts: AtomicUsize,
+    /// Checkpoints restored into another build of their case.
+    fresh_restores: AtomicUsize,
     resumed_items: AtomicUsize,
+    /// Checkpoints written to bytes, read back and restored.
+    restores: AtomicUsize,
     checkpoint_bytes: AtomicUsize,
     largest_checkpoint: AtomicUsize,
     checked_ops: Mutex<BTreeMap<&'static str, usize>>,
@@ -150,19 +160,19 @@ fn refused_for_external_state(e: &Error) -> bool {
     e.to_string().contains("ExternalState::Ignore")
 }
 
-/// Saves `it` in `mode` and reads the checkpoint back from its bytes.
-fn save_through_bytes(it: &flumen::DatasetIterator, mode: SaveMode, at: usize) -> Result<Checkpoint, String> {
-    let saved = it.save(mode).map_err(|e| format!("{mode:?} save after {at} items failed: {e}"))?;
-    if saved.elements != at as u64 || it.position() != at as u64 {
-        return Err(format!("the checkpoint after {at} items records position {}", saved.elements));
+/// `checkpoint` (taken after `at` items) read back from its bytes, which must read back equal.
+fn through_bytes(checkpoint: &Checkpoint, at: usize) -> Result<Checkpoint, String> {
+    let what = format!("the {:?} checkpoint after {at} items", checkpoint.mode);
+    if checkpoint.elements != at as u64 {
+        return Err(format!("{what} records position {}", checkpoint.elements));
     }
-    let bytes = saved.to_bytes().map_err(|e| format!("{mode:?} checkpoint after {at} items: to_bytes: {e}"))?;
+    let bytes = checkpoint.to_bytes().map_err(|e| format!("{what}: to_bytes: {e}"))?;
+    count(&STATS.restores, 1);
     count(&STATS.checkpoint_bytes, bytes.len());
     STATS.largest_checkpoint.fetch_max(bytes.len(), Ordering::Relaxed);
-    let read =
-        Checkpoint::from_bytes(&bytes).map_err(|e| format!("{mode:?} checkpoint after {at} items: from_bytes: {e}"))?;
-    if read != saved {
-        return Err(format!("the {mode:?} checkpoint after {at} items reads back different from its bytes"));
+    let read = Checkpoint::from_bytes(&bytes).map_err(|e| format!("{what}: from_bytes: {e}"))?;
+    if read != *checkpoint {
+        return Err(format!("{what} reads back different from its bytes"));
     }
     Ok(read)
 }
@@ -191,14 +201,13 @@ fn check_resume(
     recut: Option<(usize, SaveMode)>,
 ) -> Result<(), String> {
     let what = format!("{:?} checkpoint after {at} items", checkpoint.mode);
-    let mut restored = ds.iter_from(checkpoint).map_err(|e| format!("{what}: restore failed: {e}"))?;
-    let limit = MAX_READ - at;
+    let mut restored = ds.iter_from(&through_bytes(checkpoint, at)?).map_err(|e| format!("{what}: restore: {e}"))?;
     let mut resumed = Vec::new();
     let mut again = None;
-    while resumed.len() < limit {
+    while at + resumed.len() < MAX_READ {
         if let Some((j, mode)) = recut.filter(|&(j, _)| j == resumed.len()) {
-            again = Some(save_through_bytes(&restored, mode, at + j).map_err(|e| format!("restored: {e}"))?);
-            count(&STATS.recuts, 1);
+            let saved = restored.save(mode).map_err(|e| format!("restored from the {what}: save: {e}"))?;
+            again = Some((at + j, saved));
         }
         match restored.next() {
             Some(item) => resumed.push(Seen::of(item)),
@@ -209,24 +218,30 @@ fn check_resume(
     if let Some(diff) = first_difference(&resumed, &seen[at..]) {
         return Err(format!("{what}: {diff}"));
     }
-    if let (Some(again), Some((j, _))) = (again, recut) {
-        check_resume(ds, &again, at + j, seen, None).map_err(|e| format!("restored from the {what}, then {e}"))?;
+    if let Some((at_again, again)) = again {
+        count(&STATS.recuts, 1);
+        check_resume(ds, &again, at_again, seen, None).map_err(|e| format!("restored from the {what}, then {e}"))?;
     }
     Ok(())
 }
 
-/// The cut run of a built case: iterates `ds` once, saving checkpoints at `cuts` (and, when
-/// the run ends, after it), and checks that each resumes exactly.
-fn cut_and_resume(c: &CheckpointCase, ds: &Dataset, cuts: &[usize]) -> Result<(), String> {
+/// The cut run of a built case: iterates `ds` once, saving a checkpoint before every item
+/// and after the end (saving must not disturb the run), then restores those at the case's
+/// cuts and checks that each resumes exactly, also (in warm cases) in `fresh`, another build
+/// of the case (as in another process: no cache filled, no iteration before). `Ok(false)`
+/// when the pipeline cannot be saved at all (stateful or random closures).
+fn cut_and_resume(c: &CheckpointCase, ds: &Dataset, fresh: Option<&Dataset>) -> Result<bool, String> {
     let mut it = ds.iter();
     let mut seen = Vec::new();
-    let mut checkpoints = Vec::new();
-    let mut pending = cuts.iter().copied().peekable();
+    let mut saved = Vec::new();
+    let mut save = |it: &flumen::DatasetIterator, at: usize, i: usize| {
+        it.save(mode(c, i)).map(|checkpoint| saved.push((at, checkpoint)))
+    };
     let ended = loop {
-        while pending.next_if(|&k| k <= seen.len()).is_some() {
-            if checkpoints.last().is_none_or(|&(at, _)| at != seen.len()) {
-                checkpoints.push((seen.len(), save_through_bytes(&it, mode(c, checkpoints.len()), seen.len())?));
-            }
+        match save(&it, seen.len(), seen.len()) {
+            Err(e) if seen.is_empty() && refused_for_external_state(&e) => return Ok(false),
+            Err(e) => return Err(format!("{:?} save after {} items failed: {e}", mode(c, seen.len()), seen.len())),
+            Ok(()) => {}
         }
         if seen.len() == MAX_READ {
             break false;
@@ -236,27 +251,39 @@ fn cut_and_resume(c: &CheckpointCase, ds: &Dataset, cuts: &[usize]) -> Result<()
             None => break true,
         }
     };
+    let len = seen.len();
     if ended {
         // After the end has been reported: the restored iterator must report it too.
-        checkpoints.push((seen.len(), save_through_bytes(&it, mode(c, checkpoints.len()), seen.len())?));
+        save(&it, len, len + 1).map_err(|e| format!("save after the end failed: {e}"))?;
     }
     let errors = seen.iter().filter(|s| matches!(s, Seen::Err(_))).count();
-    count(&STATS.items, seen.len());
+    count(&STATS.items, len);
     count(&STATS.error_items, errors);
     count(&STATS.cases_with_errors, usize::from(errors > 0));
-    count(&STATS.empty, usize::from(seen.is_empty()));
+    count(&STATS.empty, usize::from(len == 0));
     count(&STATS.capped, usize::from(!ended));
-    let first_inside = checkpoints.iter().position(|&(at, _)| at > 0);
-    for (i, (at, checkpoint)) in checkpoints.iter().enumerate() {
-        let recut = (Some(i) == first_inside).then(|| (usize::from(c.recut), mode(c, checkpoints.len() + 1)));
+    // Indices into `saved`: the start, the random cuts, just before the last item, before
+    // the end is reported, and after it.
+    let mut cuts: Vec<usize> = c.cuts.iter().map(|&p| len * usize::from(p) / 1000).collect();
+    cuts.extend([0, len.saturating_sub(1), saved.len() - 1, len]);
+    cuts.sort_unstable();
+    cuts.dedup();
+    let first_inside = cuts.iter().copied().find(|&i| saved[i].0 > 0 && saved[i].0 < len);
+    for i in cuts {
+        let (at, checkpoint) = &saved[i];
+        let recut = (Some(i) == first_inside).then(|| (usize::from(c.recut), mode(c, i + 7)));
         check_resume(ds, checkpoint, *at, &seen, recut)?;
+        if let Some(fresh) = fresh {
+            check_resume(fresh, checkpoint, *at, &seen, None).map_err(|e| format!("another build: {e}"))?;
+            count(&STATS.fresh_restores, 1);
+        }
         match checkpoint.mode {
             SaveMode::Full => count(&STATS.cuts_full, 1),
             SaveMode::Symbolic => count(&STATS.cuts_symbolic, 1),
         }
-        count(&STATS.cuts_inside, usize::from(*at > 0 && *at < seen.len()));
+        count(&STATS.cuts_inside, usize::from(*at > 0 && *at < len));
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Builds `case` under the options users run with: the optimizer on, default options, and
@@ -278,35 +305,30 @@ fn run_case(c: &CheckpointCase) -> Result<(), String> {
         return Ok(());
     };
     count(&STATS.cases, 1);
-    let ds = &built.ds;
-    // The length of the run to cut, to place the cuts: the warm-up pass over the dataset, or
-    // the first pass over a second build of the case (the same seeds, its own state).
-    let probe = if c.warm {
+    let fresh = if c.warm {
+        // A first pass: caches are filled and replay, reshuffling shuffles use iteration 1.
         count(&STATS.warm, 1);
-        ds.clone()
+        built.ds.iter().take(MAX_READ).for_each(drop);
+        Some(build_case(&c.case, dir.path()).map_err(|e| format!("the second build failed: {e}"))?.ds)
     } else {
-        build_case(&c.case, dir.path()).map_err(|e| format!("the second build failed: {e}"))?.ds
+        None
     };
-    let first = probe.iter();
     let impure =
         built.applied.iter().any(|op| matches!(*op, "map(closure stateful)" | "map(closure nondeterministic)"));
-    match first.save(SaveMode::Symbolic) {
-        Err(e) if refused_for_external_state(&e) && impure => {
+    let checked = cut_and_resume(c, &built.ds, fresh.as_ref()).map_err(|e| format!("{e}\n\n{}", describe(&built)))?;
+    let ops = match (checked, impure) {
+        (false, false) => return Err(format!("a pure pipeline cannot be saved\n\n{}", describe(&built))),
+        (false, true) => {
             count(&STATS.skipped, 1);
-            let mut ops = STATS.skipped_ops.lock().unwrap();
-            built.applied.iter().for_each(|op| *ops.entry(op).or_default() += 1);
-            return Ok(());
+            &STATS.skipped_ops
         }
-        Err(e) => return Err(format!("saving a new iterator failed: {e}\n\n{}", describe(&built))),
-        Ok(_) => count(&STATS.impure_saved, usize::from(impure)),
-    }
-    let len = first.take(MAX_READ).count();
-    let at = |p: u16| len * usize::from(p) / 1000;
-    let mut cuts = vec![0, at(c.cuts.0), at(c.cuts.1), len.saturating_sub(1), len];
-    cuts.sort_unstable();
-    cut_and_resume(c, ds, &cuts).map_err(|e| format!("{e}\n\n{}", describe(&built)))?;
-    count(&STATS.checked, 1);
-    let mut ops = STATS.checked_ops.lock().unwrap();
+        (true, _) => {
+            count(&STATS.checked, 1);
+            count(&STATS.impure_saved, usize::from(impure));
+            &STATS.checked_ops
+        }
+    };
+    let mut ops = ops.lock().unwrap();
     built.applied.iter().for_each(|op| *ops.entry(op).or_default() += 1);
     Ok(())
 }
@@ -325,8 +347,8 @@ fn stats_report(elapsed: Duration) -> String {
         out,
         "{} cases in {:.1?} ({} failed to build): {} checked, {} skipped (stateful or random closures), {} saved \
          despite such a closure; {} warm, {} capped at {MAX_READ} items, {} empty, {} with errors; {} items ({} \
-         errors) in cut runs, {} items resumed; {} checkpoints restored ({} full, {} symbolic, {} strictly inside a \
-         run, {} of restored iterators), {} bytes on average, {} at most",
+         errors) in cut runs; cuts: {} full, {} symbolic, {} strictly inside a run; {} checkpoints restored ({} of \
+         restored iterators, {} into another build), {} items resumed; checkpoints of {} bytes on average, {} at most",
         get(&s.cases) + get(&s.build_failed),
         elapsed,
         get(&s.build_failed),
@@ -339,13 +361,14 @@ fn stats_report(elapsed: Duration) -> String {
         get(&s.cases_with_errors),
         get(&s.items),
         get(&s.error_items),
-        get(&s.resumed_items),
-        get(&s.cuts_full) + get(&s.cuts_symbolic),
         get(&s.cuts_full),
         get(&s.cuts_symbolic),
         get(&s.cuts_inside),
+        get(&s.restores),
         get(&s.recuts),
-        get(&s.checkpoint_bytes) / (get(&s.cuts_full) + get(&s.cuts_symbolic) + get(&s.recuts)).max(1),
+        get(&s.fresh_restores),
+        get(&s.resumed_items),
+        get(&s.checkpoint_bytes) / get(&s.restores).max(1),
         get(&s.largest_checkpoint),
     );
     let _ = writeln!(out, "operators in checked cases: {:?}", s.checked_ops.lock().unwrap());

@@ -431,7 +431,13 @@ impl ClosureState {
             Flavor::Pure | Flavor::Random => false,
         };
         if fails {
-            return Err(Error::execution(self.name.clone(), format!("refuses call {n} on {values:?}")));
+            // A pure closure's error depends on its input only (a restored iterator must
+            // report it in the same words); a stateful one's names its call.
+            let message = match self.flavor {
+                Flavor::Stateful => format!("refuses call {n} on {values:?}"),
+                _ => format!("refuses {values:?}"),
+            };
+            return Err(Error::execution(self.name.clone(), message));
         }
         Ok(n)
     }

@@ -5,6 +5,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{ElementSpec, Error, Result};
 
+use crate::checkpoint::replay::{replay_skip, replay_state, skip_rows, symbolic, PrePull};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::{BoxOperator, Operator};
 
@@ -62,35 +63,72 @@ pub struct ElementIterator {
     current: Option<RecordBatch>,
     row: usize,
     element_schema: Option<SchemaRef>,
+    /// The chunk iterator's state before `current` was pulled, and the rows between that
+    /// state and `current`'s first row (for symbolic checkpoints).
+    before: PrePull,
+    base: usize,
 }
 
 impl ElementIterator {
     /// Iterates the elements of `root`, whose output spec is `spec`.
     pub fn new(root: BoxOperator, spec: &ElementSpec) -> Result<Self> {
         let element_schema = if spec.batch_dims > 0 { Some(spec.unbatched("iter")?.arrow_schema()) } else { None };
-        Ok(ElementIterator { chunks: ChunkIterator::new(root), current: None, row: 0, element_schema })
+        Ok(ElementIterator {
+            chunks: ChunkIterator::new(root),
+            current: None,
+            row: 0,
+            element_schema,
+            before: PrePull::default(),
+            base: 0,
+        })
     }
 }
 
 impl ElementIterator {
     /// The state of the iterator and its operators, between two elements. The unread rest of
-    /// the current output chunk is stored as data in both modes (at most one chunk).
+    /// the current output chunk is stored as data (full mode), or as the state before it and
+    /// the elements read from it (symbolic mode, once recording: see
+    /// [`replay`](crate::checkpoint::replay)).
     pub fn save(&self, mode: SaveMode) -> Result<OpState> {
-        let rest = self
-            .current
-            .as_ref()
-            .filter(|c| self.row < c.num_rows())
-            .map(|c| c.slice(self.row, c.num_rows() - self.row));
+        if symbolic(mode) {
+            self.before.enable();
+            if let (Some(before), Some(_)) = (self.before.state(), &self.current) {
+                return Ok(OpState::new("elements").child(replay_state("replay", before, self.base + self.row)?));
+            }
+        }
+        let rest = self.current.as_ref().filter(|c| self.row < c.num_rows()).map(|c| c.slice(self.row, c.num_rows() - self.row));
         Ok(OpState::new("elements").with_chunks(rest).child(self.chunks.save(mode)?))
+    }
+
+    /// Starts recording what symbolic checkpoints need from the first element on (instead of
+    /// from the first symbolic checkpoint on), so that every symbolic checkpoint holds no
+    /// element; it costs one symbolic save of the operator tree per chunk.
+    pub fn record_positions(&mut self) -> Result<()> {
+        self.save(SaveMode::Symbolic).map(drop)
     }
 
     /// Restores a state saved by [`ElementIterator::save`] into a new iterator of the same
     /// plan.
     pub fn restore(&mut self, state: OpState) -> Result<()> {
         let mut state = state.expect("elements")?;
-        self.chunks.restore(state.take_child()?)?;
-        self.current = state.chunks.pop();
+        let child = state.take_child()?;
         self.row = 0;
+        self.base = 0;
+        match replay_skip(&child)? {
+            Some(skip) => {
+                let mut child = child;
+                let before = child.take_child()?;
+                self.chunks.restore(before.clone())?;
+                let chunks = &mut self.chunks;
+                self.current = skip_rows(|| chunks.next().transpose(), skip)?;
+                self.before.restored(Some(before));
+                self.base = skip;
+            }
+            None => {
+                self.chunks.restore(child)?;
+                self.current = state.chunks.pop();
+            }
+        }
         Ok(())
     }
 }
@@ -127,6 +165,12 @@ impl Iterator for ElementIterator {
                     return Some(element);
                 }
             }
+            // No current chunk while pulling: after a failed pull the state to save is the
+            // iterator's own, not a replay of a chunk already read.
+            self.current = None;
+            let chunks = &self.chunks;
+            self.before.before_pull(|| chunks.save(SaveMode::Symbolic));
+            self.base = 0;
             match self.chunks.next()? {
                 Ok(chunk) => {
                     self.current = Some(chunk);

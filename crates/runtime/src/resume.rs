@@ -7,6 +7,7 @@
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result};
 
+use crate::checkpoint::replay::{replay_skip, replay_state, skip_rows, symbolic, PrePull};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::{BoxOperator, Operator};
 
@@ -15,12 +16,18 @@ pub struct Resumable {
     input: BoxOperator,
     pending: Option<RecordBatch>,
     error: Option<Error>,
+    /// The input's state before the chunk `pending` is the rest of, and the rows of that
+    /// chunk before `pending` (for symbolic checkpoints).
+    before: PrePull,
+    pending_from: usize,
+    /// Rows of the chunk being processed that precede it (set when it is a pending rest).
+    current_from: usize,
 }
 
 impl Resumable {
     /// Wraps `input`.
     pub fn new(input: BoxOperator) -> Self {
-        Resumable { input, pending: None, error: None }
+        Resumable { input, pending: None, error: None, before: PrePull::default(), pending_from: 0, current_from: 0 }
     }
 
     /// What to process next: the error of a failed element, else the rest of its chunk,
@@ -30,8 +37,15 @@ impl Resumable {
             return Err(e);
         }
         match self.pending.take() {
-            Some(rest) => Ok(Some(rest)),
-            None => self.input.next_chunk(),
+            Some(rest) => {
+                self.current_from = self.pending_from;
+                Ok(Some(rest))
+            }
+            None => {
+                self.before.before_pull(|| self.input.save(SaveMode::Symbolic));
+                self.current_from = 0;
+                self.input.next_chunk()
+            }
         }
     }
 
@@ -40,24 +54,46 @@ impl Resumable {
     pub fn fail_at(&mut self, chunk: &RecordBatch, row: usize, error: Error) {
         let n = chunk.num_rows();
         self.pending = (row + 1 < n).then(|| chunk.slice(row + 1, n - row - 1));
+        self.pending_from = self.current_from + row + 1;
         self.error = Some(error);
     }
 
-    /// The pending error and rest of a chunk (at most one chunk), and the input's state.
+    /// The pending error, the rest of its chunk (as data, or in symbolic mode once recording
+    /// as the input's state before that chunk and the rows to skip), and the input's state.
     pub fn save(&self, mode: SaveMode) -> Result<OpState> {
-        let mut state = OpState::new("resume").with_chunks(self.pending.clone());
+        let mut state = OpState::new("resume");
         if let Some(e) = &self.error {
             state = state.with_error(e);
         }
-        Ok(state.child(self.input.save(mode)?))
+        if symbolic(mode) {
+            self.before.enable();
+            if let (Some(before), Some(_)) = (self.before.state(), &self.pending) {
+                return Ok(state.child(replay_state("replay", before, self.pending_from)?));
+            }
+        }
+        Ok(state.with_chunks(self.pending.clone()).child(self.input.save(mode)?))
     }
 
     /// Restores a state saved by [`Resumable::save`].
     pub fn restore(&mut self, state: OpState) -> Result<()> {
         let mut state = state.expect("resume")?;
-        self.input.restore(state.take_child()?)?;
         self.error = state.take_error();
-        self.pending = state.chunks.pop();
+        let child = state.take_child()?;
+        match replay_skip(&child)? {
+            Some(skip) => {
+                let mut child = child;
+                let before = child.take_child()?;
+                self.input.restore(before.clone())?;
+                self.pending = skip_rows(|| self.input.next_chunk(), skip)?;
+                self.before.restored(Some(before));
+                self.pending_from = skip;
+            }
+            None => {
+                self.input.restore(child)?;
+                self.pending = state.chunks.pop();
+                self.pending_from = 0;
+            }
+        }
         Ok(())
     }
 }

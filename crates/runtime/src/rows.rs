@@ -4,6 +4,7 @@
 use arrow::record_batch::RecordBatch;
 use flumen_ir::Result;
 
+use crate::checkpoint::replay::{replay_skip, replay_state, skip_rows, symbolic, PrePull};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::{BoxOperator, Operator};
 
@@ -13,12 +14,16 @@ pub struct RowReader {
     current: Option<RecordBatch>,
     offset: usize,
     done: bool,
+    /// The input's state before `current` was pulled (for symbolic checkpoints), and the
+    /// rows between that state and `current`'s first row (non-zero after a replay).
+    before: PrePull,
+    base: usize,
 }
 
 impl RowReader {
     /// A reader over `input`.
     pub fn new(input: BoxOperator) -> Self {
-        RowReader { input, current: None, offset: 0, done: false }
+        RowReader { input, current: None, offset: 0, done: false, before: PrePull::default(), base: 0 }
     }
 
     /// Ensures a current chunk with unread rows; `false` at the end of the input.
@@ -27,6 +32,11 @@ impl RowReader {
             if self.done {
                 return Ok(false);
             }
+            // No current chunk while pulling: after a failed pull the state to save is the
+            // input's own, not a replay of a chunk already read.
+            self.current = None;
+            self.before.before_pull(|| self.input.save(SaveMode::Symbolic));
+            self.base = 0;
             match self.input.next_chunk()? {
                 Some(c) => {
                     self.current = Some(c);
@@ -118,8 +128,16 @@ impl Operator for RowReader {
         Ok(next)
     }
 
-    /// The unread rest of the current chunk (at most one chunk, so stored in both modes).
+    /// The unread rest of the current chunk: as data (full mode), or as the input's state
+    /// before the chunk and the rows read from it (symbolic mode, once recording).
     fn save(&self, mode: SaveMode) -> Result<OpState> {
+        if symbolic(mode) {
+            self.before.enable();
+            if let (Some(before), Some(_)) = (self.before.state(), &self.current) {
+                let skip = self.base + self.offset;
+                return Ok(OpState::new("rows").with("done", self.done)?.child(replay_state("replay", before, skip)?));
+            }
+        }
         let rest = self.current.as_ref().filter(|c| self.offset < c.num_rows());
         let rest = rest.map(|c| c.slice(self.offset, c.num_rows() - self.offset));
         Ok(OpState::new("rows").with("done", self.done)?.with_chunks(rest).child(self.input.save(mode)?))
@@ -128,9 +146,22 @@ impl Operator for RowReader {
     fn restore(&mut self, state: OpState) -> Result<()> {
         let mut state = state.expect("rows")?;
         self.done = state.get("done")?;
-        self.input.restore(state.take_child()?)?;
-        self.current = state.chunks.pop();
+        let child = state.take_child()?;
         self.offset = 0;
+        match replay_skip(&child)? {
+            Some(skip) => {
+                let mut child = child;
+                let before = child.take_child()?;
+                self.input.restore(before.clone())?;
+                self.current = skip_rows(|| self.input.next_chunk(), skip)?;
+                self.before.restored(Some(before));
+                self.base = skip;
+            }
+            None => {
+                self.input.restore(child)?;
+                self.current = state.chunks.pop();
+            }
+        }
         Ok(())
     }
 }

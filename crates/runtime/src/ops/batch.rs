@@ -14,6 +14,7 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result};
 
 use super::list_kernels::{uniform_runs, wrap};
+use crate::checkpoint::replay::{replay_skip, replay_state, symbolic};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
 use crate::operator::{BoxOperator, Operator};
@@ -34,6 +35,10 @@ pub(crate) struct Batcher {
     pending_rows: usize,
     /// The first error of the incomplete batch (`error_slots` only).
     failed: Option<Error>,
+    /// For symbolic checkpoints, once asked for one: the reader's state before the slice the
+    /// incomplete batch began in, and the rows of that slice before it.
+    tracking: std::cell::Cell<bool>,
+    partial_start: Option<(OpState, usize)>,
 }
 
 impl Batcher {
@@ -47,6 +52,8 @@ impl Batcher {
             pending: Vec::new(),
             pending_rows: 0,
             failed: None,
+            tracking: std::cell::Cell::new(false),
+            partial_start: None,
         }
     }
 
@@ -94,6 +101,10 @@ impl Batcher {
                     }
                 }
             } else {
+                let start = match self.tracking.get() {
+                    true => self.reader.save(SaveMode::Symbolic).ok(),
+                    false => None,
+                };
                 let s = match self.reader.next_slice(usize::MAX) {
                     Ok(Some(s)) => s,
                     Ok(None) => return Ok(None),
@@ -109,6 +120,7 @@ impl Batcher {
                 if whole < n {
                     self.pending.push(s.slice(whole, n - whole));
                     self.pending_rows = n - whole;
+                    self.partial_start = start.map(|state| (state, whole));
                 }
                 if whole > 0 {
                     return Ok(Some(s.slice(0, whole)));
@@ -131,23 +143,48 @@ impl Batcher {
         Ok(self.pending_rows < self.batch_size)
     }
 
-    /// The incomplete batch (at most one batch of rows, stored in both modes) and the input.
+    /// The incomplete batch and the input. Its rows are data (full mode), or in symbolic mode
+    /// (once recording) the reader's state where the batch began and the rows to skip there.
     pub(crate) fn save(&self, mode: SaveMode) -> Result<OpState> {
-        let mut state =
-            OpState::new("batcher").with("pending_rows", self.pending_rows)?.with_chunks(self.pending.clone());
+        let mut state = OpState::new("batcher").with("pending_rows", self.pending_rows)?;
         if let Some(e) = &self.failed {
             state = state.with_error(e);
         }
-        Ok(state.child(self.reader.save(mode)?))
+        if symbolic(mode) {
+            self.tracking.set(true);
+            if let (Some((start, skip)), false) = (&self.partial_start, self.pending.is_empty()) {
+                return Ok(state.child(replay_state("replay", start, *skip)?));
+            }
+        }
+        Ok(state.with_chunks(self.pending.clone()).child(self.reader.save(mode)?))
     }
 
     /// Restores a state saved by [`Batcher::save`].
     pub(crate) fn restore(&mut self, state: OpState) -> Result<()> {
         let mut state = state.expect("batcher")?;
-        self.reader.restore(state.take_child()?)?;
         self.pending_rows = state.get("pending_rows")?;
         self.failed = state.take_error();
-        self.pending = std::mem::take(&mut state.chunks);
+        let child = state.take_child()?;
+        match replay_skip(&child)? {
+            Some(skip) => {
+                let mut child = child;
+                let start = child.take_child()?;
+                self.reader.restore(start.clone())?;
+                if self.reader.skip(skip as u64)? < skip as u64 {
+                    return Err(crate::checkpoint::state::mismatch("batch: the input ended before the saved batch"));
+                }
+                self.pending = self.reader.next_rows(self.pending_rows)?;
+                if self.pending.iter().map(|p| p.num_rows()).sum::<usize>() != self.pending_rows {
+                    return Err(crate::checkpoint::state::mismatch("batch: the input ended inside the saved batch"));
+                }
+                self.partial_start = Some((start, skip));
+                self.tracking.set(true);
+            }
+            None => {
+                self.reader.restore(child)?;
+                self.pending = std::mem::take(&mut state.chunks);
+            }
+        }
         Ok(())
     }
 

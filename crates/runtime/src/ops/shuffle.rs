@@ -59,6 +59,9 @@ pub struct ShuffleOp {
     error: Option<flumen_ir::Error>,
     /// Input rows pulled so far: the index of the next input chunk's first row.
     pulled: u64,
+    /// Errors the input reported after its last chunk: a symbolic restore, which replays the
+    /// input up to `pulled` rows, must pull them again too (else they are reported twice).
+    errors_after_pulled: u64,
     /// The input's symbolic state at some chunk boundaries, by input index, oldest first.
     marks: VecDeque<(u64, OpState)>,
     mark_every: u64,
@@ -82,6 +85,7 @@ impl ShuffleOp {
             incoming: None,
             error: None,
             pulled: 0,
+            errors_after_pulled: 0,
             marks: VecDeque::new(),
             mark_every: (buffer_size as u64 / 2).max(chunk_rows as u64).max(1),
             mark_error: None,
@@ -105,7 +109,7 @@ impl ShuffleOp {
                 return Ok(None);
             }
             self.mark();
-            match self.input.next_chunk()? {
+            match self.input.next_chunk().inspect_err(|_| self.errors_after_pulled += 1)? {
                 Some(chunk) => self.register(chunk),
                 None => self.input_done = true,
             }
@@ -119,6 +123,7 @@ impl ShuffleOp {
         let rows = chunk.num_rows() as u64;
         self.chunks.insert(id, Held { chunk, live: 0, start: self.pulled });
         self.pulled += rows;
+        self.errors_after_pulled = 0;
         self.incoming = Some((id, 0));
     }
 
@@ -160,6 +165,7 @@ impl ShuffleOp {
         let mut state = OpState::new("shuffle")
             .with("input_done", self.input_done)?
             .with("pulled", self.pulled)?
+            .with("errors_after_pulled", self.errors_after_pulled)?
             .with("rng", RngState::of(&self.rng))?;
         if let Some(e) = &self.error {
             state = state.with_error(e);
@@ -262,6 +268,11 @@ impl ShuffleOp {
                 }
                 // Errors were reported before the checkpoint; they hold no buffer slot.
                 Err(_) => continue,
+            }
+        }
+        for _ in 0..self.errors_after_pulled {
+            if self.input.next_chunk().is_ok() {
+                return Err(mismatch("shuffle: the replayed input has no error where the saved one had one"));
             }
         }
         let start_of = |i: usize| replayed[i].0;
@@ -395,6 +406,7 @@ impl Operator for ShuffleOp {
         let state = state.expect("shuffle")?;
         self.input_done = state.get("input_done")?;
         self.pulled = state.get("pulled")?;
+        self.errors_after_pulled = state.get("errors_after_pulled")?;
         self.rng = state.get::<RngState>("rng")?.rng()?;
         let mut state = state;
         self.error = state.take_error();

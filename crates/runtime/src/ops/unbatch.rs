@@ -12,6 +12,7 @@ use flumen_ir::{Error, Result};
 
 use super::batch::BatchOp;
 use super::list_kernels::{item_type, outer_level, Nest};
+use crate::checkpoint::replay::{replay_skip, replay_state, skip_rows, symbolic, PrePull};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::{conform_array, make_batch};
 use crate::operator::{BoxOperator, Operator};
@@ -24,12 +25,16 @@ pub struct UnbatchOp {
     pending: Option<(RecordBatch, usize)>,
     /// Input elements before the current chunk (for error messages).
     seen: u64,
+    /// The input's state before the pending chunk, and the rows between it and the chunk's
+    /// first row (for symbolic checkpoints).
+    before: PrePull,
+    base: usize,
 }
 
 impl UnbatchOp {
     /// Unbatches `input`; `schema` is the output schema.
     pub fn new(input: BoxOperator, schema: SchemaRef) -> Self {
-        UnbatchOp { input, schema, pending: None, seen: 0 }
+        UnbatchOp { input, schema, pending: None, seen: 0, before: PrePull::default(), base: 0 }
     }
 }
 
@@ -38,10 +43,14 @@ impl Operator for UnbatchOp {
         loop {
             let (chunk, from) = match self.pending.take() {
                 Some(p) => p,
-                None => match self.input.next_chunk()? {
-                    Some(c) => (c, 0),
-                    None => return Ok(None),
-                },
+                None => {
+                    self.before.before_pull(|| self.input.save(SaveMode::Symbolic));
+                    self.base = 0;
+                    match self.input.next_chunk()? {
+                        Some(c) => (c, 0),
+                        None => return Ok(None),
+                    }
+                }
             };
             let n = chunk.num_rows();
             let levels = chunk
@@ -119,20 +128,42 @@ impl Operator for UnbatchOp {
         }
     }
 
-    /// The rest of the chunk being unbatched (one input chunk, stored in both modes).
+    /// The rest of the chunk being unbatched: as data, or in symbolic mode (once recording)
+    /// as the input's state before that chunk and the rows to skip.
     fn save(&self, mode: SaveMode) -> Result<OpState> {
         let (rest, seen) = match &self.pending {
             Some((chunk, from)) => (Some(chunk.slice(*from, chunk.num_rows() - from)), self.seen + *from as u64),
             None => (None, self.seen),
         };
-        Ok(OpState::new("unbatch").with("seen", seen)?.with_chunks(rest).child(self.input.save(mode)?))
+        let state = OpState::new("unbatch").with("seen", seen)?;
+        if symbolic(mode) {
+            self.before.enable();
+            if let (Some(before), Some((_, from))) = (self.before.state(), &self.pending) {
+                return Ok(state.child(replay_state("replay", before, self.base + from)?));
+            }
+        }
+        Ok(state.with_chunks(rest).child(self.input.save(mode)?))
     }
 
     fn restore(&mut self, state: OpState) -> Result<()> {
         let mut state = state.expect("unbatch")?;
         self.seen = state.get("seen")?;
-        self.input.restore(state.take_child()?)?;
-        self.pending = state.chunks.pop().map(|c| (c, 0));
+        let child = state.take_child()?;
+        self.base = 0;
+        match replay_skip(&child)? {
+            Some(skip) => {
+                let mut child = child;
+                let before = child.take_child()?;
+                self.input.restore(before.clone())?;
+                self.pending = skip_rows(|| self.input.next_chunk(), skip)?.map(|c| (c, 0));
+                self.before.restored(Some(before));
+                self.base = skip;
+            }
+            None => {
+                self.input.restore(child)?;
+                self.pending = state.chunks.pop().map(|c| (c, 0));
+            }
+        }
         Ok(())
     }
 }
