@@ -7,13 +7,13 @@
 //! let ds = Dataset::range(0, 100)?.shuffle(10, Some(1))?.batch(8)?;
 //! let mut it = ds.iter();
 //! let first: Vec<_> = it.by_ref().take(3).collect::<Result<_, _>>()?;
-//! let bytes = it.save(SaveMode::Symbolic)?.to_bytes()?; // a few hundred bytes
+//! let bytes = it.save(SaveMode::Symbolic)?.to_bytes()?; // a few kilobytes
 //!
-//! let mut resumed = ds.iter();
-//! resumed.restore(&Checkpoint::from_bytes(&bytes)?)?;
-//! let rest: Vec<_> = resumed.collect::<Result<_, _>>()?;
-//! let all: Vec<_> = ds.iter().collect::<Result<_, _>>()?;
-//! assert_eq!([first, rest].concat(), all);
+//! // Later, perhaps in another process: a new iterator continues where `it` was.
+//! let resumed: Vec<_> = ds.iter_from(&Checkpoint::from_bytes(&bytes)?)?.collect::<Result<_, _>>()?;
+//! let rest: Vec<_> = it.collect::<Result<_, _>>()?;
+//! assert_eq!(resumed, rest);
+//! assert_eq!(first.len() + rest.len(), 13);
 //! # Ok::<(), flumen::Error>(())
 //! ```
 //!
@@ -23,9 +23,22 @@
 //! [`ExternalState::Ignore`], tf.data's `external_state_policy`. Generators are re-created and
 //! advanced to their saved position, which is exact when they yield the same sequence each
 //! time they are created.
+//!
+//! Besides the operators' states, a checkpoint lists the in-memory caches that were complete
+//! when it was saved (their chunks in full mode; in symbolic mode, the seed salt their pass
+//! ran under, to run it again). An operator the restored iterator builds later, such as a
+//! cache in the next epoch of a `repeat`, reads exactly those, as the saved iterator would
+//! have: the same passes in a process that lacks them, and in this process not the caches
+//! other iterators completed since (the saved iterator would have recorded them itself, and
+//! reported the errors a cache does not record).
 
-use flumen_ir::{Error, Plan, Result};
-use flumen_runtime::{build, ElementIterator};
+use std::sync::Arc;
+
+use arrow::record_batch::RecordBatch;
+use flumen_ir::{Error, Op, Plan, Result};
+use flumen_runtime::checkpoint::state::mismatch;
+use flumen_runtime::checkpoint::OpState;
+use flumen_runtime::{build, ElementIterator, ExecContext, SharedState};
 
 pub use flumen_runtime::checkpoint::{Checkpoint, SaveMode, CHECKPOINT_VERSION};
 
@@ -51,7 +64,8 @@ fn stateful_closures(plan: &Plan, out: &mut Vec<String>) {
                 if let (Some(name), Some(stateless), Some(deterministic)) =
                     (map.get("name").and_then(|n| n.as_str()), flag("stateless"), flag("deterministic"))
                 {
-                    if !(stateless && deterministic) && !out.iter().any(|n| n == name) {
+                    let pure = stateless && deterministic;
+                    if !pure && !out.iter().any(|n| n == name) {
                         out.push(name.to_string());
                     }
                 }
@@ -61,10 +75,74 @@ fn stateful_closures(plan: &Plan, out: &mut Vec<String>) {
             _ => {}
         }
     }
-    if let Ok(op) = serde_json::to_value(plan.op()) {
-        walk(&op, out);
+    // Sources call no closure with state flags, and serializing in-memory data is costly.
+    if !matches!(plan.op(), flumen_ir::Op::Source(_)) {
+        if let Ok(op) = serde_json::to_value(plan.op()) {
+            walk(&op, out);
+        }
     }
     plan.inputs().iter().for_each(|i| stateful_closures(i, out));
+}
+
+/// The in-memory cache nodes of `plan`, in pre-order: a checkpoint names a cache by its index.
+fn memory_caches(plan: &Plan, out: &mut Vec<Plan>) {
+    if matches!(plan.op(), Op::Cache { path: None }) {
+        out.push(plan.clone());
+    }
+    plan.inputs().iter().for_each(|i| memory_caches(i, out));
+}
+
+/// The in-memory caches completed in `ctx`'s shared state. The operators reading a cache save
+/// their position in it, but operators built later (the next epoch of a `repeat`) look the
+/// cache up in the shared state, which a restore must reproduce.
+fn save_caches(plan: &Plan, ctx: &ExecContext, mode: SaveMode) -> Result<OpState> {
+    let mut nodes = Vec::new();
+    memory_caches(plan, &mut nodes);
+    let mut state = OpState::new("caches");
+    for (i, node) in nodes.iter().enumerate() {
+        if let Some(pass) = ctx.shared.cached(node) {
+            let stored = mode == SaveMode::Full;
+            let saved = OpState::new("cache_pass").with("node", i)?.with("salt", pass.salt)?.with("stored", stored)?;
+            state = state.child(if stored { saved.with_chunks(pass.chunks.iter().cloned()) } else { saved });
+        }
+    }
+    Ok(state)
+}
+
+/// Completes in `ctx`'s shared state, a view of `dataset`'s, the caches saved by
+/// [`save_caches`]: with the dataset's pass when it has the same one (same salt), else the
+/// saved chunks, else by running the cache's input again as it ran when the pass was
+/// recorded: under the salt of that pass, with no cache complete (the caches inside the input
+/// recorded in the same pass: reading them instead would drop the errors they do not record,
+/// which the operators between may react to).
+fn restore_caches(plan: &Plan, ctx: &ExecContext, dataset: &SharedState, state: OpState) -> Result<()> {
+    let mut nodes = Vec::new();
+    memory_caches(plan, &mut nodes);
+    for saved in state.expect("caches")?.children.into_iter().flatten() {
+        let mut saved = saved.expect("cache_pass")?;
+        let node = nodes.get(saved.get::<usize>("node")?).ok_or_else(|| mismatch("a saved cache names no cache"))?;
+        let salt: u64 = saved.get("salt")?;
+        let chunks = match dataset.cached(node) {
+            Some(pass) if pass.salt == salt => pass.chunks.clone(),
+            _ if saved.get::<bool>("stored")? => std::mem::take(&mut saved.chunks),
+            _ => replay(node.input(), &ExecContext { salt, shared: Arc::default(), ..ctx.clone() })?,
+        };
+        ctx.shared.complete_cache(node, chunks, salt);
+    }
+    Ok(())
+}
+
+/// Every chunk of a new instance of `plan` in `ctx`, errors skipped (a cache records none).
+fn replay(plan: &Plan, ctx: &ExecContext) -> Result<Vec<RecordBatch>> {
+    let mut input = build(plan, ctx)?;
+    let mut chunks = Vec::new();
+    loop {
+        match input.next_chunk() {
+            Ok(Some(chunk)) => chunks.push(chunk),
+            Ok(None) => return Ok(chunks),
+            Err(_) => continue,
+        }
+    }
 }
 
 impl DatasetIterator {
@@ -91,12 +169,12 @@ impl DatasetIterator {
         }
         Ok(Checkpoint {
             dataset_fingerprint: self.dataset.fingerprint(),
-            plan_fingerprint: flumen_ir::fingerprint::fingerprint(&plan),
+            plan_fingerprint: self.dataset.optimized_fingerprint()?,
             mode,
             iteration: ctx.iteration,
             unseeded: ctx.unseeded,
             elements: self.delivered,
-            state: it.save(mode)?,
+            state: OpState::new("dataset").child(it.save(mode)?).child(save_caches(&plan, ctx, mode)?),
         })
     }
 
@@ -116,7 +194,7 @@ impl DatasetIterator {
             ));
         }
         let plan = ds.optimized_plan()?;
-        let plan_print = flumen_ir::fingerprint::fingerprint(&plan);
+        let plan_print = ds.optimized_fingerprint()?;
         if checkpoint.plan_fingerprint != plan_print {
             return Err(Error::execution(
                 "restore",
@@ -126,9 +204,14 @@ impl DatasetIterator {
                 ),
             ));
         }
-        let ctx = ds.context(checkpoint.iteration, Some(checkpoint.unseeded));
+        let mut ctx = ds.context(checkpoint.iteration, Some(checkpoint.unseeded));
+        let dataset = ctx.shared.clone();
+        ctx.shared = Arc::new(SharedState::view_of(dataset.clone()));
+        let mut state = checkpoint.state.clone().expect("dataset")?;
+        let iterator = state.take_child()?;
+        restore_caches(&plan, &ctx, &dataset, state.take_child()?)?;
         let mut it = ElementIterator::new(build(&plan, &ctx)?, ds.element_spec())?;
-        it.restore(checkpoint.state.clone())?;
+        it.restore(iterator)?;
         if ds.options().symbolic_checkpoint {
             it.record_positions()?;
         }

@@ -36,6 +36,10 @@ pub struct Dataset {
     /// shared by clones, so every iterator of one dataset runs the same optimized nodes
     /// (caches and reshuffle counters are keyed by them).
     optimized: Arc<OnceLock<Optimized>>,
+    /// The written plan's fingerprint and the optimized plan's, computed on first use (for
+    /// in-memory data they hash every value, which checkpoints must not redo on every save).
+    print: Arc<OnceLock<String>>,
+    optimized_print: Arc<OnceLock<String>>,
 }
 
 /// The optimizer's report and the interned plan that runs, or why optimizing failed.
@@ -107,6 +111,8 @@ impl Dataset {
             shared: Arc::new(SharedState::default()),
             options: Options::default(),
             optimized: Arc::default(),
+            print: Arc::default(),
+            optimized_print: Arc::default(),
         })
     }
 
@@ -118,6 +124,8 @@ impl Dataset {
             shared: Arc::new(SharedState::default()),
             options: Options::default(),
             optimized: Arc::default(),
+            print: Arc::default(),
+            optimized_print: Arc::default(),
         }
     }
 
@@ -127,7 +135,14 @@ impl Dataset {
     }
 
     pub(crate) fn then(&self, op: Op) -> Result<Dataset> {
-        Ok(Dataset { plan: Plan::new(op, vec![self.plan.clone()])?, optimized: Arc::default(), ..self.clone() })
+        let plan = Plan::new(op, vec![self.plan.clone()])?;
+        Ok(Dataset {
+            plan,
+            optimized: Arc::default(),
+            print: Arc::default(),
+            optimized_print: Arc::default(),
+            ..self.clone()
+        })
     }
 
     fn combine(datasets: &[&Dataset], op: Op) -> Result<Dataset> {
@@ -137,7 +152,14 @@ impl Dataset {
             registry.merge(&d.registry)?;
         }
         let plan = Plan::new(op, datasets.iter().map(|d| d.plan.clone()).collect())?;
-        Ok(Dataset { plan, registry, optimized: Arc::default(), ..(*first).clone() })
+        Ok(Dataset {
+            plan,
+            registry,
+            optimized: Arc::default(),
+            print: Arc::default(),
+            optimized_print: Arc::default(),
+            ..(*first).clone()
+        })
     }
 
     // ----- sources -----
@@ -532,7 +554,13 @@ impl Dataset {
 
     /// A stable hash of the plan (seeds included).
     pub fn fingerprint(&self) -> String {
-        flumen_ir::fingerprint::fingerprint(&self.plan)
+        self.print.get_or_init(|| flumen_ir::fingerprint::fingerprint(&self.plan)).clone()
+    }
+
+    /// The fingerprint of the optimized plan (what checkpoints check options by).
+    pub(crate) fn optimized_fingerprint(&self) -> Result<String> {
+        let plan = self.optimized_plan()?;
+        Ok(self.optimized_print.get_or_init(|| flumen_ir::fingerprint::fingerprint(&plan)).clone())
     }
 
     /// A stable hash of the plan that ignores seeds.
@@ -580,7 +608,7 @@ impl Dataset {
 
     /// The same dataset with other options.
     pub fn with_options(&self, options: Options) -> Dataset {
-        Dataset { options, optimized: Arc::default(), ..self.clone() }
+        Dataset { options, optimized: Arc::default(), optimized_print: Arc::default(), ..self.clone() }
     }
 
     // ----- iteration -----

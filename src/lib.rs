@@ -47,12 +47,12 @@ pub mod crates {
 
 /// Everything a pipeline author needs: `use flumen::prelude::*`.
 pub mod prelude {
+    pub use crate::snapshot::Compression;
     pub use crate::{
         BucketOptions, Checkpoint, CsvOptions, DType, Dataset, DatasetFunction, ElementSpec, ExplainFormat,
         ExternalState, FieldSpec, FileRead, MapFunction, Options, PaddedBatchOptions, Parallel, PredicateFunction,
         SaveMode, SnapshotOptions, Tunable,
     };
-    pub use crate::snapshot::Compression;
     pub use datafusion_expr::{cast, col, lit, when, Expr};
     pub use flumen_udf::functions::*;
 }

@@ -133,7 +133,10 @@ impl Dataset {
         if let Some((name, reader)) = options.reader {
             let schema = self.element_spec().clone();
             let factory = move |element: &arrow::record_batch::RecordBatch| {
-                let read = DatasetFunction::read_file("shard", FileRead::Format(FileFormat::Chunks { schema: schema.clone() }));
+                let read = DatasetFunction::read_file(
+                    "shard",
+                    FileRead::Format(FileFormat::Chunks { schema: schema.clone() }),
+                );
                 let ds = reader(shard_dataset(element)?, read)?;
                 Ok((ds.plan().clone(), ds.registry().clone()))
             };

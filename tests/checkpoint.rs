@@ -280,9 +280,9 @@ fn a_checkpoint_of_another_dataset_is_refused() {
     let mut bytes = checkpoint.to_bytes().unwrap();
     let at = bytes.len() / 2;
     bytes[at] ^= 0x40;
-    let err = Checkpoint::from_bytes(&bytes).err().expect("a flipped byte").to_string();
+    let err = Checkpoint::from_bytes(&bytes).expect_err("a flipped byte").to_string();
     assert!(err.contains("checksum"), "{err}");
-    let err = Checkpoint::from_bytes(&bytes[..bytes.len() - 9]).err().expect("truncated").to_string();
+    let err = Checkpoint::from_bytes(&bytes[..bytes.len() - 9]).expect_err("truncated").to_string();
     assert!(err.contains("checkpoint"), "{err}");
 }
 
@@ -292,7 +292,7 @@ fn stateful_closures_refuse_to_be_saved_unless_ignored() {
     let ds = range(0, 5).map(counter).unwrap();
     let mut it = ds.iter();
     it.next();
-    let err = it.save(SaveMode::Symbolic).err().expect("a stateful closure").to_string();
+    let err = it.save(SaveMode::Symbolic).expect_err("a stateful closure").to_string();
     assert!(err.contains("counter") && err.contains("ExternalState::Ignore"), "{err}");
     let ignored = ds.with_options(Options::default().with_external_state(ExternalState::Ignore));
     let mut it = ignored.iter();
@@ -331,7 +331,8 @@ fn holders(state: &flumen::crates::runtime::checkpoint::OpState) -> String {
 
 #[test]
 fn recording_symbolic_checkpoints_hold_no_element() {
-    let failing_map = |ds: Dataset| ds.map(MapFunction::with_fields([("y", lit(1000i64) / (col("value") % lit(97i64)))]));
+    let failing_map =
+        |ds: Dataset| ds.map(MapFunction::with_fields([("y", lit(1000i64) / (col("value") % lit(97i64)))]));
     let ds = failing_map(range(0, 3000))
         .unwrap()
         .shuffle(500, Some(3))
@@ -369,4 +370,77 @@ fn recording_symbolic_checkpoints_hold_no_element() {
     assert_eq!(stored_chunks(&second.state), 1);
     let rest = drain(it, MAX);
     assert_eq!(drain(lazy.iter_from(&second).unwrap(), MAX), rest);
+}
+
+// ----- bugs found by the property test `checkpoint_equivalence` -----
+
+/// A symbolic shuffle checkpoint rewinds the shuffle's input to a mark and replays it up to
+/// the rows the shuffle had pulled, but not past the errors the input reported after the last
+/// of them: the restored iterator reported such an error a second time.
+#[test]
+fn symbolic_shuffle_reports_an_input_error_again_after_a_restore() {
+    assert_resumes("an error, shuffled", failing(5, 6).shuffle(1, Some(0)).unwrap());
+    assert_resumes("shuffle of an input failing early", failing(0, 9).shuffle(4, Some(3)).unwrap());
+}
+
+/// A cache completed before the cut but not yet read by the iterator's operators (here: by
+/// the repeat's first epoch, not opened yet) was not in the checkpoint: restored in another
+/// process (a second build of the pipeline, without the cache), its pass was computed again,
+/// under the restoring iteration's seeds.
+#[test]
+fn a_cache_completed_before_the_cut_is_lost_in_another_process() {
+    let make = || range(0, 8).shuffle(8, Some(1)).unwrap().cache().unwrap().repeat(Some(2)).unwrap();
+    for mode in [SaveMode::Full, SaveMode::Symbolic] {
+        let ds = make();
+        // Iteration 0 fills the cache in its order; iteration 1 replays it.
+        drain(ds.iter(), MAX);
+        let it = ds.iter();
+        let bytes = it.save(mode).unwrap().to_bytes().unwrap();
+        let rest = drain(it, MAX);
+        let restored = make().iter_from(&Checkpoint::from_bytes(&bytes).unwrap()).unwrap();
+        assert_eq!(drain(restored, MAX), rest, "{mode:?}");
+    }
+}
+
+/// A restored iterator read the caches that other iterators of the dataset had completed
+/// since its checkpoint was saved (here: the saved iterator itself, going on), where the
+/// saved iterator would have recorded the pass: it skipped the errors of the cached input,
+/// which a cache does not record and the saved iterator reported.
+#[test]
+fn a_restored_iterator_read_a_cache_completed_after_its_checkpoint() {
+    for mode in [SaveMode::Full, SaveMode::Symbolic] {
+        let ds = failing(3, 8).cache().unwrap().repeat(Some(2)).unwrap();
+        let it = ds.iter();
+        let checkpoint = it.save(mode).unwrap();
+        // Going on completes the cache: 3 4 Err 6 7, then 3 4 6 7 replayed.
+        let rest = drain(it, MAX);
+        assert_eq!(rest.iter().filter(|i| i.starts_with("Err")).count(), 1);
+        assert_eq!(drain(ds.iter_from(&checkpoint).unwrap(), MAX), rest, "{mode:?}");
+    }
+}
+
+/// Open: a symbolic shuffle checkpoint rewinds the shuffle's input to a mark and replays it.
+/// When the mark precedes a cache's first complete pass (here: the mark before epoch 0, the
+/// checkpoint in epoch 1), the replay builds the cache again in a state where its pass is
+/// complete, and reads it where the saved run recorded it: the errors the recording reported
+/// (a cache records none) are missing, and the operators between that count errors (here
+/// `enumerate`; also `window`, `zip`, `batch`) give the replayed rows other values. An exact
+/// replay needs the caches complete at the mark's time, which marks do not record.
+#[test]
+#[ignore = "open: a symbolic shuffle replay reads a cache completed after its mark"]
+fn symbolic_shuffle_replay_reads_a_cache_its_input_was_recording() {
+    // 4 Err 6 7 recorded as 4 6 7, then 4 6 7 replayed: enumerated 0..=6, shuffled.
+    let make = || {
+        let ds = failing(4, 8).cache()?.repeat(Some(2))?.enumerate(0)?.shuffle(3, Some(0))?;
+        Ok::<_, Error>(ds.with_options(Options::default().with_chunk_rows(1)))
+    };
+    for k in 0..=7 {
+        // A new dataset each time: the cut run is the one that records the cache.
+        let ds = make().unwrap();
+        let mut it = ds.iter();
+        drain(it.by_ref(), k);
+        let checkpoint = it.save(SaveMode::Symbolic).unwrap();
+        let rest = drain(it, MAX);
+        assert_eq!(drain(ds.iter_from(&checkpoint).unwrap(), MAX), rest, "after {k}");
+    }
 }

@@ -7,15 +7,17 @@
 //! `optimizer_equivalence` (`common::pipelines`: a small source and 3–12 operator recipes from
 //! the whole operator set) and runs them as users do: optimizer on with default options, in
 //! default-sized chunks or (most cases) in chunks of 1–5 rows, so that operators hold partial
-//! chunks when they are cut. For each case, one run of the iterator is cut at its start, at
-//! two random positions, just before its last item and at its end (and once more after it has
-//! reported the end); each cut saves a checkpoint in a random mode (`Full` or `Symbolic`).
-//! Each checkpoint goes through `to_bytes`/`from_bytes` (it must read back equal), is
-//! restored with `Dataset::iter_from`, and the restored iterator must yield the rest of the
-//! cut run; the restored iterator of one cut is itself cut and restored again (a checkpoint
-//! of a restored iterator). A third of the cases iterate the dataset once before the cut run,
-//! so caches replay and reshuffling shuffles use iteration 1. Each case runs on its own
-//! thread with a time limit, so a hang fails the case instead of the suite.
+//! chunks when they are cut; a quarter of the cases record symbolic positions from the start
+//! (`Options::symbolic_checkpoint`). For each case, one run of the iterator is cut at its
+//! start, at up to four random positions, just before its last item, before its end is
+//! reported and after it; each cut saves a checkpoint in a random mode (`Full` or `Symbolic`).
+//! Each checkpoint goes through `to_bytes`/`from_bytes` (it must read back equal), is restored
+//! with `Dataset::iter_from`, and the restored iterator must yield the rest of the cut run. It
+//! is also restored into a second build of the case (as in another process), and the restored
+//! iterator of one cut is itself cut and restored again. A third of the cases iterate the
+//! dataset once before the cut run, so caches replay and reshuffling shuffles use iteration 1.
+//! Each case runs on its own thread with a time limit, so a hang fails the case instead of
+//! the suite.
 //!
 //! Pipelines calling closures flagged stateful or nondeterministic cannot be saved (`save`
 //! asks for `ExternalState::Ignore`): such cases are checked to be refused, counted as
@@ -55,6 +57,8 @@ struct CheckpointCase {
     recut: u8,
     /// Iterate the dataset once before the cut run.
     warm: bool,
+    /// Run with `Options::symbolic_checkpoint`.
+    recording: bool,
 }
 
 /// The equivalence test's cases, with three in four stateful or random closures made pure
@@ -68,8 +72,9 @@ fn checkpoint_case() -> impl Strategy<Value = CheckpointCase> {
         any::<u16>(),
         0u8..6,
         proptest::bool::weighted(0.33),
+        proptest::bool::weighted(0.25),
     )
-        .prop_map(|(mut case, keep_impure, cuts, modes, recut, warm)| {
+        .prop_map(|(mut case, keep_impure, cuts, modes, recut, warm, recording)| {
             for (op, keep) in case.ops.iter_mut().zip(keep_impure) {
                 if let OpRecipe::MapClosure { flavor: flavor @ (Flavor::Stateful | Flavor::Random), .. } = op {
                     if !keep {
@@ -77,7 +82,7 @@ fn checkpoint_case() -> impl Strategy<Value = CheckpointCase> {
                     }
                 }
             }
-            CheckpointCase { case, cuts, modes, recut, warm }
+            CheckpointCase { case, cuts, modes, recut, warm, recording }
         })
 }
 
@@ -91,6 +96,7 @@ struct Stats {
     /// Cases with a stateful or random closure that saved anyway (the optimizer removed it).
     impure_saved: AtomicUsize,
     warm: AtomicUsize,
+    recording: AtomicUsize,
     capped: AtomicUsize,
     empty: AtomicUsize,
     cases_with_errors: AtomicUsize,
@@ -102,7 +108,7 @@ struct Stats {
     cuts_inside: AtomicUsize,
     recuts: AtomicUsize,
     /// Checkpoints restored into another build of their case.
-    fresh_restores: AtomicUsize,
+    other_restores: AtomicUsize,
     resumed_items: AtomicUsize,
     /// Checkpoints written to bytes, read back and restored.
     restores: AtomicUsize,
@@ -225,25 +231,32 @@ fn check_resume(
     Ok(())
 }
 
-/// The cut run of a built case: iterates `ds` once, saving a checkpoint before every item
-/// and after the end (saving must not disturb the run), then restores those at the case's
-/// cuts and checks that each resumes exactly, also (in warm cases) in `fresh`, another build
-/// of the case (as in another process: no cache filled, no iteration before). `Ok(false)`
-/// when the pipeline cannot be saved at all (stateful or random closures).
-fn cut_and_resume(c: &CheckpointCase, ds: &Dataset, fresh: Option<&Dataset>) -> Result<bool, String> {
+/// The cut run of a built case: iterates `ds` once, saving checkpoints at `cuts` (cuts past
+/// the end of the run at its end) and after the end, then restores each into `ds` and into
+/// `other`, another build of the case, and checks that they resume exactly. `Ok(false)` when
+/// the pipeline cannot be saved (stateful or random closures).
+fn cut_and_resume(c: &CheckpointCase, ds: &Dataset, other: &Dataset, cuts: &[usize]) -> Result<bool, String> {
     let mut it = ds.iter();
     let mut seen = Vec::new();
-    let mut saved = Vec::new();
-    let mut save = |it: &flumen::DatasetIterator, at: usize, i: usize| {
-        it.save(mode(c, i)).map(|checkpoint| saved.push((at, checkpoint)))
+    let mut saved: Vec<(usize, Checkpoint)> = Vec::new();
+    let mut save = |it: &flumen::DatasetIterator, at: usize| {
+        let mode = mode(c, saved.len());
+        let checkpoint = it.save(mode).map_err(|e| (e, format!("{mode:?} save after {at} items")))?;
+        saved.push((at, checkpoint));
+        Ok::<_, (Error, String)>(())
     };
+    let mut pending = cuts.iter().copied().peekable();
     let ended = loop {
-        match save(&it, seen.len(), seen.len()) {
-            Err(e) if seen.is_empty() && refused_for_external_state(&e) => return Ok(false),
-            Err(e) => return Err(format!("{:?} save after {} items failed: {e}", mode(c, seen.len()), seen.len())),
-            Ok(()) => {}
+        let at = seen.len();
+        if pending.next_if(|&k| k <= at).is_some() {
+            while pending.next_if(|&k| k <= at).is_some() {}
+            match save(&it, at) {
+                Err((e, _)) if at == 0 && refused_for_external_state(&e) => return Ok(false),
+                Err((e, what)) => return Err(format!("{what} failed: {e}")),
+                Ok(()) => {}
+            }
         }
-        if seen.len() == MAX_READ {
+        if at == MAX_READ {
             break false;
         }
         match it.next() {
@@ -254,7 +267,7 @@ fn cut_and_resume(c: &CheckpointCase, ds: &Dataset, fresh: Option<&Dataset>) -> 
     let len = seen.len();
     if ended {
         // After the end has been reported: the restored iterator must report it too.
-        save(&it, len, len + 1).map_err(|e| format!("save after the end failed: {e}"))?;
+        save(&it, len).map_err(|(e, what)| format!("{what}, after the end, failed: {e}"))?;
     }
     let errors = seen.iter().filter(|s| matches!(s, Seen::Err(_))).count();
     count(&STATS.items, len);
@@ -262,21 +275,12 @@ fn cut_and_resume(c: &CheckpointCase, ds: &Dataset, fresh: Option<&Dataset>) -> 
     count(&STATS.cases_with_errors, usize::from(errors > 0));
     count(&STATS.empty, usize::from(len == 0));
     count(&STATS.capped, usize::from(!ended));
-    // Indices into `saved`: the start, the random cuts, just before the last item, before
-    // the end is reported, and after it.
-    let mut cuts: Vec<usize> = c.cuts.iter().map(|&p| len * usize::from(p) / 1000).collect();
-    cuts.extend([0, len.saturating_sub(1), saved.len() - 1, len]);
-    cuts.sort_unstable();
-    cuts.dedup();
-    let first_inside = cuts.iter().copied().find(|&i| saved[i].0 > 0 && saved[i].0 < len);
-    for i in cuts {
-        let (at, checkpoint) = &saved[i];
-        let recut = (Some(i) == first_inside).then(|| (usize::from(c.recut), mode(c, i + 7)));
+    let first_inside = saved.iter().position(|&(at, _)| at > 0 && at < len);
+    for (i, (at, checkpoint)) in saved.iter().enumerate() {
+        let recut = (Some(i) == first_inside).then(|| (usize::from(c.recut), mode(c, saved.len() + i)));
         check_resume(ds, checkpoint, *at, &seen, recut)?;
-        if let Some(fresh) = fresh {
-            check_resume(fresh, checkpoint, *at, &seen, None).map_err(|e| format!("another build: {e}"))?;
-            count(&STATS.fresh_restores, 1);
-        }
+        check_resume(other, checkpoint, *at, &seen, None).map_err(|e| format!("in another build: {e}"))?;
+        count(&STATS.other_restores, 1);
         match checkpoint.mode {
             SaveMode::Full => count(&STATS.cuts_full, 1),
             SaveMode::Symbolic => count(&STATS.cuts_symbolic, 1),
@@ -288,10 +292,10 @@ fn cut_and_resume(c: &CheckpointCase, ds: &Dataset, fresh: Option<&Dataset>) -> 
 
 /// Builds `case` under the options users run with: the optimizer on, default options, and
 /// the case's small chunks (its largest chunk size stands for the default).
-fn build_case(case: &Case, dir: &std::path::Path) -> flumen::Result<Built> {
-    let options =
-        if case.chunk_rows < 1024 { Options::default().with_chunk_rows(case.chunk_rows) } else { Options::default() };
-    build(case, options, dir)
+fn build_case(c: &CheckpointCase, dir: &std::path::Path) -> flumen::Result<Built> {
+    let options = Options::default().with_symbolic_checkpoint(c.recording);
+    let options = if c.case.chunk_rows < 1024 { options.with_chunk_rows(c.case.chunk_rows) } else { options };
+    build(&c.case, options, dir)
 }
 
 /// Runs one case; a description of the first failure, if any.
@@ -300,22 +304,27 @@ fn run_case(c: &CheckpointCase) -> Result<(), String> {
     if let SourceRecipe::Files { rows, parquet, files, bad_row, .. } = &c.case.source {
         write_files(dir.path(), rows, *parquet, *files, *bad_row);
     }
-    let Ok(built) = build_case(&c.case, dir.path()) else {
+    let Ok(built) = build_case(c, dir.path()) else {
         count(&STATS.build_failed, 1);
         return Ok(());
     };
     count(&STATS.cases, 1);
-    let fresh = if c.warm {
-        // A first pass: caches are filled and replay, reshuffling shuffles use iteration 1.
-        count(&STATS.warm, 1);
-        built.ds.iter().take(MAX_READ).for_each(drop);
-        Some(build_case(&c.case, dir.path()).map_err(|e| format!("the second build failed: {e}"))?.ds)
-    } else {
-        None
-    };
+    count(&STATS.recording, usize::from(c.recording));
+    let other = build_case(c, dir.path()).map_err(|e| format!("the second build failed: {e}"))?.ds;
+    // The length of a run, to place the cuts: the first pass over the dataset in warm cases
+    // (caches are filled and replay, reshuffling shuffles use iteration 1 in the cut run),
+    // else the first pass over the other build (the same seeds: the cut run's length). The
+    // other build is then in the state of another process that iterated it once, or none.
+    let first = if c.warm { &built.ds } else { &other };
+    count(&STATS.warm, usize::from(c.warm));
+    let len = first.iter().take(MAX_READ).count();
+    let at = |p: u16| len * usize::from(p) / 1000;
+    let mut cuts: Vec<usize> = c.cuts.iter().map(|&p| at(p)).collect();
+    cuts.extend([0, len.saturating_sub(1), len]);
+    cuts.sort_unstable();
     let impure =
         built.applied.iter().any(|op| matches!(*op, "map(closure stateful)" | "map(closure nondeterministic)"));
-    let checked = cut_and_resume(c, &built.ds, fresh.as_ref()).map_err(|e| format!("{e}\n\n{}", describe(&built)))?;
+    let checked = cut_and_resume(c, &built.ds, &other, &cuts).map_err(|e| format!("{e}\n\n{}", describe(&built)))?;
     let ops = match (checked, impure) {
         (false, false) => return Err(format!("a pure pipeline cannot be saved\n\n{}", describe(&built))),
         (false, true) => {
@@ -346,7 +355,7 @@ fn stats_report(elapsed: Duration) -> String {
     let _ = writeln!(
         out,
         "{} cases in {:.1?} ({} failed to build): {} checked, {} skipped (stateful or random closures), {} saved \
-         despite such a closure; {} warm, {} capped at {MAX_READ} items, {} empty, {} with errors; {} items ({} \
+         despite such a closure; {} warm, {} recording, {} capped at {MAX_READ} items, {} empty, {} with errors; {} items ({} \
          errors) in cut runs; cuts: {} full, {} symbolic, {} strictly inside a run; {} checkpoints restored ({} of \
          restored iterators, {} into another build), {} items resumed; checkpoints of {} bytes on average, {} at most",
         get(&s.cases) + get(&s.build_failed),
@@ -356,6 +365,7 @@ fn stats_report(elapsed: Duration) -> String {
         get(&s.skipped),
         get(&s.impure_saved),
         get(&s.warm),
+        get(&s.recording),
         get(&s.capped),
         get(&s.empty),
         get(&s.cases_with_errors),
@@ -366,7 +376,7 @@ fn stats_report(elapsed: Duration) -> String {
         get(&s.cuts_inside),
         get(&s.restores),
         get(&s.recuts),
-        get(&s.fresh_restores),
+        get(&s.other_restores),
         get(&s.resumed_items),
         get(&s.checkpoint_bytes) / get(&s.restores).max(1),
         get(&s.largest_checkpoint),

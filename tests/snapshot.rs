@@ -78,7 +78,8 @@ fn the_first_pass_writes_and_later_passes_read() {
     assert_eq!(ints(&ds, "sq")[..3], [0, 1, 4]);
     assert_eq!(passes.load(Ordering::SeqCst), 1);
     // A new dataset with the same upstream plan finds the snapshot too.
-    let again = counted(100, passes.clone()).snapshot(dir.path().to_str().unwrap(), SnapshotOptions::default()).unwrap();
+    let again =
+        counted(100, passes.clone()).snapshot(dir.path().to_str().unwrap(), SnapshotOptions::default()).unwrap();
     assert_eq!(values(&again), first);
     assert_eq!(passes.load(Ordering::SeqCst), 1);
 }

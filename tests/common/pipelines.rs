@@ -1002,9 +1002,6 @@ pub fn show(item: Option<&Item>) -> String {
     }
 }
 
-/// Where the two sequences first differ: elements must be equal (schema and values), errors
-/// need only be errors at the same position (per-row and columnar evaluation may word the
-
 /// The message of a caught panic.
 pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()

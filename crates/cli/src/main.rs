@@ -118,7 +118,7 @@ fn run(
     }
     let (mut elements, mut rows) = (it.position(), 0u64);
     let first = elements;
-    while !limit.is_some_and(|l| elements >= l) {
+    while limit.is_none_or(|l| elements < l) {
         let Some(element) = it.next() else { break };
         let element = element.map_err(|e| e.to_string())?;
         if ((elements - first) as usize) < show {
@@ -170,7 +170,8 @@ fn main() -> ExitCode {
                 Mode::Symbolic => SaveMode::Symbolic,
                 Mode::Full => SaveMode::Full,
             };
-            let saving = save_every.zip(checkpoint.as_ref()).map(|(every, path)| Saving { every: every.max(1), path, mode });
+            let saving =
+                save_every.zip(checkpoint.as_ref()).map(|(every, path)| Saving { every: every.max(1), path, mode });
             run(pipeline, *show, *limit, saving, restore.as_ref())
         }
         Command::Explain { pipeline, format, verbose } => explain(pipeline, *format, *verbose),

@@ -124,8 +124,18 @@ fn a_run_continues_in_another_process_from_a_checkpoint() {
         let checkpoint = dir.path().join(format!("{mode}.ckpt"));
         let checkpoint = checkpoint.to_str().unwrap();
         let (ok, first, stderr) = flumen(&[
-            "run", pipeline, "--show", "1000", "--limit", "5", "--save-every", "2", "--checkpoint", checkpoint,
-            "--checkpoint-mode", mode,
+            "run",
+            pipeline,
+            "--show",
+            "1000",
+            "--limit",
+            "5",
+            "--save-every",
+            "2",
+            "--checkpoint",
+            checkpoint,
+            "--checkpoint-mode",
+            mode,
         ]);
         assert!(ok, "{stderr}");
         assert_eq!(stderr.matches("checkpoint after").count(), 2, "{stderr}");
@@ -140,7 +150,8 @@ fn a_run_continues_in_another_process_from_a_checkpoint() {
     }
     // A checkpoint of another pipeline is refused.
     let checkpoint = dir.path().join("symbolic.ckpt");
-    let (ok, _, stderr) = flumen(&["run", "examples/pipelines/map_chain.json", "--restore", checkpoint.to_str().unwrap()]);
+    let (ok, _, stderr) =
+        flumen(&["run", "examples/pipelines/map_chain.json", "--restore", checkpoint.to_str().unwrap()]);
     assert!(!ok && stderr.contains("another dataset"), "{stderr}");
 }
 

@@ -59,9 +59,14 @@ pub struct SharedState {
     iterations: Mutex<u64>,
     /// Plan nodes handed out by [`SharedState::intern`], without keeping them alive.
     interned: Mutex<Vec<WeakPlan>>,
+    /// Fingerprints of unseeded random nodes, computed once (in-memory data makes them costly).
+    prints: Mutex<Vec<(WeakPlan, u64)>>,
     /// Drawn once per dataset: what unseeded random operators derive their seed from, so an
     /// unseeded shuffle without reshuffling repeats its order, as in tf.data.
     unseeded: u64,
+    /// The dataset's state when this is a restored iterator's view of it (see
+    /// [`SharedState::view_of`]): the caches completed here are completed there too.
+    parent: Option<Arc<SharedState>>,
 }
 
 impl Default for SharedState {
@@ -70,12 +75,35 @@ impl Default for SharedState {
             caches: Mutex::default(),
             iterations: Mutex::default(),
             interned: Mutex::default(),
+            prints: Mutex::default(),
             unseeded: rand::random(),
+            parent: None,
         }
     }
 }
 
 impl SharedState {
+    /// The state a restored iterator runs in: it reads only the caches completed in it (those
+    /// that were complete when the checkpoint was saved, and those it completes), not the ones
+    /// other iterators of the dataset completed since, which the saved iterator would have
+    /// recorded itself; what it completes is completed in `parent` too.
+    pub fn view_of(parent: Arc<SharedState>) -> Self {
+        SharedState { unseeded: parent.unseeded, parent: Some(parent), ..SharedState::default() }
+    }
+
+    /// A stable 64-bit hash of `node` (from its fingerprint), computed once per node.
+    pub fn node_print(&self, node: &Plan) -> u64 {
+        let mut prints = self.prints.lock().expect("prints lock");
+        if let Some((_, print)) = prints.iter().find(|(key, _)| key.refers_to(node)) {
+            return *print;
+        }
+        prints.retain(|(key, _)| key.is_alive());
+        let text = flumen_ir::fingerprint::fingerprint(node);
+        let print = u64::from_str_radix(&text[..16], 16).unwrap_or(0);
+        prints.push((node.downgrade(), print));
+        print
+    }
+
     /// The completed in-memory cache of `node`, if a pass has completed.
     pub fn cached(&self, node: &Plan) -> Option<CachedChunks> {
         let caches = self.caches.lock().expect("cache lock");
@@ -89,6 +117,9 @@ impl SharedState {
         caches.retain(|(key, _)| key.is_alive());
         if let Some((_, pass)) = caches.iter().find(|(key, _)| key.refers_to(node)) {
             return pass.clone();
+        }
+        if let Some(parent) = &self.parent {
+            parent.complete_cache(node, chunks.clone(), salt);
         }
         let pass = Arc::new(CachedPass { chunks, salt });
         caches.push((node.downgrade(), pass.clone()));
@@ -179,10 +210,7 @@ impl ExecContext {
     /// An unseeded operator's seed mixes the dataset's base with the node's fingerprint (not
     /// its address), so a checkpoint that records the base restores it in another process.
     pub fn seed(&self, node: &Plan, seed: Option<u64>, reshuffle: bool) -> u64 {
-        let base = seed.unwrap_or_else(|| {
-            let print = flumen_ir::fingerprint::fingerprint(node);
-            mix(self.unseeded, u64::from_str_radix(&print[..16], 16).unwrap_or(0))
-        });
+        let base = seed.unwrap_or_else(|| mix(self.unseeded, self.shared.node_print(node)));
         if reshuffle {
             mix(base, self.salt)
         } else {

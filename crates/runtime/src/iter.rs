@@ -5,7 +5,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{ElementSpec, Error, Result};
 
-use crate::checkpoint::replay::{replay_skip, replay_state, skip_rows, symbolic, PrePull};
+use crate::checkpoint::replay::{PrePull, Rewind};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::{BoxOperator, Operator};
 
@@ -34,6 +34,16 @@ impl ChunkIterator {
         let mut state = state.expect("chunks")?;
         self.done = state.get("done")?;
         self.root.restore(state.take_child()?)
+    }
+}
+
+impl Rewind for ChunkIterator {
+    fn rewind(&mut self, state: OpState) -> Result<()> {
+        self.restore(state)
+    }
+
+    fn pull(&mut self) -> Result<Option<RecordBatch>> {
+        self.next().transpose()
     }
 }
 
@@ -90,13 +100,14 @@ impl ElementIterator {
     /// the elements read from it (symbolic mode, once recording: see
     /// [`replay`](crate::checkpoint::replay)).
     pub fn save(&self, mode: SaveMode) -> Result<OpState> {
-        if symbolic(mode) {
-            self.before.enable();
-            if let (Some(before), Some(_)) = (self.before.state(), &self.current) {
-                return Ok(OpState::new("elements").child(replay_state("replay", before, self.base + self.row)?));
-            }
+        if let Some(replay) = self.before.replay(mode, self.current.is_some(), self.base + self.row)? {
+            return Ok(OpState::new("elements").child(replay));
         }
-        let rest = self.current.as_ref().filter(|c| self.row < c.num_rows()).map(|c| c.slice(self.row, c.num_rows() - self.row));
+        let rest = self
+            .current
+            .as_ref()
+            .filter(|c| self.row < c.num_rows())
+            .map(|c| c.slice(self.row, c.num_rows() - self.row));
         Ok(OpState::new("elements").with_chunks(rest).child(self.chunks.save(mode)?))
     }
 
@@ -113,22 +124,10 @@ impl ElementIterator {
         let mut state = state.expect("elements")?;
         let child = state.take_child()?;
         self.row = 0;
-        self.base = 0;
-        match replay_skip(&child)? {
-            Some(skip) => {
-                let mut child = child;
-                let before = child.take_child()?;
-                self.chunks.restore(before.clone())?;
-                let chunks = &mut self.chunks;
-                self.current = skip_rows(|| chunks.next().transpose(), skip)?;
-                self.before.restored(Some(before));
-                self.base = skip;
-            }
-            None => {
-                self.chunks.restore(child)?;
-                self.current = state.chunks.pop();
-            }
-        }
+        (self.current, self.base) = match self.before.restore(&mut self.chunks, child)? {
+            Some(replayed) => replayed,
+            None => (state.chunks.pop(), 0),
+        };
         Ok(())
     }
 }

@@ -94,12 +94,13 @@ pub fn operator(op: &Op) -> String {
         Op::Zip => "ZipOp".to_string(),
         Op::Concatenate => "ConcatenateOp".to_string(),
         Op::Prefetch { .. } => "Prefetch (pass-through: the sequential runtime runs it inline)".to_string(),
-        Op::Cache { path: Some(path) } => format!("FileCacheOp[{path:?}] (writes the first complete pass, reads it after)"),
+        Op::Cache { path: Some(path) } => {
+            format!("FileCacheOp[{path:?}] (writes the first complete pass, reads it after)")
+        }
         Op::Cache { path: None } => "CacheOp[memory] (records the first complete pass, replays it after)".to_string(),
-        Op::Snapshot { path, options } => format!(
-            "SnapshotOp[{path:?}, {} shards] (read, write or pass through, decided each pass)",
-            options.shards
-        ),
+        Op::Snapshot { path, options } => {
+            format!("SnapshotOp[{path:?}, {} shards] (read, write or pass through, decided each pass)", options.shards)
+        }
         Op::Reduce { .. } => "ReduceOp[per-row expressions]".to_string(),
         Op::Scan { .. } => "ScanOp[per-row expressions]".to_string(),
         Op::Window { size, shift, stride, drop_remainder } => {

@@ -7,7 +7,7 @@
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result};
 
-use crate::checkpoint::replay::{replay_skip, replay_state, skip_rows, symbolic, PrePull};
+use crate::checkpoint::replay::PrePull;
 use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::{BoxOperator, Operator};
 
@@ -65,11 +65,8 @@ impl Resumable {
         if let Some(e) = &self.error {
             state = state.with_error(e);
         }
-        if symbolic(mode) {
-            self.before.enable();
-            if let (Some(before), Some(_)) = (self.before.state(), &self.pending) {
-                return Ok(state.child(replay_state("replay", before, self.pending_from)?));
-            }
+        if let Some(replay) = self.before.replay(mode, self.pending.is_some(), self.pending_from)? {
+            return Ok(state.child(replay));
         }
         Ok(state.with_chunks(self.pending.clone()).child(self.input.save(mode)?))
     }
@@ -79,21 +76,10 @@ impl Resumable {
         let mut state = state.expect("resume")?;
         self.error = state.take_error();
         let child = state.take_child()?;
-        match replay_skip(&child)? {
-            Some(skip) => {
-                let mut child = child;
-                let before = child.take_child()?;
-                self.input.restore(before.clone())?;
-                self.pending = skip_rows(|| self.input.next_chunk(), skip)?;
-                self.before.restored(Some(before));
-                self.pending_from = skip;
-            }
-            None => {
-                self.input.restore(child)?;
-                self.pending = state.chunks.pop();
-                self.pending_from = 0;
-            }
-        }
+        (self.pending, self.pending_from) = match self.before.restore(&mut self.input, child)? {
+            Some(replayed) => replayed,
+            None => (state.chunks.pop(), 0),
+        };
         Ok(())
     }
 }

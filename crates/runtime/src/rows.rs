@@ -4,7 +4,7 @@
 use arrow::record_batch::RecordBatch;
 use flumen_ir::Result;
 
-use crate::checkpoint::replay::{replay_skip, replay_state, skip_rows, symbolic, PrePull};
+use crate::checkpoint::replay::PrePull;
 use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::{BoxOperator, Operator};
 
@@ -131,16 +131,13 @@ impl Operator for RowReader {
     /// The unread rest of the current chunk: as data (full mode), or as the input's state
     /// before the chunk and the rows read from it (symbolic mode, once recording).
     fn save(&self, mode: SaveMode) -> Result<OpState> {
-        if symbolic(mode) {
-            self.before.enable();
-            if let (Some(before), Some(_)) = (self.before.state(), &self.current) {
-                let skip = self.base + self.offset;
-                return Ok(OpState::new("rows").with("done", self.done)?.child(replay_state("replay", before, skip)?));
-            }
+        let state = OpState::new("rows").with("done", self.done)?;
+        if let Some(replay) = self.before.replay(mode, self.current.is_some(), self.base + self.offset)? {
+            return Ok(state.child(replay));
         }
         let rest = self.current.as_ref().filter(|c| self.offset < c.num_rows());
         let rest = rest.map(|c| c.slice(self.offset, c.num_rows() - self.offset));
-        Ok(OpState::new("rows").with("done", self.done)?.with_chunks(rest).child(self.input.save(mode)?))
+        Ok(state.with_chunks(rest).child(self.input.save(mode)?))
     }
 
     fn restore(&mut self, state: OpState) -> Result<()> {
@@ -148,20 +145,10 @@ impl Operator for RowReader {
         self.done = state.get("done")?;
         let child = state.take_child()?;
         self.offset = 0;
-        match replay_skip(&child)? {
-            Some(skip) => {
-                let mut child = child;
-                let before = child.take_child()?;
-                self.input.restore(before.clone())?;
-                self.current = skip_rows(|| self.input.next_chunk(), skip)?;
-                self.before.restored(Some(before));
-                self.base = skip;
-            }
-            None => {
-                self.input.restore(child)?;
-                self.current = state.chunks.pop();
-            }
-        }
+        (self.current, self.base) = match self.before.restore(&mut self.input, child)? {
+            Some(replayed) => replayed,
+            None => (state.chunks.pop(), 0),
+        };
         Ok(())
     }
 }

@@ -15,6 +15,7 @@ use flumen_ir::Result;
 
 use crate::checkpoint::state::mismatch;
 use crate::checkpoint::{OpState, SaveMode};
+use crate::operator::{BoxOperator, Operator};
 
 /// An input's symbolic state before the pull of the chunk an operator is reading.
 #[derive(Default)]
@@ -76,20 +77,58 @@ pub fn skip_rows(mut pull: impl FnMut() -> Result<Option<RecordBatch>>, n: usize
     }
 }
 
-/// A state that says "rewind the input to `before`, then skip `skip` rows".
-pub fn replay_state(kind: &str, before: &OpState, skip: usize) -> Result<OpState> {
-    Ok(OpState::new(kind).with("replay", skip)?.child(before.clone()))
+/// An input that can be rewound to a saved state and pulled: an operator, or the chunk
+/// iterator at the root.
+pub trait Rewind {
+    /// Restores the input to `state`.
+    fn rewind(&mut self, state: OpState) -> Result<()>;
+    /// Pulls the next chunk.
+    fn pull(&mut self) -> Result<Option<RecordBatch>>;
 }
 
-/// The row count of a state made by [`replay_state`], if it is one.
-pub fn replay_skip(state: &OpState) -> Result<Option<usize>> {
-    match state.fields.get("replay") {
-        Some(_) => state.get("replay").map(Some),
-        None => Ok(None),
+impl Rewind for BoxOperator {
+    fn rewind(&mut self, state: OpState) -> Result<()> {
+        self.restore(state)
+    }
+
+    fn pull(&mut self) -> Result<Option<RecordBatch>> {
+        self.next_chunk()
     }
 }
 
-/// Whether `mode` asks for replay (symbolic).
-pub fn symbolic(mode: SaveMode) -> bool {
-    mode == SaveMode::Symbolic
+impl PrePull {
+    /// In a symbolic save, once recording (which the save starts): the state "rewind the
+    /// input to the recorded state, then skip `skip` rows", if a state was recorded and the
+    /// operator holds rows of the chunk pulled after it (`holding`).
+    pub fn replay(&self, mode: SaveMode, holding: bool, skip: usize) -> Result<Option<OpState>> {
+        if mode != SaveMode::Symbolic {
+            return Ok(None);
+        }
+        self.enable();
+        match (self.state(), holding) {
+            (Some(before), true) => Ok(Some(OpState::new("replay").with("replay", skip)?.child(before.clone()))),
+            _ => Ok(None),
+        }
+    }
+
+    /// Restores `input` from `child`, a state of the input or one made by
+    /// [`PrePull::replay`]. For the latter, the input is rewound and the rows skipped again;
+    /// returns the rest of the chunk where they end and the rows skipped (which, after a
+    /// replay, lie between the recorded state and that rest).
+    pub fn restore<I: Rewind + ?Sized>(
+        &mut self,
+        input: &mut I,
+        child: OpState,
+    ) -> Result<Option<(Option<RecordBatch>, usize)>> {
+        let Some(skip) = child.fields.get("replay").map(|_| child.get::<usize>("replay")).transpose()? else {
+            input.rewind(child)?;
+            return Ok(None);
+        };
+        let mut child = child.expect("replay")?;
+        let before = child.take_child()?;
+        input.rewind(before.clone())?;
+        let rest = skip_rows(|| input.pull(), skip)?;
+        self.restored(Some(before));
+        Ok(Some((rest, skip)))
+    }
 }

@@ -14,7 +14,6 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result};
 
 use super::list_kernels::{uniform_runs, wrap};
-use crate::checkpoint::replay::{replay_skip, replay_state, symbolic};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
 use crate::operator::{BoxOperator, Operator};
@@ -150,10 +149,10 @@ impl Batcher {
         if let Some(e) = &self.failed {
             state = state.with_error(e);
         }
-        if symbolic(mode) {
+        if mode == SaveMode::Symbolic {
             self.tracking.set(true);
             if let (Some((start, skip)), false) = (&self.partial_start, self.pending.is_empty()) {
-                return Ok(state.child(replay_state("replay", start, *skip)?));
+                return Ok(state.with("partial_skip", skip)?.child(start.clone()));
             }
         }
         Ok(state.with_chunks(self.pending.clone()).child(self.reader.save(mode)?))
@@ -165,10 +164,9 @@ impl Batcher {
         self.pending_rows = state.get("pending_rows")?;
         self.failed = state.take_error();
         let child = state.take_child()?;
-        match replay_skip(&child)? {
+        match state.fields.contains_key("partial_skip").then(|| state.get::<usize>("partial_skip")).transpose()? {
             Some(skip) => {
-                let mut child = child;
-                let start = child.take_child()?;
+                let start = child;
                 self.reader.restore(start.clone())?;
                 if self.reader.skip(skip as u64)? < skip as u64 {
                     return Err(crate::checkpoint::state::mismatch("batch: the input ended before the saved batch"));

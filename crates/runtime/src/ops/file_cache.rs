@@ -36,7 +36,10 @@ enum Mode {
     Read(ChunkFileReader),
     /// Computing the input; `writer` records the pass (none for a restored pass, or after a
     /// write failed).
-    Write { input: BoxOperator, writer: Option<FileCacheWriter> },
+    Write {
+        input: BoxOperator,
+        writer: Option<Box<FileCacheWriter>>,
+    },
 }
 
 /// The store's codec for the plan's compression setting.
@@ -56,7 +59,7 @@ impl FileCacheOp {
             FileCache::Complete(reader) => Mode::Read(reader.with_schema(node.spec().arrow_schema())?),
             FileCache::Missing => {
                 let writer = FileCacheWriter::create(&path, node.spec().arrow_schema(), codec(Compression::Lz4))?;
-                Mode::Write { input: build(node.input(), ctx)?, writer: Some(writer) }
+                Mode::Write { input: build(node.input(), ctx)?, writer: Some(Box::new(writer)) }
             }
         };
         Ok(FileCacheOp { node: node.clone(), ctx: ctx.clone(), path, mode })
@@ -93,8 +96,12 @@ impl Operator for FileCacheOp {
 
     fn save(&self, mode: SaveMode) -> Result<OpState> {
         match &self.mode {
-            Mode::Read(reader) => OpState::new("file_cache").with("reading", true)?.with("position", reader.position()),
-            Mode::Write { input, .. } => Ok(OpState::new("file_cache").with("reading", false)?.child(input.save(mode)?)),
+            Mode::Read(reader) => {
+                OpState::new("file_cache").with("reading", true)?.with("position", ChunkFileReader::position(reader))
+            }
+            Mode::Write { input, .. } => {
+                Ok(OpState::new("file_cache").with("reading", false)?.child(input.save(mode)?))
+            }
         }
     }
 

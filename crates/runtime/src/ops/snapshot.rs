@@ -49,7 +49,11 @@ enum Mode {
     Custom(BoxOperator),
     /// Computing the input; `writer` records the pass (WRITE), or is absent (PASSTHROUGH, a
     /// restored pass, an abandoned write).
-    Compute { input: BoxOperator, writer: Option<SnapshotWriter>, error: Option<Error> },
+    Compute {
+        input: BoxOperator,
+        writer: Option<SnapshotWriter>,
+        error: Option<Error>,
+    },
 }
 
 /// The key of the snapshot of `node`: the pinned name, or the input plan's fingerprint
@@ -117,10 +121,7 @@ fn split_by_shard(expr: &Expr, shards: u64, chunk: &RecordBatch) -> Result<Vec<R
         let key = if keys.is_valid(i) { keys.value(i) } else { 0 };
         rows[key.rem_euclid(shards as i64) as usize].push(i as u32);
     }
-    rows.into_iter()
-        .filter(|r| !r.is_empty())
-        .map(|r| Ok(take_record_batch(chunk, &UInt32Array::from(r))?))
-        .collect()
+    rows.into_iter().filter(|r| !r.is_empty()).map(|r| Ok(take_record_batch(chunk, &UInt32Array::from(r))?)).collect()
 }
 
 /// The dataset the user's reader closure `name` makes of the shard files.

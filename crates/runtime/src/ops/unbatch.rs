@@ -12,7 +12,7 @@ use flumen_ir::{Error, Result};
 
 use super::batch::BatchOp;
 use super::list_kernels::{item_type, outer_level, Nest};
-use crate::checkpoint::replay::{replay_skip, replay_state, skip_rows, symbolic, PrePull};
+use crate::checkpoint::replay::PrePull;
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::{conform_array, make_batch};
 use crate::operator::{BoxOperator, Operator};
@@ -136,11 +136,9 @@ impl Operator for UnbatchOp {
             None => (None, self.seen),
         };
         let state = OpState::new("unbatch").with("seen", seen)?;
-        if symbolic(mode) {
-            self.before.enable();
-            if let (Some(before), Some((_, from))) = (self.before.state(), &self.pending) {
-                return Ok(state.child(replay_state("replay", before, self.base + from)?));
-            }
+        let from = self.pending.as_ref().map(|(_, from)| *from);
+        if let Some(replay) = self.before.replay(mode, from.is_some(), self.base + from.unwrap_or(0))? {
+            return Ok(state.child(replay));
         }
         Ok(state.with_chunks(rest).child(self.input.save(mode)?))
     }
@@ -149,21 +147,12 @@ impl Operator for UnbatchOp {
         let mut state = state.expect("unbatch")?;
         self.seen = state.get("seen")?;
         let child = state.take_child()?;
-        self.base = 0;
-        match replay_skip(&child)? {
-            Some(skip) => {
-                let mut child = child;
-                let before = child.take_child()?;
-                self.input.restore(before.clone())?;
-                self.pending = skip_rows(|| self.input.next_chunk(), skip)?.map(|c| (c, 0));
-                self.before.restored(Some(before));
-                self.base = skip;
-            }
-            None => {
-                self.input.restore(child)?;
-                self.pending = state.chunks.pop().map(|c| (c, 0));
-            }
-        }
+        let (rest, base) = match self.before.restore(&mut self.input, child)? {
+            Some(replayed) => replayed,
+            None => (state.chunks.pop(), 0),
+        };
+        self.pending = rest.map(|c| (c, 0));
+        self.base = base;
         Ok(())
     }
 }

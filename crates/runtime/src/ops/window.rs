@@ -32,7 +32,7 @@ pub struct WindowOp {
 }
 
 enum Inner {
-    Batch(BatchOp),
+    Batch(Box<BatchOp>),
     Sliding(Box<Sliding>),
 }
 
@@ -70,7 +70,7 @@ impl WindowOp {
     ) -> Self {
         let (size, shift, stride) = (size.max(1), shift.max(1), stride.max(1));
         let inner = if shift == size && stride == 1 {
-            Inner::Batch(BatchOp::windows(input, size, drop_remainder, schema))
+            Inner::Batch(Box::new(BatchOp::windows(input, size, drop_remainder, schema)))
         } else {
             Inner::Sliding(Box::new(Sliding {
                 input,
