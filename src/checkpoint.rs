@@ -38,11 +38,11 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Op, Plan, Result};
 use flumen_runtime::checkpoint::state::mismatch;
 use flumen_runtime::checkpoint::OpState;
-use flumen_runtime::{build, ElementIterator, ExecContext, SharedState};
+use flumen_runtime::{build, BoxOperator, ChunkIterator, ElementIterator, ExecContext, SharedState};
 
 pub use flumen_runtime::checkpoint::{Checkpoint, SaveMode, CHECKPOINT_VERSION};
 
-use crate::dataset::{Dataset, DatasetIterator};
+use crate::dataset::{ChunkIter, Dataset, DatasetIterator, Iter};
 
 /// What saving an iterator does about closures whose state it cannot see (tf.data's
 /// `ExternalStatePolicy`, without a warning channel: flumen fails or ignores).
@@ -145,10 +145,63 @@ fn replay(plan: &Plan, ctx: &ExecContext) -> Result<Vec<RecordBatch>> {
     }
 }
 
-impl DatasetIterator {
-    /// The iterator's position, between two elements: everything a new iterator of the same
-    /// dataset needs to continue with exactly the elements (and errors) this one would
-    /// produce next. See [`SaveMode`] for what each mode stores.
+/// What an iterator over a dataset walks: elements ([`ElementIterator`]) or chunks
+/// ([`ChunkIterator`]); implemented by those two only.
+pub trait Cursor: Iterator<Item = Result<RecordBatch>> + Sized {
+    /// A cursor over `root`, the operator tree of `dataset`.
+    fn over(root: BoxOperator, dataset: &Dataset) -> Result<Self>;
+    /// The state of the cursor and its operators.
+    fn save_state(&self, mode: SaveMode) -> Result<OpState>;
+    /// Restores a state saved by [`Cursor::save_state`] into a new cursor of the same plan.
+    fn restore_state(&mut self, state: OpState) -> Result<()>;
+    /// Starts recording what symbolic checkpoints need to hold no element.
+    fn record_positions(&mut self) -> Result<()>;
+}
+
+impl Cursor for ElementIterator {
+    fn over(root: BoxOperator, dataset: &Dataset) -> Result<Self> {
+        ElementIterator::new(root, dataset.element_spec())
+    }
+
+    fn save_state(&self, mode: SaveMode) -> Result<OpState> {
+        self.save(mode)
+    }
+
+    fn restore_state(&mut self, state: OpState) -> Result<()> {
+        self.restore(state)
+    }
+
+    fn record_positions(&mut self) -> Result<()> {
+        ElementIterator::record_positions(self)
+    }
+}
+
+impl Cursor for ChunkIterator {
+    fn over(root: BoxOperator, _dataset: &Dataset) -> Result<Self> {
+        Ok(ChunkIterator::new(root))
+    }
+
+    fn save_state(&self, mode: SaveMode) -> Result<OpState> {
+        self.save(mode)
+    }
+
+    fn restore_state(&mut self, state: OpState) -> Result<()> {
+        self.restore(state)
+    }
+
+    /// A chunk iterator holds no partial chunk; one symbolic save starts the operators'
+    /// recording.
+    fn record_positions(&mut self) -> Result<()> {
+        self.save(SaveMode::Symbolic).map(drop)
+    }
+}
+
+impl<C: Cursor> Iter<C> {
+    /// The iterator's position, between two items: everything a new iterator of the same
+    /// dataset needs to continue with exactly the items (elements or chunks, and errors)
+    /// this one would produce next. See [`SaveMode`] for what each mode stores. An element
+    /// iterator's checkpoint restores only into an element iterator, a chunk iterator's only
+    /// into a chunk iterator.
     pub fn save(&self, mode: SaveMode) -> Result<Checkpoint> {
         let (Ok(it), Some(ctx)) = (&self.inner, &self.ctx) else {
             return Err(Error::execution("save", "the pipeline failed to build: there is no iterator state to save"));
@@ -174,7 +227,7 @@ impl DatasetIterator {
             iteration: ctx.iteration,
             unseeded: ctx.unseeded,
             elements: self.delivered,
-            state: OpState::new("dataset").child(it.save(mode)?).child(save_caches(&plan, ctx, mode)?),
+            state: OpState::new("dataset").child(it.save_state(mode)?).child(save_caches(&plan, ctx, mode)?),
         })
     }
 
@@ -210,8 +263,8 @@ impl DatasetIterator {
         let mut state = checkpoint.state.clone().expect("dataset")?;
         let iterator = state.take_child()?;
         restore_caches(&plan, &ctx, &dataset, state.take_child()?)?;
-        let mut it = ElementIterator::new(build(&plan, &ctx)?, ds.element_spec())?;
-        it.restore(iterator)?;
+        let mut it = C::over(build(&plan, &ctx)?, ds)?;
+        it.restore_state(iterator)?;
         if ds.options().symbolic_checkpoint {
             it.record_positions()?;
         }
@@ -221,7 +274,7 @@ impl DatasetIterator {
         Ok(())
     }
 
-    /// Elements delivered so far (errors included; counted from the start of the iteration
+    /// Items delivered so far (errors included; counted from the start of the iteration
     /// across restores).
     pub fn position(&self) -> u64 {
         self.delivered
@@ -229,9 +282,16 @@ impl DatasetIterator {
 }
 
 impl Dataset {
-    /// A new iterator that continues from `checkpoint` (see [`DatasetIterator::restore`]).
+    /// A new element iterator that continues from `checkpoint` (see [`Iter::restore`]).
     pub fn iter_from(&self, checkpoint: &Checkpoint) -> Result<DatasetIterator> {
         let mut it = self.iter();
+        it.restore(checkpoint)?;
+        Ok(it)
+    }
+
+    /// A new chunk iterator that continues from `checkpoint`, saved by a chunk iterator.
+    pub fn iter_chunks_from(&self, checkpoint: &Checkpoint) -> Result<ChunkIter> {
+        let mut it = self.iter_chunks();
         it.restore(checkpoint)?;
         Ok(it)
     }

@@ -18,6 +18,7 @@ use flumen_udf::closure::GeneratorFn;
 use flumen_udf::lower::lower;
 use flumen_udf::registry::{Callable, Registry};
 
+use crate::checkpoint::Cursor;
 use crate::explain::ExplainFormat;
 use crate::format::{resolve, CsvOptions};
 use crate::function::{DatasetFunction, FileRead, MapFunction, PredicateFunction};
@@ -632,48 +633,56 @@ impl Dataset {
     /// A new iterator over the elements: one `RecordBatch` per element (one row, or the
     /// `b` rows of a batch). An error building the pipeline is its first item.
     ///
-    /// The iterator can be checkpointed ([`DatasetIterator::save`]) and a new iterator of the
-    /// same dataset restored from the checkpoint ([`DatasetIterator::restore`]).
+    /// The iterator can be checkpointed ([`Iter::save`]) and a new iterator of the same
+    /// dataset restored from the checkpoint ([`Iter::restore`], [`Dataset::iter_from`]).
     pub fn iter(&self) -> DatasetIterator {
-        let root = self.root().and_then(|(root, ctx)| {
-            let mut it = ElementIterator::new(root, self.element_spec())?;
-            if self.options.symbolic_checkpoint {
-                it.record_positions()?;
-            }
-            Ok((it, ctx))
-        });
-        DatasetIterator::new(self.clone(), root)
+        Iter::start(self.clone(), self.root())
     }
 
     /// A new iterator over chunks of elements (each row one element): the fast path for
-    /// consumers that process many elements at once.
+    /// consumers that process many elements at once. It checkpoints like [`Dataset::iter`]'s.
     pub fn iter_chunks(&self) -> ChunkIter {
-        ChunkIter(self.root().map(|(root, _)| ChunkIterator::new(root)).map_err(Some))
+        Iter::start(self.clone(), self.root())
     }
 }
 
-/// The element iterator of a dataset (see [`Dataset::iter`]).
-pub struct DatasetIterator {
-    pub(crate) inner: std::result::Result<ElementIterator, Option<Error>>,
+/// An iterator over a dataset: of elements ([`DatasetIterator`], from [`Dataset::iter`]) or of
+/// chunks ([`ChunkIter`], from [`Dataset::iter_chunks`]). Both can be saved and restored
+/// (`crate::checkpoint`).
+pub struct Iter<C> {
+    pub(crate) inner: std::result::Result<C, Option<Error>>,
     pub(crate) dataset: Dataset,
     /// The context the operators were built in (its iteration index and unseeded base go
     /// into checkpoints).
     pub(crate) ctx: Option<ExecContext>,
-    /// Elements delivered, errors included.
+    /// Items delivered, errors included.
     pub(crate) delivered: u64,
 }
 
-impl DatasetIterator {
-    fn new(dataset: Dataset, root: Result<(ElementIterator, ExecContext)>) -> Self {
-        let (inner, ctx) = match root {
+/// The element iterator of a dataset (see [`Dataset::iter`]).
+pub type DatasetIterator = Iter<ElementIterator>;
+
+/// The chunk iterator of a dataset (see [`Dataset::iter_chunks`]).
+pub type ChunkIter = Iter<ChunkIterator>;
+
+impl<C: Cursor> Iter<C> {
+    fn start(dataset: Dataset, root: Result<(flumen_runtime::BoxOperator, ExecContext)>) -> Self {
+        let cursor = root.and_then(|(root, ctx)| {
+            let mut cursor = C::over(root, &dataset)?;
+            if dataset.options.symbolic_checkpoint {
+                cursor.record_positions()?;
+            }
+            Ok((cursor, ctx))
+        });
+        let (inner, ctx) = match cursor {
             Ok((it, ctx)) => (Ok(it), Some(ctx)),
             Err(e) => (Err(Some(e)), None),
         };
-        DatasetIterator { inner, dataset, ctx, delivered: 0 }
+        Iter { inner, dataset, ctx, delivered: 0 }
     }
 }
 
-impl Iterator for DatasetIterator {
+impl<C: Iterator<Item = Result<RecordBatch>>> Iterator for Iter<C> {
     type Item = Result<RecordBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -683,19 +692,5 @@ impl Iterator for DatasetIterator {
         };
         self.delivered += next.is_some() as u64;
         next
-    }
-}
-
-/// The chunk iterator of a dataset (see [`Dataset::iter_chunks`]).
-pub struct ChunkIter(std::result::Result<ChunkIterator, Option<Error>>);
-
-impl Iterator for ChunkIter {
-    type Item = Result<RecordBatch>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        match &mut self.0 {
-            Ok(it) => it.next(),
-            Err(e) => e.take().map(Err),
-        }
     }
 }

@@ -27,7 +27,7 @@ pub mod options;
 pub mod snapshot;
 
 pub use checkpoint::{Checkpoint, ExternalState, SaveMode};
-pub use dataset::{BucketOptions, ChunkIter, Dataset, DatasetIterator, PaddedBatchOptions, Parallel};
+pub use dataset::{BucketOptions, ChunkIter, Dataset, DatasetIterator, Iter, PaddedBatchOptions, Parallel};
 pub use explain::ExplainFormat;
 pub use flumen_ir::{DType, ElementSpec, Error, FieldKind, FieldSpec, Plan, Result, Tunable};
 pub use flumen_udf::registry::{Callable, Registry};

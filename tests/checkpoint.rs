@@ -444,3 +444,28 @@ fn symbolic_shuffle_replay_reads_a_cache_its_input_was_recording() {
         assert_eq!(drain(ds.iter_from(&checkpoint).unwrap(), MAX), rest, "after {k}");
     }
 }
+
+#[test]
+fn chunk_iterators_resume_exactly_and_only_as_chunk_iterators() {
+    let ds = failing(0, 300)
+        .shuffle(40, Some(8))
+        .unwrap()
+        .batch(3)
+        .unwrap()
+        .with_options(Options::default().with_chunk_rows(16));
+    let total = drain(ds.iter_chunks(), MAX).len();
+    for mode in [SaveMode::Full, SaveMode::Symbolic] {
+        for k in 0..=total {
+            let mut it = ds.iter_chunks();
+            drain(it.by_ref(), k);
+            let checkpoint = Checkpoint::from_bytes(&it.save(mode).unwrap().to_bytes().unwrap()).unwrap();
+            let rest = drain(it, MAX);
+            assert_eq!(drain(ds.iter_chunks_from(&checkpoint).unwrap(), MAX), rest, "{mode:?} after {k} chunks");
+        }
+    }
+    let mut chunks = ds.iter_chunks();
+    chunks.next();
+    let checkpoint = chunks.save(SaveMode::Full).unwrap();
+    let err = ds.iter_from(&checkpoint).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("'chunks'") && err.contains("'elements'"), "{err}");
+}
