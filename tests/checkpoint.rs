@@ -469,3 +469,45 @@ fn chunk_iterators_resume_exactly_and_only_as_chunk_iterators() {
     let err = ds.iter_from(&checkpoint).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("'chunks'") && err.contains("'elements'"), "{err}");
 }
+
+/// The first state of `kind` in the tree, depth first.
+fn find_state<'a>(
+    state: &'a mut flumen::crates::runtime::checkpoint::OpState,
+    kind: &str,
+) -> Option<&'a mut flumen::crates::runtime::checkpoint::OpState> {
+    if state.kind == kind {
+        return Some(state);
+    }
+    state.children.iter_mut().flatten().find_map(|c| find_state(c, kind))
+}
+
+#[test]
+fn a_malformed_checkpoint_is_an_error_not_a_panic() {
+    let copies = DatasetFunction::closure(Some("copies3"), spec("value"), |row| {
+        let v = column_i64(row, "value")[0];
+        Dataset::range(v * 10, v * 10 + 5)
+    });
+    let interleaved = range(0, 9).interleave(copies, Tunable::Fixed(3), 2).unwrap();
+    let shuffled = range(0, 50).shuffle(10, Some(1)).unwrap();
+    let windowed = range(0, 30).window(4, 2, 1, false).unwrap();
+    let cases: Vec<(Dataset, SaveMode, &str, &str, serde_json::Value)> = vec![
+        (interleaved.clone(), SaveMode::Full, "interleave", "cycle_index", 99.into()),
+        (interleaved, SaveMode::Full, "interleave", "block_index", 5.into()),
+        (shuffled.clone(), SaveMode::Full, "shuffle", "incoming", serde_json::json!([99, 0])),
+        (shuffled, SaveMode::Full, "shuffle", "slots", serde_json::json!([[0, 5000]])),
+        (windowed, SaveMode::Full, "window", "starts", serde_json::json!([])),
+    ];
+    for (ds, mode, kind, field, value) in cases {
+        let ds = ds.with_options(Options::default().with_chunk_rows(2));
+        let mut it = ds.iter();
+        drain(it.by_ref(), 3);
+        let mut checkpoint = it.save(mode).unwrap();
+        let state = find_state(&mut checkpoint.state, kind).unwrap_or_else(|| panic!("no {kind} state"));
+        state.fields.insert(field.to_string(), value);
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            ds.iter_from(&checkpoint).map(|it| drain(it, MAX))
+        }));
+        let outcome = outcome.unwrap_or_else(|_| panic!("{kind}.{field}: a malformed checkpoint panicked"));
+        assert!(outcome.is_err(), "{kind}.{field}: accepted: {outcome:?}");
+    }
+}

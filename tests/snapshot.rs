@@ -283,3 +283,27 @@ fn a_file_cache_is_published_only_by_a_complete_pass() {
     assert_eq!(values(&other), (0..60).collect::<Vec<_>>());
     assert_eq!(passes.load(Ordering::SeqCst), 3);
 }
+
+#[test]
+fn a_corrupt_cache_file_reports_its_error_once_across_a_restore() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.chunks");
+    let ds = Dataset::range(0, 20)
+        .unwrap()
+        .cache_to(file.to_str().unwrap())
+        .unwrap()
+        .with_options(Options::default().with_chunk_rows(5));
+    values(&ds);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0xff;
+    std::fs::write(&file, bytes).unwrap();
+    let mut it = ds.iter_chunks();
+    let errors = it.by_ref().take_while(|c| c.is_ok()).count();
+    assert!(errors < 4, "the corrupt chunk fails before the end");
+    let checkpoint = it.save(SaveMode::Symbolic).unwrap();
+    let rest: Vec<String> = it.map(|c| format!("{c:?}")).collect();
+    let resumed: Vec<String> = ds.iter_chunks_from(&checkpoint).unwrap().map(|c| format!("{c:?}")).collect();
+    assert_eq!(resumed, rest);
+    assert!(rest.is_empty(), "{rest:?}");
+}

@@ -30,6 +30,10 @@ pub struct FileCacheOp {
     ctx: ExecContext,
     path: PathBuf,
     mode: Mode,
+    /// Why recording stopped, reported on the pull after the chunk it happened on.
+    error: Option<Error>,
+    /// The file reader failed: it reports a corrupt file once, then ends.
+    ended: bool,
 }
 
 enum Mode {
@@ -62,21 +66,26 @@ impl FileCacheOp {
                 Mode::Write { input: build(node.input(), ctx)?, writer: Some(Box::new(writer)) }
             }
         };
-        Ok(FileCacheOp { node: node.clone(), ctx: ctx.clone(), path, mode })
+        Ok(FileCacheOp { node: node.clone(), ctx: ctx.clone(), path, mode, error: None, ended: false })
     }
 }
 
 impl Operator for FileCacheOp {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
         match &mut self.mode {
-            Mode::Read(reader) => reader.next().transpose(),
+            Mode::Read(_) if self.ended => Ok(None),
+            Mode::Read(reader) => reader.next().transpose().inspect_err(|_| self.ended = true),
             Mode::Write { input, writer } => match input.next_chunk()? {
                 Some(chunk) => {
                     if let Some(w) = writer {
                         if let Err(e) = w.write(&chunk) {
-                            // The elements are still good: deliver them, stop recording.
+                            // The elements are still good: deliver them, stop recording, and
+                            // say why on the next pull.
                             *writer = None;
-                            return Err(Error::execution(
+                            self.error = Some(Error::execution(
                                 "cache",
                                 format!("writing {} failed, the pass goes on uncached: {e}", self.path.display()),
                             ));
@@ -95,19 +104,31 @@ impl Operator for FileCacheOp {
     }
 
     fn save(&self, mode: SaveMode) -> Result<OpState> {
-        match &self.mode {
-            Mode::Read(reader) => {
-                OpState::new("file_cache").with("reading", true)?.with("position", ChunkFileReader::position(reader))
-            }
-            Mode::Write { input, .. } => {
-                Ok(OpState::new("file_cache").with("reading", false)?.child(input.save(mode)?))
-            }
+        let mut state = match &self.mode {
+            Mode::Read(reader) => OpState::new("file_cache")
+                .with("reading", true)?
+                .with("ended", self.ended)?
+                .with("position", ChunkFileReader::position(reader))?,
+            Mode::Write { input, .. } => OpState::new("file_cache").with("reading", false)?.child(input.save(mode)?),
+        };
+        if let Some(e) = &self.error {
+            state = state.with_error(e);
         }
+        Ok(state)
     }
 
     fn restore(&mut self, state: OpState) -> Result<()> {
         let mut state = state.expect("file_cache")?;
+        self.error = state.take_error();
         if state.get::<bool>("reading")? {
+            // A reader that failed has ended: the error is not reported twice.
+            self.ended = state.get("ended")?;
+            if self.ended {
+                return match self.mode {
+                    Mode::Read(_) => Ok(()),
+                    Mode::Write { .. } => Err(mismatch("the checkpoint had read the whole cache file, which is gone")),
+                };
+            }
             let position: ChunkPosition = state.get("position")?;
             let reader = ChunkFileReader::open_at(&self.path, position)
                 .map_err(|e| mismatch(format!("the cache file the checkpoint was reading: {e}")))?;

@@ -166,7 +166,8 @@ impl Operator for FlatMapOp {
         self.input.restore(state.take_child()?)?;
         self.current = match (state.chunks.pop(), state.next_child()?) {
             (Some(element), Some(inner_state)) => {
-                let mut inner = self.datasets.open(&element, self.opened - 1)?;
+                let index = self.opened.checked_sub(1).ok_or_else(|| crate::checkpoint::state::mismatch("flat_map"))?;
+                let mut inner = self.datasets.open(&element, index)?;
                 inner.restore(inner_state)?;
                 Some((inner, element))
             }
@@ -318,6 +319,9 @@ impl Operator for InterleaveOp {
         self.opened = state.get("opened")?;
         self.cycle_index = state.get("cycle_index")?;
         self.block_index = state.get("block_index")?;
+        if self.cycle_index >= self.slots.len() || self.block_index >= self.block_length.max(1) {
+            return Err(crate::checkpoint::state::mismatch("interleave: the saved cycle position is out of range"));
+        }
         self.error = state.take_error();
         self.input.restore(state.take_child()?)?;
         let mut elements = std::mem::take(&mut state.chunks).into_iter();

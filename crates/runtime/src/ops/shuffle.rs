@@ -233,11 +233,17 @@ impl ShuffleOp {
             .collect();
         self.next_chunk_id = self.chunks.len() as u64;
         let slots: Vec<(u64, u32)> = state.get("slots")?;
-        for (id, _) in &slots {
-            self.chunks.get_mut(id).ok_or_else(|| mismatch("shuffle: a slot names no saved chunk"))?.live += 1;
+        for (id, row) in &slots {
+            let held = self.chunks.get_mut(id).filter(|h| (*row as usize) < h.chunk.num_rows());
+            held.ok_or_else(|| mismatch("shuffle: a slot names no saved row"))?.live += 1;
         }
         self.buffer = slots;
         self.incoming = state.get("incoming")?;
+        if let Some((id, row)) = self.incoming {
+            if self.chunks.get(&id).is_none_or(|h| row > h.chunk.num_rows()) {
+                return Err(mismatch("shuffle: the saved incoming row names no saved chunk"));
+            }
+        }
         let mark_at: Vec<u64> = state.get("marks")?;
         self.marks = mark_at.into_iter().map(|at| Ok((at, state.take_child()?))).collect::<Result<_>>()?;
         Ok(())
@@ -294,6 +300,9 @@ impl ShuffleOp {
                 .partition_point(|(s, _)| *s <= index)
                 .checked_sub(1)
                 .ok_or_else(|| mismatch("shuffle slot"))?;
+            if index - start_of(i) >= replayed[i].1.num_rows() as u64 {
+                return Err(mismatch("shuffle: a saved slot lies beyond the replayed rows"));
+            }
             Ok((i, (index - start_of(i)) as u32))
         };
         let mut live = vec![0usize; replayed.len()];

@@ -139,12 +139,17 @@ impl Sliding {
         self.input.restore(state.take_child()?)?;
         self.starts = state.get("starts")?;
         let error_slots: Vec<u64> = state.get("error_slots")?;
+        let error_count = error_slots.len();
         self.errors = error_slots.into_iter().zip(state.take_errors()).collect();
         self.end = state.get("end")?;
         self.next_start = state.get("next_start")?;
         self.input_done = state.get("input_done")?;
         self.finished = state.get("finished")?;
         self.chunks = std::mem::take(&mut state.chunks).into();
+        let increasing = self.starts.iter().zip(self.starts.iter().skip(1)).all(|(a, b)| a <= b);
+        if self.starts.len() != self.chunks.len() || self.errors.len() != error_count || !increasing {
+            return Err(crate::checkpoint::state::mismatch("window: the saved buffer is inconsistent"));
+        }
         Ok(())
     }
 }
