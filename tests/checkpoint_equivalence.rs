@@ -39,7 +39,7 @@ use common::pipelines::*;
 use flumen::prelude::*;
 use flumen::{Error, Options};
 use proptest::prelude::*;
-use proptest::test_runner::{Config as ProptestConfig, RngAlgorithm, RngSeed, TestRunner};
+use proptest::test_runner::TestRunner;
 
 /// At most this many items are read per run (pipelines are finite; this bounds the work of
 /// the ones that repeat and concatenate a lot, each run being read several times).
@@ -392,14 +392,7 @@ fn stats_report(elapsed: Duration) -> String {
 /// seed (for longer bug hunts); CI runs the fixed defaults.
 #[test]
 fn random_pipelines_resume_exactly_from_checkpoints() {
-    let config = ProptestConfig {
-        cases: env_or("FLUMEN_CHECKPOINT_CASES", 256),
-        failure_persistence: None,
-        rng_algorithm: RngAlgorithm::ChaCha,
-        rng_seed: RngSeed::Fixed(env_or("FLUMEN_CHECKPOINT_SEED", 0x00C0_FFEE)),
-        max_shrink_iters: 4096,
-        ..ProptestConfig::default()
-    };
+    let config = fixed_config("FLUMEN_CHECKPOINT_CASES", 256, "FLUMEN_CHECKPOINT_SEED", 0x00C0_FFEE);
     let start = Instant::now();
     let result = TestRunner::new(config)
         .run(&checkpoint_case(), |c| run_with_timeout("checkpoint-case", Duration::from_secs(60), &c, run_case));

@@ -37,7 +37,7 @@ use arrow::record_batch::RecordBatch;
 use common::pipelines::*;
 use flumen::prelude::*;
 use flumen::Options;
-use proptest::test_runner::{Config as ProptestConfig, RngAlgorithm, RngSeed, TestCaseError, TestRunner};
+use proptest::test_runner::{TestCaseError, TestRunner};
 
 // ----------------------------------------------------------------------------------------
 // Running and comparing.
@@ -234,14 +234,7 @@ fn stats_report(elapsed: Duration) -> String {
 /// the seed (for longer bug hunts); CI runs the fixed defaults.
 #[test]
 fn random_pipelines_match_their_unoptimized_runs() {
-    let config = ProptestConfig {
-        cases: env_or("FLUMEN_EQUIVALENCE_CASES", 512),
-        failure_persistence: None,
-        rng_algorithm: RngAlgorithm::ChaCha,
-        rng_seed: RngSeed::Fixed(env_or("FLUMEN_EQUIVALENCE_SEED", 0x0F1E_2D3C)),
-        max_shrink_iters: 4096,
-        ..ProptestConfig::default()
-    };
+    let config = fixed_config("FLUMEN_EQUIVALENCE_CASES", 512, "FLUMEN_EQUIVALENCE_SEED", 0x0F1E_2D3C);
     let start = Instant::now();
     let result = TestRunner::new(config).run(&case(), |c| run_case_with_timeout(&c));
     let report = stats_report(start.elapsed());

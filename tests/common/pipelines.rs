@@ -1012,6 +1012,20 @@ pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// The deterministic configuration of a property test over random pipelines: `cases` cases
+/// from `seed` (no persistence, portable ChaCha), each overridable by an environment variable
+/// for longer bug hunts.
+pub fn fixed_config(cases_var: &str, cases: u32, seed_var: &str, seed: u64) -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases: env_or(cases_var, cases),
+        failure_persistence: None,
+        rng_algorithm: proptest::test_runner::RngAlgorithm::ChaCha,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(env_or(seed_var, seed)),
+        max_shrink_iters: 4096,
+        ..proptest::test_runner::Config::default()
+    }
+}
+
 /// Runs `run(case)` on its own thread (named `name`), failing the case when it panics or does
 /// not finish within `limit`: a hang is a bug too, and must not stall the test suite.
 pub fn run_with_timeout<C: Clone + Send + std::panic::RefUnwindSafe + 'static>(
