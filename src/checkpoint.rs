@@ -38,7 +38,7 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Op, Plan, Result};
 use flumen_runtime::checkpoint::state::mismatch;
 use flumen_runtime::checkpoint::OpState;
-use flumen_runtime::{build, BoxOperator, ChunkIterator, ElementIterator, ExecContext, SharedState};
+use flumen_runtime::{build_root, BoxOperator, ChunkIterator, ElementIterator, ExecContext, SharedState};
 
 pub use flumen_runtime::checkpoint::{Checkpoint, SaveMode, CHECKPOINT_VERSION};
 
@@ -134,7 +134,7 @@ fn restore_caches(plan: &Plan, ctx: &ExecContext, dataset: &SharedState, state: 
 
 /// Every chunk of a new instance of `plan` in `ctx`, errors skipped (a cache records none).
 fn replay(plan: &Plan, ctx: &ExecContext) -> Result<Vec<RecordBatch>> {
-    let mut input = build(plan, ctx)?;
+    let mut input = build_root(plan, ctx)?;
     let mut chunks = Vec::new();
     loop {
         match input.next_chunk() {
@@ -263,7 +263,7 @@ impl<C: Cursor> Iter<C> {
         let mut state = checkpoint.state.clone().expect("dataset")?;
         let iterator = state.take_child()?;
         restore_caches(&plan, &ctx, &dataset, state.take_child()?)?;
-        let mut it = C::over(build(&plan, &ctx)?, ds)?;
+        let mut it = C::over(build_root(&plan, &ctx)?, ds)?;
         it.restore_state(iterator)?;
         if ds.options().symbolic_checkpoint {
             it.record_positions()?;

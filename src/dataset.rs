@@ -12,8 +12,9 @@ use flumen_ir::{
     Tunable,
 };
 use flumen_optimizer::{optimize, Report};
+use flumen_runtime::autotune::AutotuneOptions;
 use flumen_runtime::conform::conform_chunk;
-use flumen_runtime::{build, ChunkIterator, ElementIterator, ExecContext, ExecOptions, SharedState};
+use flumen_runtime::{build_root, ChunkIterator, ElementIterator, ExecContext, ExecOptions, SharedState};
 use flumen_udf::closure::GeneratorFn;
 use flumen_udf::lower::lower;
 use flumen_udf::registry::{Callable, Registry};
@@ -617,7 +618,14 @@ impl Dataset {
     /// The execution context of iteration `iteration`, with unseeded random operators drawing
     /// from `unseeded` (the dataset's own base, or the one a checkpoint recorded).
     pub(crate) fn context(&self, iteration: u64, unseeded: Option<u64>) -> ExecContext {
-        let options = ExecOptions { chunk_rows: self.options.chunk_rows, ..ExecOptions::default() };
+        let o = &self.options;
+        let options = ExecOptions {
+            chunk_rows: o.chunk_rows,
+            deterministic: o.deterministic,
+            threads: o.threads,
+            autotune: AutotuneOptions { enabled: o.optimization.autotune, ..o.autotune },
+            ..ExecOptions::default()
+        };
         let mut ctx = ExecContext::new(self.registry.clone(), Arc::new(options), self.shared.clone(), iteration);
         if let Some(unseeded) = unseeded {
             ctx.unseeded = unseeded;
@@ -627,7 +635,7 @@ impl Dataset {
 
     fn root(&self) -> Result<(flumen_runtime::BoxOperator, ExecContext)> {
         let ctx = self.context(self.shared.next_iteration(), None);
-        Ok((build(&self.optimized_plan()?, &ctx)?, ctx))
+        Ok((build_root(&self.optimized_plan()?, &ctx)?, ctx))
     }
 
     /// A new iterator over the elements: one `RecordBatch` per element (one row, or the
@@ -637,6 +645,16 @@ impl Dataset {
     /// dataset restored from the checkpoint ([`Iter::restore`], [`Dataset::iter_from`]).
     pub fn iter(&self) -> DatasetIterator {
         Iter::start(self.clone(), self.root())
+    }
+
+    /// Runs one full pass and returns its `explain analyze` (see [`Iter::analyze`]); errors
+    /// in the stream are counted, not returned.
+    pub fn explain_analyze(&self) -> Result<String> {
+        let mut it = self.iter_chunks();
+        for item in it.by_ref() {
+            drop(item);
+        }
+        it.analyze()
     }
 
     /// A new iterator over chunks of elements (each row one element): the fast path for
@@ -664,6 +682,17 @@ pub type DatasetIterator = Iter<ElementIterator>;
 
 /// The chunk iterator of a dataset (see [`Dataset::iter_chunks`]).
 pub type ChunkIter = Iter<ChunkIterator>;
+
+impl<C> Iter<C> {
+    /// `explain analyze` of this iterator so far: each physical operator with the elements,
+    /// chunks, errors and bytes it delivered, the time spent in it, its buffer occupancy,
+    /// the parallelism and buffer sizes it ran with (and, when autotuned, every value the
+    /// tuner gave them and when), and which operator is the bottleneck.
+    pub fn analyze(&self) -> Result<String> {
+        let ctx = self.ctx.as_ref().ok_or_else(|| Error::execution("analyze", "the iterator failed to start"))?;
+        Ok(flumen_runtime::analyze::analyze(&self.dataset.optimized_plan()?, &ctx.metrics, &ctx.budget))
+    }
+}
 
 impl<C: Cursor> Iter<C> {
     fn start(dataset: Dataset, root: Result<(flumen_runtime::BoxOperator, ExecContext)>) -> Self {

@@ -1,11 +1,11 @@
 //! Pipeline options (tf.data's `tf.data.Options`): how a dataset runs, not what it computes.
 
 pub use flumen_optimizer::OptimizerConfig;
+pub use flumen_runtime::autotune::{Algorithm, AutotuneOptions};
 
 use crate::checkpoint::ExternalState;
 
-/// Options of a pipeline. Later subsystems (parallel runtime, autotuner) add their
-/// switches here.
+/// Options of a pipeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// Keep element order exactly as written even where an operator is parallel (tf.data's
@@ -25,6 +25,13 @@ pub struct Options {
     /// iterator also stores the unread rest of the chunks being read (at most one per
     /// operator), and later ones do not.
     pub symbolic_checkpoint: bool,
+    /// Workers of each iterator's thread pool, where parallel maps and batches compute
+    /// (tf.data's `threading.private_threadpool_size`; default: the cores).
+    pub threads: usize,
+    /// The autotuner's algorithm and budgets (tf.data's `autotune`). Whether it runs is
+    /// `optimization.autotune`, which also decides whether the optimizer makes maps
+    /// parallel and prefetches the output.
+    pub autotune: AutotuneOptions,
 }
 
 impl Default for Options {
@@ -35,6 +42,8 @@ impl Default for Options {
             optimization: OptimizerConfig::default(),
             external_state: ExternalState::default(),
             symbolic_checkpoint: false,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            autotune: AutotuneOptions::default(),
         }
     }
 }
@@ -61,7 +70,8 @@ impl Options {
     }
 
     /// The same options with autotuning on or off (off: no map parallelization, no
-    /// injected prefetch).
+    /// injected prefetch, and `AUTOTUNE` parameters written by the user take tf.data's
+    /// untuned values: the cores for parallelism, 2 for buffers).
     pub fn with_autotune(mut self, on: bool) -> Self {
         self.optimization.autotune = on;
         self
@@ -76,6 +86,32 @@ impl Options {
     /// The same options with `symbolic_checkpoint` set.
     pub fn with_symbolic_checkpoint(mut self, on: bool) -> Self {
         self.symbolic_checkpoint = on;
+        self
+    }
+
+    /// The same options with the pool size set (at least 1).
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
+    /// The same options with the autotuner's search algorithm set.
+    pub fn with_autotune_algorithm(mut self, algorithm: Algorithm) -> Self {
+        self.autotune.algorithm = algorithm;
+        self
+    }
+
+    /// The same options with the autotuner's CPU budget set: the most parallelism it hands
+    /// out in total (at least 1).
+    pub fn with_cpu_budget(mut self, cores: usize) -> Self {
+        self.autotune.cpu_budget = cores.max(1);
+        self
+    }
+
+    /// The same options with the RAM budget set: the most bytes the iterator's buffers may
+    /// hold (prefetch buffers, parallel results, interleave read-ahead), tuned or not.
+    pub fn with_ram_budget(mut self, bytes: u64) -> Self {
+        self.autotune.ram_budget = bytes;
         self
     }
 

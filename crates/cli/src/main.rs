@@ -47,6 +47,11 @@ enum Command {
         /// Continue from a checkpoint saved by --save-every.
         #[arg(long)]
         restore: Option<PathBuf>,
+        /// After the run, print `explain analyze`: per operator, what it delivered, the time
+        /// spent in it, its buffers, the parallelism and buffer sizes the tuner chose (and
+        /// when), and the bottleneck.
+        #[arg(long)]
+        analyze: bool,
     },
     /// Print the logical plan, the optimizer's stages, the optimized and the physical plan.
     Explain {
@@ -103,6 +108,7 @@ fn run(
     limit: Option<u64>,
     saving: Option<Saving>,
     restore: Option<&PathBuf>,
+    analyze: bool,
 ) -> Result<(), String> {
     let ds = load(pipeline)?;
     let batched = ds.element_spec().batch_dims > 0;
@@ -148,6 +154,9 @@ fn run(
     let unit = if batched { "batches" } else { "elements" };
     let elements = elements - first;
     println!("{elements} {unit}, {rows} rows in {secs:.3}s ({per_s:.0} rows/s)");
+    if analyze {
+        print!("{}", it.analyze().map_err(|e| e.to_string())?);
+    }
     Ok(())
 }
 
@@ -165,14 +174,14 @@ fn explain(pipeline: &PathBuf, format: Format, verbose: bool) -> Result<(), Stri
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Run { pipeline, show, limit, save_every, checkpoint, checkpoint_mode, restore } => {
+        Command::Run { pipeline, show, limit, save_every, checkpoint, checkpoint_mode, restore, analyze } => {
             let mode = match checkpoint_mode {
                 Mode::Symbolic => SaveMode::Symbolic,
                 Mode::Full => SaveMode::Full,
             };
             let saving =
                 save_every.zip(checkpoint.as_ref()).map(|(every, path)| Saving { every: every.max(1), path, mode });
-            run(pipeline, *show, *limit, saving, restore.as_ref())
+            run(pipeline, *show, *limit, saving, restore.as_ref(), *analyze)
         }
         Command::Explain { pipeline, format, verbose } => explain(pipeline, *format, *verbose),
     };

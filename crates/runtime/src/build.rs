@@ -1,11 +1,18 @@
 //! Lowering a typed plan to physical operators.
 //!
 //! Plans run as written (the optimizer, when present, rewrites them before this step).
-//! Each node becomes one operator; `repeat` keeps its input plan to rebuild it per epoch.
+//! Each node becomes one operator, wrapped in a [`Metered`] counter of its plan node;
+//! `repeat` keeps its input plan to rebuild it per epoch. A `num_parallel_calls` or a
+//! prefetch turns into an asynchronous operator whose parameters are [`Knob`]s: fixed when
+//! the plan gives a number, tuned live when it says `AUTOTUNE` (see `autotune`).
+
+use std::sync::Arc;
 
 use flumen_ir::{Op, Plan, Result, Tunable};
 
+use crate::autotune::tuner::Tuned;
 use crate::context::ExecContext;
+use crate::metrics::{Knob, Metered, Param, StatsKey};
 use crate::operator::BoxOperator;
 use crate::ops::batch::BatchOp;
 use crate::ops::bucket::BucketBySequenceLengthOp;
@@ -18,8 +25,10 @@ use crate::ops::function::{filter_fn, map_fn, mask_fn};
 use crate::ops::group_by_window::GroupByWindowOp;
 use crate::ops::ignore_errors::IgnoreErrorsOp;
 use crate::ops::map::MapOp;
-use crate::ops::nested::{ElementDatasets, FlatMapOp, InterleaveOp};
+use crate::ops::nested::{ElementDatasets, FlatMapOp, InterleaveOp, ParallelReads};
 use crate::ops::padded_batch::PaddedBatchOp;
+use crate::ops::parallel_map::{ParallelMapOp, TaskSize};
+use crate::ops::prefetch::{Permits, PrefetchOp};
 use crate::ops::repeat::RepeatOp;
 use crate::ops::sample_from_datasets::SampleOp;
 use crate::ops::shuffle::ShuffleOp;
@@ -29,24 +38,99 @@ use crate::ops::unbatch::{RebatchOp, UnbatchOp};
 use crate::ops::window::WindowOp;
 use crate::ops::zip::ZipOp;
 
+/// The operator tree of an iterator over `plan`: [`build`], under the tuner when autotuning
+/// is on and the plan has `AUTOTUNE` parameters.
+pub fn build_root(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
+    let root = build(plan, ctx)?;
+    if !ctx.options.autotune.enabled || !has_autotune(plan) {
+        return Ok(root);
+    }
+    Ok(Box::new(Tuned::new(root, plan.clone(), ctx.metrics.clone(), ctx.options.autotune)?))
+}
+
+fn has_autotune(plan: &Plan) -> bool {
+    let tuned = match plan.op() {
+        Op::Map { num_parallel_calls, .. }
+        | Op::MapAndBatch { num_parallel_calls, .. }
+        | Op::Batch { num_parallel_calls, .. } => *num_parallel_calls == Tunable::Autotune,
+        Op::Prefetch { buffer_size } => matches!(buffer_size, Tunable::Autotune | Tunable::Default),
+        Op::Interleave { num_parallel_calls, .. } => is_parallel(num_parallel_calls),
+        _ => false,
+    };
+    tuned || plan.inputs().iter().any(has_autotune)
+}
+
 /// The physical operator tree of `plan` for one iterator.
 pub fn build(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
+    let op = build_node(plan, ctx)?;
+    Ok(Box::new(Metered::new(op, ctx.metrics.stats(StatsKey::Node(plan.node_id())))))
+}
+
+/// The knob of `param` for `plan`'s operator: fixed, or tunable from a starting value.
+/// `AUTOTUNE` with the tuner off takes the value tf.data would run with untuned.
+pub(crate) fn knob(plan: &Plan, ctx: &ExecContext, param: Param, value: Tunable, max: usize) -> Arc<Knob> {
+    let stats = ctx.metrics.stats(StatsKey::Node(plan.node_id()));
+    let max = max.max(1);
+    stats.knob(param, || match value {
+        Tunable::Fixed(n) => Knob::new(param, n as usize, false, 1, (n as usize).max(1)),
+        Tunable::Default | Tunable::Autotune if ctx.options.autotune.enabled => Knob::new(param, 1, true, 1, max),
+        Tunable::Default | Tunable::Autotune => {
+            let untuned = if param == Param::Parallelism { ctx.options.cores } else { 2 };
+            Knob::new(param, untuned, false, 1, max)
+        }
+    })
+}
+
+/// Whether `calls` asks for parallel execution.
+fn is_parallel(calls: &Tunable) -> bool {
+    matches!(calls, Tunable::Autotune | Tunable::Fixed(2..))
+}
+
+/// A map of `func` over `input` with `calls` parallel calls, cutting tasks by `size`.
+fn parallel_map(
+    plan: &Plan,
+    ctx: &ExecContext,
+    input: BoxOperator,
+    func: crate::ops::function::ChunkFn,
+    calls: Tunable,
+    deterministic: Option<bool>,
+    size: TaskSize,
+) -> BoxOperator {
+    let knob = knob(plan, ctx, Param::Parallelism, calls, ctx.options.autotune.cpu_budget.max(ctx.options.threads));
+    let stats = ctx.metrics.stats(StatsKey::Node(plan.node_id()));
+    let ordered = deterministic.unwrap_or(ctx.options.deterministic);
+    Box::new(ParallelMapOp::new(input, func, ctx.pool.clone(), knob, size, ordered, stats, ctx.budget.clone()))
+}
+
+fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
     let schema = plan.spec().arrow_schema();
     let input = || build(plan.input(), ctx);
     let chunk_rows = ctx.options.chunk_rows;
     Ok(match plan.op() {
         Op::Source(desc) => build_source(plan, desc, schema, ctx)?,
+        Op::Map { func, vectorized, num_parallel_calls, deterministic } if is_parallel(num_parallel_calls) => {
+            let func = map_fn(func, schema, &ctx.registry, *vectorized)?;
+            let size = if *vectorized { TaskSize::Chunk } else { TaskSize::Split };
+            parallel_map(plan, ctx, input()?, func, *num_parallel_calls, *deterministic, size)
+        }
         Op::Map { func, vectorized, .. } => {
             Box::new(MapOp::new(input()?, map_fn(func, schema, &ctx.registry, *vectorized)?))
         }
         Op::Filter { predicate, vectorized } => {
             Box::new(MapOp::new(input()?, filter_fn(predicate, &ctx.registry, *vectorized)?))
         }
-        // Runs as map then batch until the parallel runtime fills whole batches per worker.
-        Op::MapAndBatch { func, batch_size, drop_remainder, vectorized, .. } => {
+        // Parallel: each task maps one batch's rows into one chunk, which the batch wraps
+        // without copying; sequential: map then batch.
+        Op::MapAndBatch { func, batch_size, drop_remainder, vectorized, num_parallel_calls, deterministic } => {
             let mapped_spec = plan.spec().unbatched("map_and_batch")?;
-            let map = MapOp::new(input()?, map_fn(func, mapped_spec.arrow_schema(), &ctx.registry, *vectorized)?);
-            Box::new(BatchOp::new(Box::new(map), *batch_size, *drop_remainder, schema))
+            let func = map_fn(func, mapped_spec.arrow_schema(), &ctx.registry, *vectorized)?;
+            let map: BoxOperator = if is_parallel(num_parallel_calls) {
+                let size = TaskSize::Rows(usize::try_from(*batch_size).unwrap_or(usize::MAX));
+                parallel_map(plan, ctx, input()?, func, *num_parallel_calls, *deterministic, size)
+            } else {
+                Box::new(MapOp::new(input()?, func))
+            };
+            Box::new(BatchOp::new(map, *batch_size, *drop_remainder, schema))
         }
         // Shuffle then repeat, each epoch reshuffled exactly as the unfused pair would be.
         Op::ShuffleAndRepeat { buffer_size, seed, reshuffle_each_iteration, count } => {
@@ -64,14 +148,40 @@ pub fn build(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         Op::TakeWhile { predicate } => {
             Box::new(TakeWhileOp::new(input()?, mask_fn(predicate, "take_while", &ctx.registry, true)?))
         }
-        Op::FlatMap { func } => Box::new(FlatMapOp::new(input()?, ElementDatasets::new(func, ctx, schema)?)),
-        Op::Interleave { func, cycle_length, block_length, .. } => {
+        Op::FlatMap { func } => {
+            let opened = ctx.metrics.stats(StatsKey::Opened(plan.node_id()));
+            Box::new(FlatMapOp::new(input()?, ElementDatasets::new(func, ctx, schema)?.counted(opened)))
+        }
+        // A cycle length of AUTOTUNE is the number of cores, fixed at the start as in
+        // tf.data: changing it while running would change the element order.
+        Op::Interleave { func, cycle_length, block_length, num_parallel_calls, deterministic } => {
             let cycle = match cycle_length {
                 Tunable::Fixed(n) => *n as usize,
                 Tunable::Default | Tunable::Autotune => ctx.options.cores,
             };
-            let datasets = ElementDatasets::new(func, ctx, schema)?;
-            Box::new(InterleaveOp::new(input()?, datasets, cycle, *block_length, chunk_rows))
+            let opened = ctx.metrics.stats(StatsKey::Opened(plan.node_id()));
+            let datasets = ElementDatasets::new(func, ctx, schema)?.counted(opened);
+            let op = InterleaveOp::new(input()?, datasets, cycle, *block_length, chunk_rows);
+            if !is_parallel(num_parallel_calls) {
+                return Ok(Box::new(op));
+            }
+            let reads = ParallelReads {
+                permits: Permits::new(knob(plan, ctx, Param::Parallelism, *num_parallel_calls, cycle)),
+                buffer: knob(plan, ctx, Param::Buffer, Tunable::Autotune, MAX_BUFFER),
+                stats: ctx.metrics.stats(StatsKey::Node(plan.node_id())),
+                deterministic: deterministic.unwrap_or(ctx.options.deterministic),
+            };
+            Box::new(op.with_parallel_reads(reads))
+        }
+        // Parallel: workers gather each batch's rows into one chunk (the copy of a batch
+        // that straddles input chunks), which the batch wraps without copying.
+        Op::Batch { batch_size, drop_remainder, num_parallel_calls, deterministic }
+            if is_parallel(num_parallel_calls) =>
+        {
+            let gather: crate::ops::function::ChunkFn = Arc::new(|chunk| Ok(chunk.clone()));
+            let size = TaskSize::Rows(usize::try_from(*batch_size).unwrap_or(usize::MAX));
+            let rows = parallel_map(plan, ctx, input()?, gather, *num_parallel_calls, *deterministic, size);
+            Box::new(BatchOp::new(rows, *batch_size, *drop_remainder, schema))
         }
         Op::Batch { batch_size, drop_remainder, .. } => {
             Box::new(BatchOp::new(input()?, *batch_size, *drop_remainder, schema))
@@ -100,7 +210,11 @@ pub fn build(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         Op::Enumerate { start, .. } => Box::new(EnumerateOp::new(input()?, *start, schema)),
         Op::Zip => Box::new(ZipOp::new(build_all(plan, ctx)?, schema)),
         Op::Concatenate => Box::new(ConcatenateOp::new(build_all(plan, ctx)?, schema)),
-        Op::Prefetch { .. } => input()?,
+        Op::Prefetch { buffer_size } => {
+            let knob = knob(plan, ctx, Param::Buffer, *buffer_size, MAX_BUFFER);
+            let stats = ctx.metrics.stats(StatsKey::Node(plan.node_id()));
+            Box::new(PrefetchOp::new(input()?, knob, ctx.budget.clone(), stats, None))
+        }
         Op::Cache { path: Some(path) } => Box::new(FileCacheOp::new(plan, path, ctx)?),
         Op::Snapshot { path, options } => Box::new(SnapshotOp::new(plan, path, options, ctx)?),
         Op::Cache { path: None } => Box::new(CacheOp::new(plan, ctx)?),
@@ -140,6 +254,9 @@ pub fn build(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         )?),
     })
 }
+
+/// The largest buffer, in elements, the tuner may choose; the RAM budget bounds bytes.
+pub(crate) const MAX_BUFFER: usize = 1 << 16;
 
 fn build_all(plan: &Plan, ctx: &ExecContext) -> Result<Vec<BoxOperator>> {
     plan.inputs().iter().map(|p| build(p, ctx)).collect()

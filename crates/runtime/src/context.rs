@@ -8,6 +8,11 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{Plan, WeakPlan};
 use flumen_udf::registry::Registry;
 
+use crate::autotune::AutotuneOptions;
+use crate::budget::MemoryBudget;
+use crate::metrics::Metrics;
+use crate::pool::ThreadPool;
+
 /// Execution settings that operators read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecOptions {
@@ -15,13 +20,23 @@ pub struct ExecOptions {
     pub chunk_rows: usize,
     /// The number of cores, used where tf.data defaults to it (interleave's cycle length).
     pub cores: usize,
+    /// Keep input order in parallel operators that do not say (tf.data's `deterministic`).
+    pub deterministic: bool,
+    /// Workers of the iterator's thread pool (default: the cores).
+    pub threads: usize,
+    /// Autotuning of `AUTOTUNE` parameters.
+    pub autotune: AutotuneOptions,
 }
 
 impl Default for ExecOptions {
     fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         ExecOptions {
             chunk_rows: flumen_sources::reader::DEFAULT_CHUNK_ROWS,
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cores,
+            deterministic: true,
+            threads: cores,
+            autotune: AutotuneOptions::default(),
         }
     }
 }
@@ -179,13 +194,29 @@ pub struct ExecContext {
     pub unseeded: u64,
     /// The iteration index this context was made for.
     pub iteration: u64,
+    /// The iterator's thread pool, shared by its parallel operators.
+    pub pool: Arc<ThreadPool>,
+    /// The iterator's operator counters and knobs.
+    pub metrics: Arc<Metrics>,
+    /// The bytes the iterator's buffers may hold.
+    pub budget: Arc<MemoryBudget>,
 }
 
 impl ExecContext {
     /// A context for iteration number `iteration`.
     pub fn new(registry: Registry, options: Arc<ExecOptions>, shared: Arc<SharedState>, iteration: u64) -> Self {
         let unseeded = shared.unseeded();
-        ExecContext { registry, options, shared, salt: mix(0x666c_756d_656e, iteration), unseeded, iteration }
+        ExecContext {
+            pool: Arc::new(ThreadPool::new(options.threads)),
+            metrics: Arc::default(),
+            budget: Arc::new(MemoryBudget::new(options.autotune.ram_budget)),
+            registry,
+            options,
+            shared,
+            salt: mix(0x666c_756d_656e, iteration),
+            unseeded,
+            iteration,
+        }
     }
 
     /// The context of epoch `epoch` of a `repeat` running in this context.

@@ -9,21 +9,29 @@
 //! - [`conform`]: fitting chunks and arrays to a declared schema, for every operator.
 //! - [`ops`]: the operators, one module per concept; [`iter`]: what users iterate.
 //! - [`checkpoint`]: saving and restoring a running operator tree (iterator checkpoints).
+//! - [`pool`]: the iterator's thread pool; [`budget`]: the bytes its buffers may hold;
+//!   [`metrics`]: live counters and tunable knobs; [`autotune`]: the model and the tuner;
+//!   [`mod@analyze`]: `explain analyze`.
 
 #![warn(missing_docs)]
 
+pub mod analyze;
+pub mod autotune;
+pub mod budget;
 pub mod build;
 pub mod checkpoint;
 pub mod conform;
 pub mod context;
 pub mod iter;
+pub mod metrics;
 pub mod operator;
 pub mod ops;
 pub mod physical;
+pub mod pool;
 pub mod resume;
 pub mod rows;
 
-pub use build::build;
+pub use build::{build, build_root};
 pub use context::{ExecContext, ExecOptions, SharedState};
 pub use iter::{ChunkIterator, ElementIterator};
 pub use operator::{BoxOperator, Operator};

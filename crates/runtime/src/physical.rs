@@ -11,11 +11,13 @@
 //!   flag), `per-row fallback: expressions` (the same expressions re-run one element at a time),
 //!   `per-row fallback: closure 'f'` (a per-element closure) and `per-batch closure 'f'`;
 //! - `filter` runs as a `MapOp` whose function drops rows; it is shown as `FilterOp[...]`;
-//! - `map_and_batch` runs, in this sequential runtime, as a `MapOp` feeding a `BatchOp`; it is
+//! - `map_and_batch` runs as a map (a `ParallelMapOp` whose workers each produce one batch's
+//!   rows, when parallel) feeding a `BatchOp`; it is
 //!   shown as one `MapAndBatchOp[...] -> batch b` node;
 //! - `shuffle_and_repeat` and `repeat` rebuild their input each epoch (a new operator tree per
 //!   epoch, reshuffled with the epoch's seed);
-//! - `prefetch` builds no operator (its input is returned as is) and is shown as a pass-through;
+//! - a parallel `map` is a `ParallelMapOp` on the iterator's thread pool, with its number of
+//!   calls (or "autotuned") and its order; `prefetch` is a `PrefetchOp` with a producer thread;
 //! - sources are `ReaderOp[...]` with what is pushed into the reader (projected columns, a
 //!   Parquet predicate), or `GeneratorOp[...]`.
 //!
@@ -57,11 +59,17 @@ fn render(plan: &Plan, depth: usize, out: &mut String, seen: &mut HashMap<usize,
 pub fn operator(op: &Op) -> String {
     match op {
         Op::Source(desc) => source(desc),
+        Op::Map { func, vectorized, num_parallel_calls, deterministic } if parallel(num_parallel_calls) => {
+            format!("ParallelMapOp[{}]{}", map_strategy(func, *vectorized), calls(num_parallel_calls, *deterministic))
+        }
         Op::Map { func, vectorized, .. } => format!("MapOp[{}]", map_strategy(func, *vectorized)),
         Op::Filter { predicate, vectorized } => format!("FilterOp[{}]", predicate_strategy(predicate, *vectorized)),
-        Op::MapAndBatch { func, batch_size, drop_remainder, vectorized, .. } => {
-            format!("MapAndBatchOp[{}] -> batch {batch_size}{}", map_strategy(func, *vectorized), drop(*drop_remainder))
-        }
+        Op::MapAndBatch { func, batch_size, drop_remainder, vectorized, num_parallel_calls, deterministic } => format!(
+            "MapAndBatchOp[{}] -> batch {batch_size}{}{}",
+            map_strategy(func, *vectorized),
+            drop(*drop_remainder),
+            calls(num_parallel_calls, *deterministic)
+        ),
         Op::ShuffleAndRepeat { buffer_size, seed, reshuffle_each_iteration, count } => format!(
             "ShuffleAndRepeatOp({}, count {}) rebuilds its input each epoch",
             shuffle(*buffer_size, *seed, *reshuffle_each_iteration),
@@ -70,12 +78,24 @@ pub fn operator(op: &Op) -> String {
         // Expression predicates of take_while always run over whole chunks.
         Op::TakeWhile { predicate } => format!("TakeWhileOp[{}]", predicate_strategy(predicate, true)),
         Op::FlatMap { func } => format!("FlatMapOp[{}]", dataset_strategy(func)),
-        Op::Interleave { func, cycle_length, block_length, .. } => {
+        Op::Interleave { func, cycle_length, block_length, num_parallel_calls, deterministic } => {
             let cycle = match cycle_length {
                 Tunable::Fixed(n) => n.to_string(),
                 Tunable::Default | Tunable::Autotune => "number of cores".to_string(),
             };
-            format!("InterleaveOp[{}; cycle {cycle}, block {block_length}]", dataset_strategy(func))
+            let reads = if parallel(num_parallel_calls) {
+                format!(", each input read ahead by its own producer{}", calls(num_parallel_calls, *deterministic))
+            } else {
+                String::new()
+            };
+            format!("InterleaveOp[{}; cycle {cycle}, block {block_length}{reads}]", dataset_strategy(func))
+        }
+        Op::Batch { batch_size, drop_remainder, num_parallel_calls, deterministic } if parallel(num_parallel_calls) => {
+            format!(
+                "BatchOp({batch_size}{}) over workers gathering whole batches{}",
+                drop(*drop_remainder),
+                calls(num_parallel_calls, *deterministic)
+            )
         }
         Op::Batch { batch_size, drop_remainder, .. } => format!("BatchOp({batch_size}{})", drop(*drop_remainder)),
         Op::PaddedBatch { batch_size, drop_remainder, .. } => {
@@ -93,7 +113,10 @@ pub fn operator(op: &Op) -> String {
         Op::Enumerate { start, field } => format!("EnumerateOp({field} from {start})"),
         Op::Zip => "ZipOp".to_string(),
         Op::Concatenate => "ConcatenateOp".to_string(),
-        Op::Prefetch { .. } => "Prefetch (pass-through: the sequential runtime runs it inline)".to_string(),
+        Op::Prefetch { buffer_size } => match buffer_size {
+            Tunable::Fixed(n) => format!("PrefetchOp(buffer {n}) on a producer thread"),
+            Tunable::Default | Tunable::Autotune => "PrefetchOp(buffer autotuned) on a producer thread".to_string(),
+        },
         Op::Cache { path: Some(path) } => {
             format!("FileCacheOp[{path:?}] (writes the first complete pass, reads it after)")
         }
@@ -127,6 +150,26 @@ pub fn operator(op: &Op) -> String {
             drop(*drop_remainder)
         ),
     }
+}
+
+/// Whether `calls` makes an operator parallel (as `build` decides).
+fn parallel(calls: &Tunable) -> bool {
+    matches!(calls, Tunable::Autotune | Tunable::Fixed(2..))
+}
+
+/// `, N parallel calls, in order` and the like; empty when sequential.
+fn calls(calls: &Tunable, deterministic: Option<bool>) -> String {
+    let n = match calls {
+        Tunable::Fixed(n) if *n >= 2 => n.to_string(),
+        Tunable::Autotune => "autotuned".to_string(),
+        _ => return String::new(),
+    };
+    let order = match deterministic {
+        Some(false) => "as finished",
+        Some(true) => "in order",
+        None => "order per options",
+    };
+    format!(", {n} parallel calls, {order}")
 }
 
 /// The reader of a source, with what is pushed into it.
@@ -364,7 +407,7 @@ mod tests {
         let prefetch = Plan::new(Op::Prefetch { buffer_size: Tunable::Autotune }, vec![batch]).unwrap();
         assert_eq!(
             describe(&prefetch),
-            "#0 Prefetch (pass-through: the sequential runtime runs it inline) -> {a: int64[?], b: string[?]}\n\
+            "#0 PrefetchOp(buffer autotuned) on a producer thread -> {a: int64[?], b: string[?]}\n\
              \x20 #1 BatchOp(1024) -> {a: int64[?], b: string[?]}\n\
              \x20   #2 ReaderOp[parquet: 4 files, columns [a, b], where (x > 1)] -> {a: int64[], b: string[]}\n"
         );
@@ -395,7 +438,8 @@ mod tests {
         assert_eq!(
             describe(&repeated),
             "#0 RepeatOp(2) rebuilds its input each epoch -> {value: int64[256]}\n\
-             \x20 #1 MapAndBatchOp[columnar expressions] -> batch 256, drop_remainder -> {value: int64[256]}\n\
+             \x20 #1 MapAndBatchOp[columnar expressions] -> batch 256, drop_remainder, autotuned parallel calls, order \
+             per options -> {value: int64[256]}\n\
              \x20   #2 ShuffleAndRepeatOp(buffer 100, seed 7, reshuffle each iteration, count forever) rebuilds \
              its input each epoch -> {value: int64[]}\n\
              \x20     #3 ReaderOp[range: 0, 1000, step 1] -> {value: int64[]}\n"

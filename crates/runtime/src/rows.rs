@@ -52,6 +52,11 @@ impl RowReader {
         Ok(true)
     }
 
+    /// Whether rows of a pulled chunk are left to read (a read would not pull the input).
+    pub fn has_rows(&self) -> bool {
+        self.current.as_ref().is_some_and(|c| self.offset < c.num_rows())
+    }
+
     /// Up to `max` next rows as one zero-copy slice of a single input chunk (so possibly
     /// fewer than `max` even before the end); `None` at the end.
     pub fn next_slice(&mut self, max: usize) -> Result<Option<RecordBatch>> {

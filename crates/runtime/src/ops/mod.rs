@@ -14,6 +14,8 @@ pub mod list_kernels;
 pub mod map;
 pub mod nested;
 pub mod padded_batch;
+pub mod parallel_map;
+pub mod prefetch;
 pub mod repeat;
 pub mod sample_from_datasets;
 pub mod shuffle;

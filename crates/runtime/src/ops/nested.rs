@@ -13,6 +13,7 @@ use crate::build::build;
 use crate::checkpoint::{OpState, SaveMode};
 use crate::context::{mix, ExecContext, SharedState};
 use crate::operator::{BoxOperator, Operator};
+use crate::ops::prefetch::{Permits, PrefetchOp, Probe};
 use crate::ops::source::ReaderOp;
 use crate::ops::unbatch::UnbatchOp;
 use crate::rows::{concat, RowReader};
@@ -22,6 +23,8 @@ pub struct ElementDatasets {
     func: Opener,
     ctx: ExecContext,
     schema: SchemaRef,
+    /// Where the opened datasets' deliveries are counted.
+    stats: Option<Arc<crate::metrics::OpStats>>,
 }
 
 enum Opener {
@@ -64,12 +67,27 @@ impl ElementDatasets {
                 output: output.clone(),
             },
         };
-        Ok(ElementDatasets { func, ctx: ctx.clone(), schema })
+        Ok(ElementDatasets { func, ctx: ctx.clone(), schema, stats: None })
+    }
+
+    /// The same opener counting what the opened datasets deliver in `stats`.
+    pub fn counted(mut self, stats: Arc<crate::metrics::OpStats>) -> Self {
+        self.stats = Some(stats);
+        self
+    }
+
+    /// [`ElementDatasets::open_uncounted`], counted.
+    pub fn open(&self, element: &RecordBatch, index: u64) -> Result<BoxOperator> {
+        let dataset = self.open_uncounted(element, index)?;
+        Ok(match &self.stats {
+            Some(stats) => Box::new(crate::metrics::Metered::new(dataset, stats.clone())),
+            None => dataset,
+        })
     }
 
     /// The dataset of `element` (a one-row chunk), the `index`-th this operator opens (what
     /// a closure's dataset derives its unseeded seeds from, so a restore rebuilds it alike).
-    pub fn open(&self, element: &RecordBatch, index: u64) -> Result<BoxOperator> {
+    fn open_uncounted(&self, element: &RecordBatch, index: u64) -> Result<BoxOperator> {
         match &self.func {
             Opener::ReadFile { field, format } => {
                 let column = element.column_by_name(field).expect("type-checked field");
@@ -177,16 +195,35 @@ impl Operator for FlatMapOp {
     }
 }
 
+/// How a parallel interleave reads its open datasets: each through a prefetching producer
+/// of its own, with at most `permits` reading at once.
+pub struct ParallelReads {
+    /// Concurrent reads (`num_parallel_calls`, live-tunable).
+    pub permits: Arc<Permits>,
+    /// Elements each open dataset buffers ahead.
+    pub buffer: Arc<crate::metrics::Knob>,
+    /// The interleave's counters (worker time, buffer occupancy).
+    pub stats: Arc<crate::metrics::OpStats>,
+    /// tf.data's order when set; otherwise a slot with nothing ready is passed over.
+    pub deterministic: bool,
+}
+
+/// An open dataset of an interleave: its reader, the element it was opened from (kept for
+/// checkpoints), its index, and when parallel its producer's probe.
+type Slot = (RowReader, RecordBatch, u64, Option<Probe>);
+
 /// `interleave(cycle_length, block_length)` in tf.data's deterministic order: up to
 /// `cycle_length` element datasets are open; `block_length` elements are taken from one
 /// before moving to the next slot; an exhausted slot is refilled from the input when the
-/// cycle comes back to it.
+/// cycle comes back to it. With [`ParallelReads`], the open datasets are read ahead by
+/// producer threads; without determinism, a slot whose producer has nothing ready yet is
+/// skipped for one that has (tf.data's `deterministic=False`).
 pub struct InterleaveOp {
     input: RowReader,
     input_done: bool,
     datasets: ElementDatasets,
-    /// Open datasets, each with the element it was opened from (kept for checkpoints).
-    slots: Vec<Option<(RowReader, RecordBatch, u64)>>,
+    slots: Vec<Option<Slot>>,
+    parallel: Option<ParallelReads>,
     opened: u64,
     cycle_index: usize,
     block_index: u64,
@@ -209,12 +246,51 @@ impl InterleaveOp {
             input_done: false,
             datasets,
             slots: (0..cycle_length.max(1)).map(|_| None).collect(),
+            parallel: None,
             opened: 0,
             cycle_index: 0,
             block_index: 0,
             block_length,
             chunk_rows,
             error: None,
+        }
+    }
+
+    /// The same interleave reading its open datasets in parallel.
+    pub fn with_parallel_reads(mut self, reads: ParallelReads) -> Self {
+        self.parallel = Some(reads);
+        self
+    }
+
+    /// Opens the dataset of `element`, the `index`-th, behind a producer when parallel.
+    fn open(&self, element: &RecordBatch, index: u64) -> Result<Slot> {
+        let dataset = self.datasets.open(element, index)?;
+        let Some(p) = &self.parallel else {
+            return Ok((RowReader::new(dataset), element.clone(), index, None));
+        };
+        let budget = self.datasets.ctx.budget.clone();
+        let prefetch = PrefetchOp::new(dataset, p.buffer.clone(), budget, p.stats.clone(), Some(p.permits.clone()));
+        let probe = prefetch.probe();
+        Ok((RowReader::new(Box::new(prefetch)), element.clone(), index, Some(probe)))
+    }
+
+    /// Without determinism: moves to the first slot from the current one that can deliver
+    /// without waiting, if the current one cannot.
+    fn skip_waiting_slots(&mut self) {
+        if self.parallel.as_ref().is_none_or(|p| p.deterministic) {
+            return;
+        }
+        let ready = |slot: &Option<Slot>| match slot {
+            Some((reader, _, _, Some(probe))) => reader.has_rows() || probe.is_ready(),
+            _ => false,
+        };
+        let n = self.slots.len();
+        if ready(&self.slots[self.cycle_index]) {
+            return;
+        }
+        if let Some(k) = (1..n).map(|k| (self.cycle_index + k) % n).find(|&i| ready(&self.slots[i])) {
+            self.cycle_index = k;
+            self.block_index = 0;
         }
     }
 
@@ -230,7 +306,10 @@ impl InterleaveOp {
             if self.input_done && open == 0 {
                 return Ok(None);
             }
-            if let Some((slot, _, _)) = &mut self.slots[self.cycle_index] {
+            if self.input_done || open == self.slots.len() {
+                self.skip_waiting_slots();
+            }
+            if let Some((slot, _, _, _)) = &mut self.slots[self.cycle_index] {
                 let want = (self.block_length - self.block_index) as usize;
                 match slot.next_slice(want)? {
                     Some(run) => {
@@ -249,8 +328,7 @@ impl InterleaveOp {
                 match self.input.next_slice(1)? {
                     Some(element) => {
                         self.opened += 1;
-                        let dataset = self.datasets.open(&element, self.opened - 1)?;
-                        self.slots[self.cycle_index] = Some((RowReader::new(dataset), element, self.opened - 1));
+                        self.slots[self.cycle_index] = Some(self.open(&element, self.opened - 1)?);
                     }
                     None => self.input_done = true,
                 }
@@ -288,7 +366,7 @@ impl Operator for InterleaveOp {
     /// The cycle position, each open slot's dataset state with the element it was opened
     /// from, a pending error, and the input's state.
     fn save(&self, mode: SaveMode) -> Result<OpState> {
-        let open: Vec<Option<u64>> = self.slots.iter().map(|s| s.as_ref().map(|(_, _, i)| *i)).collect();
+        let open: Vec<Option<u64>> = self.slots.iter().map(|s| s.as_ref().map(|(_, _, i, _)| *i)).collect();
         let mut state = OpState::new("interleave")
             .with("input_done", self.input_done)?
             .with("opened", self.opened)?
@@ -296,7 +374,7 @@ impl Operator for InterleaveOp {
             .with("block_index", self.block_index)?
             .with("open", &open)?
             .child(self.input.save(mode)?);
-        for (reader, element, _) in self.slots.iter().flatten() {
+        for (reader, element, _, _) in self.slots.iter().flatten() {
             state = state.with_chunks([element.clone()]).child(reader.save(mode)?);
         }
         if let Some(e) = &self.error {
@@ -325,13 +403,13 @@ impl Operator for InterleaveOp {
         self.error = state.take_error();
         self.input.restore(state.take_child()?)?;
         let mut elements = std::mem::take(&mut state.chunks).into_iter();
-        for (slot, is_open) in self.slots.iter_mut().zip(open) {
-            *slot = None;
+        for (i, is_open) in open.into_iter().enumerate() {
+            self.slots[i] = None;
             if let Some(index) = is_open {
                 let element = elements.next().ok_or_else(|| crate::checkpoint::state::mismatch("interleave slot"))?;
-                let mut reader = RowReader::new(self.datasets.open(&element, index)?);
-                reader.restore(state.take_child()?)?;
-                *slot = Some((reader, element, index));
+                let mut opened = self.open(&element, index)?;
+                opened.0.restore(state.take_child()?)?;
+                self.slots[i] = Some(opened);
             }
         }
         Ok(())

@@ -1,0 +1,110 @@
+//! `explain analyze`: the physical plan annotated with what each operator did while running.
+//!
+//! Per plan node: elements (rows) and chunks delivered, errors, bytes, wall time spent in
+//! its `next_chunk` by its consumer, its own time (its workers' compute time for parallel
+//! operators; wall time minus its same-thread inputs' otherwise), the mean occupancy of its
+//! buffer, and each parameter with the values the tuner gave it over time. The bottleneck
+//! is the node with the largest own time per unit of parallelism: the one whose speed
+//! bounds the pipeline's.
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use flumen_ir::Plan;
+
+use crate::autotune::tuner::live_model;
+use crate::budget::MemoryBudget;
+use crate::metrics::{Metrics, StatsKey};
+use crate::physical::operator;
+
+/// Renders the analysis of `plan` as run with `metrics` and `budget`.
+pub fn analyze(plan: &Plan, metrics: &Metrics, budget: &MemoryBudget) -> String {
+    let live = live_model(plan, metrics);
+    // Own time per parallel worker, per model node: the busiest node is the bottleneck.
+    let busy: Vec<f64> = live
+        .model
+        .nodes()
+        .iter()
+        .zip(&live.keys)
+        .map(|(node, key)| {
+            let rows = metrics.get(*key).map_or(0.0, |s| s.rows.load(Ordering::Relaxed) as f64);
+            node.self_time * rows / node.parallelism.max(1.0)
+        })
+        .collect();
+    let bottleneck = busy.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| live.keys[i]);
+    let mut out = String::new();
+    let elapsed = metrics.elapsed().as_secs_f64();
+    let _ = writeln!(
+        out,
+        "elapsed {:.3} s, buffers held at most {:.1} MiB of a {:.1} MiB budget",
+        elapsed,
+        budget.peak() as f64 / 1048576.0,
+        budget.limit() as f64 / 1048576.0
+    );
+    render(plan, 0, metrics, bottleneck, &live, &mut out);
+    out
+}
+
+fn render(
+    plan: &Plan,
+    depth: usize,
+    metrics: &Metrics,
+    bottleneck: Option<StatsKey>,
+    live: &crate::autotune::tuner::LiveModel,
+    out: &mut String,
+) {
+    let indent = "  ".repeat(depth);
+    let key = StatsKey::Node(plan.node_id());
+    let _ = write!(out, "{indent}{}", operator(plan.op()));
+    line(key, metrics, bottleneck, live, out);
+    if metrics.get(StatsKey::Opened(plan.node_id())).is_some() {
+        let _ = write!(out, "{indent}  (opened datasets)");
+        line(StatsKey::Opened(plan.node_id()), metrics, bottleneck, live, out);
+    }
+    for input in plan.inputs() {
+        render(input, depth + 1, metrics, bottleneck, live, out);
+    }
+}
+
+fn line(
+    key: StatsKey,
+    metrics: &Metrics,
+    bottleneck: Option<StatsKey>,
+    live: &crate::autotune::tuner::LiveModel,
+    out: &mut String,
+) {
+    let Some(s) = metrics.get(key) else {
+        let _ = writeln!(out, "  [not run]");
+        return;
+    };
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let own = live.keys.iter().position(|k| *k == key).map(|i| &live.model.nodes()[i]);
+    let rows = s.rows.load(Ordering::Relaxed);
+    let _ = write!(
+        out,
+        "  rows={} chunks={} errors={} bytes={} wall={:.1}ms",
+        rows,
+        s.chunks.load(Ordering::Relaxed),
+        s.errors.load(Ordering::Relaxed),
+        s.bytes.load(Ordering::Relaxed),
+        ms(s.wall_ns.load(Ordering::Relaxed)),
+    );
+    if let Some(node) = own {
+        let _ = write!(out, " own={:.1}ms", node.self_time * rows as f64 * 1e3);
+    }
+    if s.asynchronous.load(Ordering::Relaxed) {
+        let _ = write!(out, " work={:.1}ms", ms(s.work_ns.load(Ordering::Relaxed)));
+        if let Some(mean) = s.mean_occupancy() {
+            let _ = write!(out, " mean_buffered={mean:.1}");
+        }
+    }
+    for knob in s.knobs() {
+        let history: Vec<String> = knob.history().iter().map(|(at, v)| format!("{v}@{at}ms")).collect();
+        let how = if knob.tunable { "autotuned" } else { "fixed" };
+        let _ = write!(out, " {}={} ({how}: {})", knob.param.name(), knob.get(), history.join(" "));
+    }
+    if bottleneck == Some(key) {
+        let _ = write!(out, "  <- bottleneck");
+    }
+    out.push('\n');
+}

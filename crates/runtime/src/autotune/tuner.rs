@@ -1,0 +1,218 @@
+//! The tuner: a background thread per iterator that periodically turns the live counters
+//! into a [`Model`], optimizes it and sets the operators' knobs.
+//!
+//! Each plan node becomes a model node: its self time per element is the time its
+//! operator spent delivering minus the time spent in inputs it pulled on the same thread
+//! (synchronous operators), or its workers' compute time (parallel map and batch); its
+//! ratio is rows in per row out, as measured. The consumer period is the time the consumer
+//! spends outside the pipeline per element. The first rounds come quickly (every 10 ms) so
+//! a short pipeline is tuned early; the period then doubles up to half a second, since a
+//! running pipeline's costs change slowly.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use arrow::record_batch::RecordBatch;
+use flumen_ir::{Op, Plan, Result};
+
+use super::model::{Kind, Model, Node, NodeId, Tunable};
+use super::optimize::{optimize, Budget};
+use super::AutotuneOptions;
+use crate::checkpoint::{OpState, SaveMode};
+use crate::metrics::{Knob, Metrics, OpStats, StatsKey};
+use crate::operator::{BoxOperator, Operator};
+
+/// The model of a running pipeline and the knobs its tunable parameters belong to.
+pub struct LiveModel {
+    /// The model, in seconds.
+    pub model: Model,
+    /// Each tunable parameter's knob.
+    pub knobs: Vec<(NodeId, Arc<Knob>)>,
+    /// The plan node (`StatsKey`) of each model node.
+    pub keys: Vec<StatsKey>,
+}
+
+fn nanos(v: &std::sync::atomic::AtomicU64) -> f64 {
+    v.load(Ordering::Relaxed) as f64 * 1e-9
+}
+
+fn rows(s: &OpStats) -> f64 {
+    s.rows.load(Ordering::Relaxed) as f64
+}
+
+/// Whether `op` pulls its inputs on threads of its own (their time is not its caller's).
+fn pulls_elsewhere(op: &Op, stats: &OpStats) -> bool {
+    matches!(op, Op::Prefetch { .. } | Op::Interleave { .. }) && stats.asynchronous.load(Ordering::Relaxed)
+}
+
+/// Builds the model of `plan` from the counters in `metrics` (nodes not built yet are left
+/// out).
+pub fn live_model(plan: &Plan, metrics: &Metrics) -> LiveModel {
+    let mut live = LiveModel { model: Model::new(), knobs: Vec::new(), keys: Vec::new() };
+    if let Some(root) = add(plan, metrics, &mut live) {
+        live.model.set_root(root);
+    }
+    live
+}
+
+fn add(plan: &Plan, metrics: &Metrics, live: &mut LiveModel) -> Option<NodeId> {
+    let stats = metrics.get(StatsKey::Node(plan.node_id()))?;
+    let mut inputs: Vec<(NodeId, Arc<OpStats>)> = Vec::new();
+    for input in plan.inputs() {
+        if let Some(id) = add(input, metrics, live) {
+            inputs.push((id, metrics.get(StatsKey::Node(input.node_id()))?));
+        }
+    }
+    if matches!(plan.op(), Op::Interleave { .. } | Op::FlatMap { .. }) {
+        if let Some(opened) = metrics.get(StatsKey::Opened(plan.node_id())) {
+            let per_row = nanos(&opened.wall_ns) / rows(&opened).max(1.0);
+            let id = live.model.add(Node::new("opened datasets", Kind::Source, per_row));
+            live.keys.push(StatsKey::Opened(plan.node_id()));
+            // The opened datasets feed the interleave; its element input only opens them.
+            inputs = vec![(id, opened)];
+        }
+    }
+    let out = rows(&stats).max(1.0);
+    let rows_in: f64 = inputs.iter().map(|(_, s)| rows(s)).sum();
+    let ratio = if inputs.is_empty() { 1.0 } else { (rows_in / out).max(1e-9) };
+    let asynchronous = stats.asynchronous.load(Ordering::Relaxed);
+    let knobs = stats.knobs();
+    let kind = match plan.op() {
+        _ if inputs.is_empty() => Kind::Source,
+        Op::Interleave { cycle_length, .. } if asynchronous => {
+            let cycle = match cycle_length {
+                flumen_ir::Tunable::Fixed(n) => *n as f64,
+                _ => knobs.iter().find(|k| k.param == super::model::Param::Parallelism).map_or(1.0, |k| k.max as f64),
+            };
+            Kind::Interleave { cycle_length: cycle.max(1.0) }
+        }
+        _ if asynchronous => Kind::Async { ratio },
+        _ => Kind::Sync { ratio },
+    };
+    let self_time = match plan.op() {
+        Op::Prefetch { .. } | Op::Interleave { .. } if asynchronous => 0.0,
+        _ if asynchronous => nanos(&stats.work_ns) / out,
+        op => {
+            let inner: f64 = if pulls_elsewhere(op, &stats) {
+                0.0
+            } else {
+                plan.inputs()
+                    .iter()
+                    .filter_map(|i| metrics.get(StatsKey::Node(i.node_id())))
+                    .map(|s| nanos(&s.wall_ns))
+                    .sum()
+            };
+            (nanos(&stats.wall_ns) - inner).max(0.0) / out
+        }
+    };
+    let mut node = Node::new(plan.op().name(), kind, self_time);
+    node.inputs = inputs.iter().map(|(id, _)| *id).collect();
+    node.bytes_per_element = stats.bytes.load(Ordering::Relaxed) as f64 / out;
+    let mut tuned = Vec::new();
+    for knob in knobs {
+        let value = knob.get() as f64;
+        match knob.param {
+            super::model::Param::Parallelism => node.parallelism = value,
+            super::model::Param::Buffer => node.buffer = value,
+            super::model::Param::CycleLength => {}
+        }
+        if knob.tunable {
+            node.tunables.push(Tunable { param: knob.param, min: knob.min as f64, max: knob.max as f64 });
+            tuned.push(knob);
+        }
+    }
+    let id = live.model.add(node);
+    live.keys.push(StatsKey::Node(plan.node_id()));
+    live.knobs.extend(tuned.into_iter().map(|k| (id, k)));
+    Some(id)
+}
+
+/// The time the consumer spends outside the pipeline per element of `root`, in seconds.
+pub fn consumer_period(plan: &Plan, metrics: &Metrics) -> f64 {
+    let Some(stats) = metrics.get(StatsKey::Node(plan.node_id())) else {
+        return 0.0;
+    };
+    let outside = (metrics.elapsed().as_secs_f64() - nanos(&stats.wall_ns)).max(0.0);
+    outside / rows(&stats).max(1.0)
+}
+
+/// One round: model, optimize, set the knobs. Returns whether anything was tunable.
+pub fn tune_once(plan: &Plan, metrics: &Metrics, options: &AutotuneOptions) -> bool {
+    let mut live = live_model(plan, metrics);
+    if live.knobs.is_empty() || live.model.root().is_none() {
+        return false;
+    }
+    let budget = Budget { cpu: options.cpu_budget as f64, ram_bytes: options.ram_budget as f64 };
+    let period = consumer_period(plan, metrics);
+    let outcome = optimize(&mut live.model, period, &budget, options.algorithm);
+    let at = metrics.elapsed();
+    for setting in outcome.settings {
+        if let Some((_, knob)) = live.knobs.iter().find(|(id, k)| *id == setting.node && k.param == setting.param) {
+            knob.set(setting.value.round() as usize, at);
+        }
+    }
+    true
+}
+
+struct Stop {
+    stopped: Mutex<bool>,
+    wake: Condvar,
+}
+
+/// The root operator of an autotuned iterator: its input, plus the tuner thread, which is
+/// stopped and joined when the iterator is dropped.
+pub struct Tuned {
+    input: BoxOperator,
+    stop: Arc<Stop>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Tuned {
+    /// `input` (built for `plan` with `metrics`), tuned in the background.
+    pub fn new(input: BoxOperator, plan: Plan, metrics: Arc<Metrics>, options: AutotuneOptions) -> Result<Self> {
+        let stop = Arc::new(Stop { stopped: Mutex::new(false), wake: Condvar::new() });
+        let signal = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("flumen-autotune".into())
+            .spawn(move || {
+                let mut period = Duration::from_millis(10);
+                let mut stopped = signal.stopped.lock().expect("tuner stop");
+                loop {
+                    stopped = signal.wake.wait_timeout(stopped, period).expect("tuner stop").0;
+                    if *stopped {
+                        return;
+                    }
+                    tune_once(&plan, &metrics, &options);
+                    period = (period * 2).min(Duration::from_millis(500));
+                }
+            })
+            .map_err(|e| flumen_ir::Error::execution("autotune", format!("cannot start its thread: {e}")))?;
+        Ok(Tuned { input, stop, thread: Some(thread) })
+    }
+}
+
+impl Operator for Tuned {
+    fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
+        self.input.next_chunk()
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        self.input.save(mode)
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        self.input.restore(state)
+    }
+}
+
+impl Drop for Tuned {
+    fn drop(&mut self) {
+        *self.stop.stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.stop.wake.notify_all();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

@@ -1,0 +1,520 @@
+//! Parallel `map` and `filter` (`num_parallel_calls`), and the map half of a parallel
+//! `map_and_batch` or `batch`: the input is cut into tasks that run on the pipeline's
+//! thread pool while the consumer takes finished results.
+//!
+//! - **Tasks.** A function called per element gets tasks of about `rows / parallelism`
+//!   rows, so even one chunk keeps every worker busy; a columnar function gets whole chunks.
+//!   With a fixed task size (a batch size), a task gathers exactly that many rows across
+//!   chunk boundaries, so each worker produces one whole batch's rows in one allocation and
+//!   the batch above wraps them without a copy (tf.data's `map_and_batch`).
+//! - **Order.** Deterministic mode numbers tasks and hands results out in input order;
+//!   at most `2 × parallelism` tasks are outstanding (running or finished but not handed
+//!   out), so one slow element holds back a bounded window, never unbounded memory.
+//!   Unordered mode hands results out as they finish, under the same bound.
+//! - **Errors.** A worker resumes after a failed element as the sequential map does
+//!   (`resume`), so the results, the errors and their order are the sequential ones; a
+//!   panic in a worker becomes an error of its task.
+//! - **Backpressure.** Tasks are dispatched when the consumer pulls (no thread of its own):
+//!   nothing is read ahead beyond the window, and the RAM budget holds finished results.
+//! - **Checkpoints.** A save waits for running tasks, then stores the unread results and
+//!   the undispatched input rows with the input's state. In deterministic symbolic mode,
+//!   once recording, it stores instead the input's state before the oldest input chunk not
+//!   fully handed out and the rows of it handed out; a restore rewinds and replays.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+use arrow::record_batch::RecordBatch;
+use flumen_ir::{Error, Result};
+
+use crate::budget::MemoryBudget;
+use crate::checkpoint::replay::skip_rows;
+use crate::checkpoint::saved_error::SavedError;
+use crate::checkpoint::{OpState, SaveMode};
+use crate::metrics::{Knob, OpStats};
+use crate::operator::{BoxOperator, Operator};
+use crate::ops::function::ChunkFn;
+use crate::pool::ThreadPool;
+use crate::rows::concat;
+
+/// How a parallel map cuts its input into tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskSize {
+    /// About `rows / parallelism` rows of one chunk (a function called per element).
+    Split,
+    /// One input chunk per task (a columnar function).
+    Chunk,
+    /// Exactly this many rows, gathered across chunks (the last task may be shorter).
+    Rows(usize),
+}
+
+/// One result of a task: an output chunk (none when a filter kept nothing) or an error,
+/// and how many of the task's input rows it accounts for.
+struct Segment {
+    result: Result<Option<RecordBatch>>,
+    end: usize,
+    bytes: u64,
+}
+
+impl Segment {
+    fn new(result: Result<Option<RecordBatch>>, end: usize) -> Self {
+        let bytes = match &result {
+            Ok(Some(c)) => c.get_array_memory_size() as u64,
+            _ => 0,
+        };
+        Segment { result, end, bytes }
+    }
+}
+
+/// A pulled input item: a chunk's rows (0 for an input error), and, when recording, the
+/// input's state before the pull plus the rows of the pulled chunk that precede this item
+/// (non-zero when the item is the rest of a replayed chunk).
+struct InputItem {
+    rows: usize,
+    before: Option<(OpState, usize)>,
+}
+
+/// Where in the input a task starts: an index into the items pulled so far and a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pos {
+    item: u64,
+    row: usize,
+}
+
+struct Task {
+    start: Pos,
+    segments: VecDeque<Segment>,
+    /// Input rows of the task accounted for by the segments handed out.
+    delivered: usize,
+}
+
+#[derive(Default)]
+struct Finished {
+    tasks: BTreeMap<u64, Vec<Segment>>,
+    running: usize,
+}
+
+#[derive(Default)]
+struct Completions {
+    finished: Mutex<Finished>,
+    changed: Condvar,
+}
+
+/// A parallel map (see the module documentation).
+pub struct ParallelMapOp {
+    input: BoxOperator,
+    func: ChunkFn,
+    pool: Arc<ThreadPool>,
+    knob: Arc<Knob>,
+    size: TaskSize,
+    ordered: bool,
+    stats: Arc<OpStats>,
+    budget: Arc<MemoryBudget>,
+    completions: Arc<Completions>,
+    /// Input rows pulled but not dispatched, each with its position.
+    undispatched: VecDeque<(Pos, Result<RecordBatch>)>,
+    input_done: bool,
+    /// Items pulled and not yet fully handed out, from index `first_item`.
+    items: VecDeque<InputItem>,
+    first_item: u64,
+    next_item: u64,
+    /// Start positions of dispatched tasks not yet handed out, by sequence number.
+    starts: BTreeMap<u64, Pos>,
+    next_seq: u64,
+    next_out: u64,
+    /// The task being handed out.
+    current: Option<Task>,
+    /// Results restored from a checkpoint, handed out before anything else.
+    restored: VecDeque<Result<RecordBatch>>,
+    tracking: std::cell::Cell<bool>,
+    last_bytes: u64,
+}
+
+impl ParallelMapOp {
+    /// `func` over `input` on `pool`, with `knob` calls at once, cutting tasks by `size`;
+    /// results in input order when `ordered`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        input: BoxOperator,
+        func: ChunkFn,
+        pool: Arc<ThreadPool>,
+        knob: Arc<Knob>,
+        size: TaskSize,
+        ordered: bool,
+        stats: Arc<OpStats>,
+        budget: Arc<MemoryBudget>,
+    ) -> Self {
+        stats.asynchronous.store(true, std::sync::atomic::Ordering::Relaxed);
+        ParallelMapOp {
+            input,
+            func,
+            pool,
+            knob,
+            size,
+            ordered,
+            stats,
+            budget,
+            completions: Arc::default(),
+            undispatched: VecDeque::new(),
+            input_done: false,
+            items: VecDeque::new(),
+            first_item: 0,
+            next_item: 0,
+            starts: BTreeMap::new(),
+            next_seq: 0,
+            next_out: 0,
+            current: None,
+            restored: VecDeque::new(),
+            tracking: std::cell::Cell::new(false),
+            last_bytes: 0,
+        }
+    }
+
+    fn parallelism(&self) -> usize {
+        self.knob.get().max(1)
+    }
+
+    fn outstanding(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// Pulls the input once: its chunk or error becomes an undispatched item.
+    fn pull(&mut self) -> Result<()> {
+        let before = if self.tracking.get() { self.input.save(SaveMode::Symbolic).ok().map(|s| (s, 0)) } else { None };
+        let pos = Pos { item: self.next_item, row: 0 };
+        let item = match self.input.next_chunk() {
+            Ok(None) => {
+                self.input_done = true;
+                return Ok(());
+            }
+            Ok(Some(chunk)) => (chunk.num_rows(), Ok(chunk)),
+            Err(e) => (0, Err(e)),
+        };
+        self.items.push_back(InputItem { rows: item.0, before });
+        self.next_item += 1;
+        self.undispatched.push_back((pos, item.1));
+        Ok(())
+    }
+
+    /// Dispatches tasks while the window and the budget allow.
+    fn top_up(&mut self) -> Result<()> {
+        let window = 2 * self.parallelism();
+        while self.outstanding() < window && (self.outstanding() == 0 || self.budget.fits(self.last_bytes)) {
+            if self.undispatched.is_empty() && !self.input_done {
+                self.pull()?;
+            }
+            let Some((start, first)) = self.undispatched.pop_front() else {
+                return Ok(());
+            };
+            let rows = match first {
+                Err(e) => {
+                    self.finish_now(start, vec![Segment::new(Err(e), 0)]);
+                    continue;
+                }
+                Ok(chunk) => self.gather(start, chunk)?,
+            };
+            self.dispatch(start, rows);
+        }
+        Ok(())
+    }
+
+    /// The rows of the task starting with `chunk`: part of it, or (fixed size) more chunks.
+    fn gather(&mut self, start: Pos, chunk: RecordBatch) -> Result<Vec<RecordBatch>> {
+        let n = chunk.num_rows();
+        let take = match self.size {
+            TaskSize::Chunk => n,
+            TaskSize::Split => n.div_ceil(self.parallelism()).max(1),
+            TaskSize::Rows(r) => r.max(1),
+        };
+        if take < n {
+            let rest = Pos { item: start.item, row: start.row + take };
+            self.undispatched.push_front((rest, Ok(chunk.slice(take, n - take))));
+            return Ok(vec![chunk.slice(0, take)]);
+        }
+        let mut rows = vec![chunk];
+        let mut have = n;
+        if let TaskSize::Rows(want) = self.size {
+            // A batch-sized task continues into the next chunks, up to an input error.
+            while have < want {
+                if self.undispatched.is_empty() && !self.input_done {
+                    self.pull()?;
+                }
+                match self.undispatched.pop_front() {
+                    Some((pos, Ok(next))) => {
+                        let m = next.num_rows();
+                        if have + m > want {
+                            let k = want - have;
+                            let rest = Pos { item: pos.item, row: pos.row + k };
+                            self.undispatched.push_front((rest, Ok(next.slice(k, m - k))));
+                            rows.push(next.slice(0, k));
+                            have = want;
+                        } else {
+                            rows.push(next);
+                            have += m;
+                        }
+                    }
+                    Some(error) => {
+                        self.undispatched.push_front(error);
+                        break;
+                    }
+                    None => break,
+                }
+            }
+        }
+        Ok(rows)
+    }
+
+    fn finish_now(&mut self, start: Pos, segments: Vec<Segment>) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.starts.insert(seq, start);
+        self.completions.finished.lock().expect("map results").tasks.insert(seq, segments);
+    }
+
+    fn dispatch(&mut self, start: Pos, rows: Vec<RecordBatch>) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.starts.insert(seq, start);
+        self.completions.finished.lock().expect("map results").running += 1;
+        let (func, done, stats, budget) =
+            (self.func.clone(), self.completions.clone(), self.stats.clone(), self.budget.clone());
+        self.pool.spawn(move || {
+            let begin = Instant::now();
+            let segments = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_task(&func, &rows)))
+                .unwrap_or_else(|panic| {
+                    let rows = rows.iter().map(|r| r.num_rows()).sum();
+                    let error = Error::execution("map", format!("a worker panicked: {panic:?}"));
+                    vec![Segment::new(Err(error), rows)]
+                });
+            stats.add_work(begin.elapsed());
+            budget.reserve(segments.iter().map(|s| s.bytes).sum());
+            let mut finished = done.finished.lock().expect("map results");
+            finished.running -= 1;
+            finished.tasks.insert(seq, segments);
+            drop(finished);
+            done.changed.notify_all();
+        });
+    }
+
+    /// Waits for the next task to hand out: the next in order, or any finished one.
+    fn wait_next(&mut self) -> Option<(u64, Vec<Segment>)> {
+        let mut finished = self.completions.finished.lock().expect("map results");
+        loop {
+            let next = if self.ordered {
+                finished.tasks.remove(&self.next_out).map(|s| (self.next_out, s))
+            } else {
+                finished.tasks.pop_first()
+            };
+            if let Some(found) = next {
+                return Some(found);
+            }
+            if finished.running == 0 {
+                return None;
+            }
+            finished = self.completions.changed.wait(finished).expect("map results");
+        }
+    }
+
+    /// Hands out the next result of the current task, if it has one left.
+    fn hand_out(&mut self) -> Option<Result<Option<RecordBatch>>> {
+        let task = self.current.as_mut()?;
+        let Some(segment) = task.segments.pop_front() else {
+            self.current = None;
+            self.forget_items();
+            return None;
+        };
+        task.delivered = segment.end;
+        self.budget.release(segment.bytes);
+        self.last_bytes = self.last_bytes.max(segment.bytes);
+        Some(segment.result)
+    }
+
+    /// Waits until no task is running (before a save).
+    fn quiesce(&self) {
+        let mut finished = self.completions.finished.lock().expect("map results");
+        while finished.running > 0 {
+            finished = self.completions.changed.wait(finished).expect("map results");
+        }
+    }
+
+    /// A segment of the current task was handed out: forget input items now behind.
+    fn forget_items(&mut self) {
+        let oldest = match (&self.current, self.starts.first_key_value()) {
+            (Some(task), _) => task.start.item,
+            (None, Some((_, pos))) => pos.item,
+            (None, None) => self.undispatched.front().map_or(self.next_item, |(p, _)| p.item),
+        };
+        while self.first_item < oldest {
+            self.items.pop_front();
+            self.first_item += 1;
+        }
+    }
+
+    /// In symbolic mode, deterministic and recording: where the unread input starts, as
+    /// "the input's state before item i, then skip r rows".
+    fn replay_point(&self) -> Option<(OpState, usize)> {
+        if !self.ordered || !self.restored.is_empty() {
+            return None;
+        }
+        let pos = match &self.current {
+            Some(task) => advance(&self.items, self.first_item, task.start, task.delivered)?,
+            None => match self.starts.first_key_value() {
+                Some((_, pos)) => *pos,
+                None => *self.undispatched.front().map(|(p, _)| p)?,
+            },
+        };
+        let item = self.items.get(usize::try_from(pos.item.checked_sub(self.first_item)?).ok()?)?;
+        // An input error is replayed as data: the replay checks that rows come back.
+        let (before, skip) = item.before.as_ref().filter(|_| item.rows > 0)?;
+        Some((before.clone(), skip + pos.row))
+    }
+}
+
+/// `pos` moved forward by `rows` rows over the items (which hold no error between).
+fn advance(items: &VecDeque<InputItem>, first: u64, mut pos: Pos, mut rows: usize) -> Option<Pos> {
+    loop {
+        let item = items.get(usize::try_from(pos.item.checked_sub(first)?).ok()?)?;
+        let left = item.rows - pos.row;
+        if rows < left {
+            return Some(Pos { item: pos.item, row: pos.row + rows });
+        }
+        rows -= left;
+        pos = Pos { item: pos.item + 1, row: 0 };
+        if rows == 0 {
+            return Some(pos);
+        }
+    }
+}
+
+/// Runs `func` over a task's rows, resuming after each failed element.
+fn run_task(func: &ChunkFn, rows: &[RecordBatch]) -> Vec<Segment> {
+    let chunk = match concat(rows) {
+        Ok(Some(chunk)) => chunk,
+        Ok(None) => return Vec::new(),
+        Err(e) => return vec![Segment::new(Err(e), rows.iter().map(|r| r.num_rows()).sum())],
+    };
+    let mut segments = Vec::new();
+    let mut from = 0;
+    let n = chunk.num_rows();
+    while from < n {
+        let rest = chunk.slice(from, n - from);
+        match func(&rest) {
+            Ok(out) => {
+                segments.push(Segment::new(Ok(Some(out)), n));
+                break;
+            }
+            Err(failure) => match failure.locate(&rest, &**func) {
+                Ok((done, row, error)) => {
+                    segments.push(Segment::new(concat(&done), from + row));
+                    segments.push(Segment::new(Err(error), from + row + 1));
+                    from += row + 1;
+                }
+                Err(error) => {
+                    segments.push(Segment::new(Err(error), n));
+                    break;
+                }
+            },
+        }
+    }
+    segments
+}
+
+impl Operator for ParallelMapOp {
+    fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
+        if let Some(result) = self.restored.pop_front() {
+            return result.map(Some);
+        }
+        loop {
+            while let Some(result) = self.hand_out() {
+                match result {
+                    Ok(Some(chunk)) if chunk.num_rows() > 0 => return Ok(Some(chunk)),
+                    Ok(_) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            self.top_up()?;
+            match self.wait_next() {
+                Some((seq, segments)) => {
+                    let start = self.starts.remove(&seq).ok_or_else(|| Error::execution("map", "a task was lost"))?;
+                    if self.ordered {
+                        self.next_out += 1;
+                    }
+                    self.stats.sample_occupancy(self.outstanding() as u64);
+                    self.current = Some(Task { start, segments: segments.into(), delivered: 0 });
+                }
+                None if self.outstanding() == 0 && self.undispatched.is_empty() && self.input_done => return Ok(None),
+                None => {}
+            }
+        }
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        self.quiesce();
+        let state = OpState::new("parallel_map");
+        if mode == SaveMode::Symbolic {
+            self.tracking.set(true);
+            if let Some((before, skip)) = self.replay_point() {
+                return Ok(state.with("skip", skip)?.child(before));
+            }
+        }
+        let finished = self.completions.finished.lock().expect("map results");
+        let current = self.current.iter().flat_map(|t| t.segments.iter());
+        let waiting = finished.tasks.values().flatten();
+        // Errors are not `Clone`: a saved error is rebuilt from its saved form.
+        let copy = |r: &Result<RecordBatch>| match r {
+            Ok(c) => Ok(c.clone()),
+            Err(e) => Err(SavedError::from(e).into_error()),
+        };
+        let computed = current.chain(waiting).filter_map(|s| match &s.result {
+            Ok(Some(c)) if c.num_rows() > 0 => Some(Ok(c.clone())),
+            Ok(_) => None,
+            Err(e) => Some(Err(SavedError::from(e).into_error())),
+        });
+        let results: Vec<Result<RecordBatch>> = self.restored.iter().map(copy).chain(computed).collect();
+        let pending = OpState::new("pending").with_results("items", self.undispatched.iter().map(|(_, r)| r))?;
+        Ok(state.with_results("results", &results)?.child(self.input.save(mode)?).child(pending))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("parallel_map")?;
+        if state.fields.contains_key("skip") {
+            let skip: usize = state.get("skip")?;
+            let before = state.take_child()?;
+            self.input.restore(before.clone())?;
+            self.tracking.set(true);
+            if let Some(rest) = skip_rows(|| self.input.next_chunk(), skip)? {
+                self.items.push_back(InputItem { rows: rest.num_rows(), before: Some((before, skip)) });
+                self.undispatched.push_back((Pos { item: self.next_item, row: 0 }, Ok(rest)));
+                self.next_item += 1;
+            }
+            return Ok(());
+        }
+        self.restored = state.take_results("results")?;
+        self.input.restore(state.take_child()?)?;
+        let mut pending = state.take_child()?.expect("pending")?;
+        for item in pending.take_results::<Vec<_>>("items")? {
+            let rows = item.as_ref().map_or(0, |c| c.num_rows());
+            self.items.push_back(InputItem { rows, before: None });
+            self.undispatched.push_back((Pos { item: self.next_item, row: 0 }, item));
+            self.next_item += 1;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ParallelMapOp {
+    fn drop(&mut self) {
+        // Finished results leave the budget; running tasks add theirs, so wait for them.
+        self.quiesce();
+        let finished = self.completions.finished.lock().unwrap_or_else(|e| e.into_inner());
+        let held: u64 = finished
+            .tasks
+            .values()
+            .flatten()
+            .chain(self.current.iter().flat_map(|t| t.segments.iter()))
+            .map(|s| s.bytes)
+            .sum();
+        self.budget.release(held);
+    }
+}

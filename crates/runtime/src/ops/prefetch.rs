@@ -1,0 +1,310 @@
+//! `prefetch(n)`: a producer thread pulls the input ahead of the consumer into a buffer
+//! bounded by elements (`n` rows, live-tunable) and by the iterator's RAM budget.
+//!
+//! The same operator runs each input of a parallel `interleave`, where a shared set of
+//! [`Permits`] caps how many of the inputs are being read at once (`num_parallel_calls`).
+//!
+//! The producer starts on the first pull, so a restore happens before any read; it is
+//! stopped and joined when the operator is dropped. Errors travel through the buffer in
+//! order, and the producer keeps pulling after one, as a synchronous consumer would.
+//!
+//! Checkpoints: a save waits for the pull in progress, then stores the buffered results and
+//! the input's state (full mode). In symbolic mode, once recording, the producer saves the
+//! input's symbolic state before each pull, and a checkpoint holds only the state before the
+//! oldest buffered chunk: a restore rewinds the input there and the buffer refills by itself.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use arrow::record_batch::RecordBatch;
+use flumen_ir::{Error, Result};
+
+use crate::budget::MemoryBudget;
+use crate::checkpoint::{OpState, SaveMode};
+use crate::metrics::{Knob, OpStats};
+use crate::operator::{BoxOperator, Operator};
+
+/// A limit on concurrent reads shared by several producers, resized live through its knob.
+#[derive(Debug)]
+pub struct Permits {
+    knob: Arc<Knob>,
+    in_use: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl Permits {
+    /// At most `knob` reads at once.
+    pub fn new(knob: Arc<Knob>) -> Arc<Self> {
+        Arc::new(Permits { knob, in_use: Mutex::new(0), freed: Condvar::new() })
+    }
+
+    /// Waits for a permit; `None` once `stop` is set (and [`Permits::wake`] called).
+    fn acquire(&self, stop: &AtomicBool) -> Option<PermitGuard<'_>> {
+        let mut in_use = self.in_use.lock().expect("permits");
+        loop {
+            if stop.load(Ordering::Acquire) {
+                return None;
+            }
+            if *in_use < self.knob.get().max(1) {
+                *in_use += 1;
+                return Some(PermitGuard(self));
+            }
+            in_use = self.freed.wait(in_use).expect("permits");
+        }
+    }
+
+    /// Wakes every waiting producer (one of them is stopping).
+    fn wake(&self) {
+        let _guard = self.in_use.lock().expect("permits");
+        self.freed.notify_all();
+    }
+}
+
+struct PermitGuard<'a>(&'a Permits);
+
+impl Drop for PermitGuard<'_> {
+    fn drop(&mut self) {
+        *self.0.in_use.lock().expect("permits") -= 1;
+        self.0.freed.notify_all();
+    }
+}
+
+struct Item {
+    result: Result<RecordBatch>,
+    /// The input's symbolic state before the pull that gave this item (when recording).
+    before: Option<OpState>,
+    rows: usize,
+    bytes: u64,
+}
+
+#[derive(Default)]
+struct Buffer {
+    items: VecDeque<Item>,
+    rows: usize,
+    bytes: u64,
+    /// The input ended (nothing more will be pushed).
+    done: bool,
+    /// Bytes of the last chunk: the estimate of the next one's.
+    last_bytes: u64,
+}
+
+struct Shared {
+    buffer: Mutex<Buffer>,
+    changed: Condvar,
+    stop: AtomicBool,
+    tracking: AtomicBool,
+    knob: Arc<Knob>,
+    budget: Arc<MemoryBudget>,
+    stats: Arc<OpStats>,
+    permits: Option<Arc<Permits>>,
+}
+
+impl Shared {
+    /// Whether the producer may pull another chunk now.
+    fn has_room(&self, b: &Buffer) -> bool {
+        b.items.is_empty() || (b.rows < self.knob.get() && self.budget.fits(b.last_bytes))
+    }
+}
+
+/// Tells whether a [`PrefetchOp`] has a result buffered (or has ended).
+pub struct Probe(Arc<Shared>);
+
+impl Probe {
+    /// Whether a pull would return without waiting.
+    pub fn is_ready(&self) -> bool {
+        let b = self.0.buffer.lock().expect("prefetch buffer");
+        !b.items.is_empty() || b.done
+    }
+}
+
+/// A prefetching operator (see the module documentation).
+pub struct PrefetchOp {
+    shared: Arc<Shared>,
+    input: Arc<Mutex<BoxOperator>>,
+    producer: Option<JoinHandle<()>>,
+}
+
+impl PrefetchOp {
+    /// Prefetches `input` into a buffer of `knob` rows, holding its bytes in `budget`;
+    /// `permits`, when given, limits concurrent reads across the producers sharing them.
+    pub fn new(
+        input: BoxOperator,
+        knob: Arc<Knob>,
+        budget: Arc<MemoryBudget>,
+        stats: Arc<OpStats>,
+        permits: Option<Arc<Permits>>,
+    ) -> Self {
+        stats.asynchronous.store(true, Ordering::Relaxed);
+        let shared = Shared {
+            buffer: Mutex::default(),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+            tracking: AtomicBool::new(false),
+            knob,
+            budget,
+            stats,
+            permits,
+        };
+        PrefetchOp { shared: Arc::new(shared), input: Arc::new(Mutex::new(input)), producer: None }
+    }
+
+    /// A handle that tells whether a pull would return without waiting.
+    pub fn probe(&self) -> Probe {
+        Probe(self.shared.clone())
+    }
+
+    fn start(&mut self) -> Result<()> {
+        if self.producer.is_some() {
+            return Ok(());
+        }
+        let (shared, input) = (self.shared.clone(), self.input.clone());
+        let handle = std::thread::Builder::new()
+            .name("flumen-prefetch".into())
+            .spawn(move || produce(&shared, &input))
+            .map_err(|e| Error::execution("prefetch", format!("cannot start its thread: {e}")))?;
+        self.producer = Some(handle);
+        Ok(())
+    }
+}
+
+fn produce(shared: &Shared, input: &Mutex<BoxOperator>) {
+    loop {
+        {
+            let mut b = shared.buffer.lock().expect("prefetch buffer");
+            while !shared.stop.load(Ordering::Acquire) && !shared.has_room(&b) {
+                b = shared.changed.wait(b).expect("prefetch buffer");
+            }
+        }
+        let permit = match &shared.permits {
+            Some(p) => match p.acquire(&shared.stop) {
+                Some(permit) => Some(permit),
+                None => return,
+            },
+            None => None,
+        };
+        if shared.stop.load(Ordering::Acquire) {
+            return;
+        }
+        // The input stays locked until the item is buffered, so a save sees either both the
+        // input before the pull and no item, or both after.
+        let mut input = input.lock().expect("prefetch input");
+        let before = shared.tracking.load(Ordering::Relaxed).then(|| input.save(SaveMode::Symbolic).ok()).flatten();
+        let start = Instant::now();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| input.next_chunk()))
+            .unwrap_or_else(|panic| Err(Error::execution("prefetch", format!("its input panicked: {panic:?}"))));
+        shared.stats.add_work(start.elapsed());
+        drop(permit);
+        let mut b = shared.buffer.lock().expect("prefetch buffer");
+        let (result, rows, bytes) = match result {
+            Ok(None) => {
+                b.done = true;
+                (None, 0, 0)
+            }
+            Ok(Some(c)) => {
+                let (rows, bytes) = (c.num_rows(), c.get_array_memory_size() as u64);
+                (Some(Ok(c)), rows, bytes)
+            }
+            Err(e) => (Some(Err(e)), 0, 0),
+        };
+        if let Some(result) = result {
+            shared.budget.reserve(bytes);
+            b.rows += rows;
+            b.bytes += bytes;
+            b.last_bytes = bytes;
+            b.items.push_back(Item { result, before, rows, bytes });
+        }
+        shared.stats.set_buffered(b.rows, b.bytes as usize);
+        let done = b.done;
+        drop(b);
+        drop(input);
+        shared.changed.notify_all();
+        if done {
+            return;
+        }
+    }
+}
+
+impl Operator for PrefetchOp {
+    fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
+        self.start()?;
+        let shared = &self.shared;
+        let mut b = shared.buffer.lock().expect("prefetch buffer");
+        loop {
+            if let Some(item) = b.items.pop_front() {
+                shared.stats.sample_occupancy(b.rows as u64);
+                b.rows -= item.rows;
+                b.bytes -= item.bytes;
+                shared.budget.release(item.bytes);
+                shared.stats.set_buffered(b.rows, b.bytes as usize);
+                drop(b);
+                shared.changed.notify_all();
+                return item.result.map(Some);
+            }
+            if b.done {
+                return Ok(None);
+            }
+            b = shared.changed.wait(b).expect("prefetch buffer");
+        }
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        let input = self.input.lock().expect("prefetch input");
+        let b = self.shared.buffer.lock().expect("prefetch buffer");
+        let state = OpState::new("prefetch").with("done", b.done)?;
+        if mode == SaveMode::Symbolic {
+            self.shared.tracking.store(true, Ordering::Relaxed);
+            match b.items.front() {
+                None => return Ok(state.child(input.save(mode)?)),
+                // Rewinding the input before the oldest buffered chunk re-produces them all.
+                Some(Item { before: Some(before), .. }) => return Ok(state.with("done", false)?.child(before.clone())),
+                Some(_) => {}
+            }
+        }
+        let results: Vec<&Result<RecordBatch>> = b.items.iter().map(|i| &i.result).collect();
+        Ok(state.with_results("buffered", results)?.child(input.save(mode)?))
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        let mut state = state.expect("prefetch")?;
+        let buffered: Vec<Result<RecordBatch>> =
+            if state.fields.contains_key("buffered") { state.take_results("buffered")? } else { Vec::new() };
+        let done: bool = state.get("done")?;
+        self.input.lock().expect("prefetch input").restore(state.take_child()?)?;
+        let mut b = self.shared.buffer.lock().expect("prefetch buffer");
+        for result in buffered {
+            let (rows, bytes) = match &result {
+                Ok(c) => (c.num_rows(), c.get_array_memory_size() as u64),
+                Err(_) => (0, 0),
+            };
+            self.shared.budget.reserve(bytes);
+            b.rows += rows;
+            b.bytes += bytes;
+            b.items.push_back(Item { result, before: None, rows, bytes });
+        }
+        b.done = done;
+        Ok(())
+    }
+}
+
+impl Drop for PrefetchOp {
+    fn drop(&mut self) {
+        // Set under the lock, so a producer about to wait cannot miss the wake-up.
+        {
+            let _b = self.shared.buffer.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.stop.store(true, Ordering::Release);
+        }
+        self.shared.changed.notify_all();
+        if let Some(p) = &self.shared.permits {
+            p.wake();
+        }
+        if let Some(handle) = self.producer.take() {
+            let _ = handle.join();
+        }
+        // The producer is gone: what it buffered leaves the budget with the buffer.
+        let b = self.shared.buffer.lock().unwrap_or_else(|e| e.into_inner());
+        self.shared.budget.release(b.bytes);
+    }
+}
