@@ -70,7 +70,8 @@ pub struct BucketOptions {
 }
 
 /// Parallelism arguments of `map`, `interleave` and `batch` (tf.data's `num_parallel_calls`
-/// and `deterministic`). This runtime runs them sequentially with the same results.
+/// and `deterministic`). Two or more calls, or `AUTOTUNE`, run the operator on the iterator's
+/// thread pool (see `ARCHITECTURE.md`, "Parallel runtime").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Parallel {
     /// Parallel calls: `Tunable::Fixed(n)` or `Tunable::Autotune`.

@@ -102,6 +102,39 @@ fn element_wise_operators_resume_exactly() {
 }
 
 #[test]
+fn parallel_operators_resume_exactly() {
+    let parallel = |n| Parallel { num_parallel_calls: Tunable::Fixed(n), deterministic: Some(true) };
+    let autotuned = Parallel { num_parallel_calls: Tunable::Autotune, deterministic: None };
+    let failing_closure = MapFunction::element(Some("every_7th_fails"), spec("value"), |row| {
+        let v = column_i64(row, "value")[0];
+        if v % 7 == 3 {
+            return Err(Error::execution("every_7th_fails", format!("{v}")));
+        }
+        Ok(int_batch("value", vec![v + 1]))
+    });
+    assert_resumes("parallel map", range(0, 40).map_with(failing_closure.clone(), parallel(3)).unwrap());
+    assert_resumes(
+        "autotuned map",
+        failing(0, 40).map_with(MapFunction::with_fields([("z", col("y"))]), autotuned).unwrap(),
+    );
+    assert_resumes(
+        "parallel map_and_batch",
+        range(0, 45).map_with(failing_closure, parallel(2)).unwrap().batch(4).unwrap(),
+    );
+    assert_resumes("parallel batch", failing(0, 30).batch_parallel(4, false, parallel(3)).unwrap());
+    assert_resumes("prefetch of 2", failing(0, 30).prefetch(Tunable::Fixed(2)).unwrap());
+    let files = DatasetFunction::closure(Some("file"), spec("value"), |row| {
+        let f = column_i64(row, "value")[0];
+        Dataset::range(f * 100, f * 100 + 9)?
+            .map(MapFunction::with_fields([("value", lit(50i64) / (col("value") % lit(5i64)))]))
+    });
+    assert_resumes(
+        "parallel interleave",
+        range(0, 5).interleave_with(files, Tunable::Fixed(3), 2, parallel(2)).unwrap(),
+    );
+}
+
+#[test]
 fn counting_operators_resume_exactly() {
     assert_resumes("take", failing(0, 30).take(12).unwrap());
     assert_resumes("skip", failing(0, 30).skip(7).unwrap());

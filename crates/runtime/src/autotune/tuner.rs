@@ -216,3 +216,77 @@ impl Drop for Tuned {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use flumen_ir::{BinaryOp, Expr, MapFn, NamedExpr, Scalar, SourceDesc};
+
+    use super::*;
+    use crate::autotune::model::Param;
+
+    /// `range → map(calls AUTOTUNE) → prefetch(AUTOTUNE)`, with counters as if the map had
+    /// spent `map_ms` computing and the source `source_ms` reading 1000 elements.
+    fn measured(map_ms: u64, source_ms: u64) -> (Plan, Metrics, Arc<Knob>, Arc<Knob>) {
+        let source = Plan::new(Op::Source(SourceDesc::Range { start: 0, stop: 1000, step: 1 }), vec![]).unwrap();
+        let expr =
+            Expr::binary(BinaryOp::Mul, Expr::col("value"), Expr::Literal(Scalar::Int(2, flumen_ir::DType::Int64)));
+        let func = MapFn::Exprs { outputs: vec![NamedExpr { name: "value".into(), expr }], keep_input: true };
+        let map = Plan::new(
+            Op::Map { func, num_parallel_calls: flumen_ir::Tunable::Autotune, deterministic: None, vectorized: false },
+            vec![source.clone()],
+        )
+        .unwrap();
+        let prefetch =
+            Plan::new(Op::Prefetch { buffer_size: flumen_ir::Tunable::Autotune }, vec![map.clone()]).unwrap();
+        let metrics = Metrics::default();
+        let ms = 1_000_000;
+        let count = |key, wall_ms: u64, work_ms: u64, asynchronous: bool| {
+            let s = metrics.stats(StatsKey::Node(key));
+            s.rows.store(1000, Ordering::Relaxed);
+            s.wall_ns.store(wall_ms * ms, Ordering::Relaxed);
+            s.work_ns.store(work_ms * ms, Ordering::Relaxed);
+            s.asynchronous.store(asynchronous, Ordering::Relaxed);
+            s
+        };
+        count(source.node_id(), source_ms, 0, false);
+        let m = count(map.node_id(), map_ms + source_ms, map_ms, true);
+        let p = count(prefetch.node_id(), map_ms + source_ms, map_ms + source_ms, true);
+        let parallelism = m.knob(Param::Parallelism, || Knob::new(Param::Parallelism, 1, true, 1, 16));
+        let buffer = p.knob(Param::Buffer, || Knob::new(Param::Buffer, 1, true, 1, 64));
+        (prefetch, metrics, parallelism, buffer)
+    }
+
+    fn options(cpu: usize) -> AutotuneOptions {
+        AutotuneOptions { cpu_budget: cpu, ram_budget: 1 << 30, ..AutotuneOptions::default() }
+    }
+
+    #[test]
+    fn a_slow_map_gets_the_cpu_budget() {
+        let (plan, metrics, parallelism, _) = measured(100, 1);
+        assert!(tune_once(&plan, &metrics, &options(4)));
+        assert_eq!(parallelism.get(), 4);
+        assert_eq!(parallelism.history().last().map(|(_, v)| *v), Some(4));
+    }
+
+    #[test]
+    fn a_slow_source_keeps_the_map_narrow() {
+        // The source takes 100 ms, the map 1 ms: past a few calls, each more gains under
+        // the optimizer's threshold (0.1% of the latency), far below the budget of 16.
+        let (plan, metrics, parallelism, _) = measured(1, 100);
+        tune_once(&plan, &metrics, &options(16));
+        assert!(parallelism.get() <= 3, "parallelism {}", parallelism.get());
+    }
+
+    #[test]
+    fn the_model_mirrors_the_plan() {
+        let (plan, metrics, _, _) = measured(100, 10);
+        let live = live_model(&plan, &metrics);
+        let names: Vec<&str> = live.model.nodes().iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["range", "map", "prefetch"]);
+        // The map's own time is its workers' compute time per element: 100 ms / 1000.
+        assert!((live.model.nodes()[1].self_time - 1e-4).abs() < 1e-9);
+        // The source's is its wall time per element.
+        assert!((live.model.nodes()[0].self_time - 1e-5).abs() < 1e-9);
+        assert_eq!(live.knobs.len(), 2);
+    }
+}

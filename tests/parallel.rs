@@ -1,0 +1,246 @@
+//! The parallel runtime: parallel operators give the sequential results (in order, or the
+//! same elements when unordered), errors and panics in workers arrive in order as errors,
+//! buffers stay within their bounds, and the tuner's choices are visible in
+//! `explain analyze`. Checkpoints of these operators are covered in `tests/checkpoint.rs`.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use arrow::array::Float32Array;
+use arrow::datatypes::DataType;
+use arrow::record_batch::RecordBatch;
+use common::*;
+use flumen::prelude::*;
+use flumen::{Error, Options};
+
+fn range(a: i64, b: i64) -> Dataset {
+    Dataset::range(a, b).unwrap()
+}
+
+fn spec(name: &str) -> ElementSpec {
+    ElementSpec::new(vec![FieldSpec::scalar(name, DType::Int64)]).unwrap()
+}
+
+fn calls(n: u32, deterministic: Option<bool>) -> Parallel {
+    Parallel { num_parallel_calls: Tunable::Fixed(n), deterministic }
+}
+
+fn autotuned() -> Parallel {
+    Parallel { num_parallel_calls: Tunable::Autotune, deterministic: None }
+}
+
+/// Items as text: values of field `field` per element, or the error's message.
+fn items(ds: &Dataset, field: &str) -> Vec<String> {
+    ds.iter()
+        .map(|item| match item {
+            Ok(b) => format!("{:?}", column_i64(&b, field)),
+            Err(e) => format!("Err: {e}"),
+        })
+        .collect()
+}
+
+/// A per-element closure computing `value * 3`, failing on multiples of 17 and panicking on
+/// 100 when `panics`.
+fn triple(panics: bool) -> MapFunction {
+    MapFunction::element(None, spec("value"), move |row| {
+        let v = column_i64(row, "value")[0];
+        if panics && v == 100 {
+            panic!("boom at {v}");
+        }
+        if v % 17 == 0 && v > 0 {
+            return Err(Error::execution("triple", format!("{v} is a multiple of 17")));
+        }
+        Ok(int_batch("value", vec![v * 3]))
+    })
+}
+
+/// Sequential runs of `ds` (optimizer off, so nothing is parallel) against parallel ones.
+fn sequential(ds: &Dataset) -> Dataset {
+    ds.with_options(Options::default().without_optimizations().with_autotune(false))
+}
+
+#[test]
+fn parallel_maps_give_the_sequential_sequence_with_errors_in_place() {
+    for chunk_rows in [1, 7, 1000] {
+        let options = Options::default().with_chunk_rows(chunk_rows);
+        for parallel in [calls(2, None), calls(4, Some(true)), autotuned()] {
+            let closure = range(0, 300).map_with(triple(false), parallel).unwrap().with_options(options.clone());
+            let expected = items(&sequential(&closure), "value");
+            assert!(expected.iter().any(|i| i.starts_with("Err")), "the closure fails on some elements");
+            assert_eq!(items(&closure, "value"), expected, "closure map, {parallel:?}, chunks of {chunk_rows}");
+
+            let exprs = MapFunction::with_fields([("y", lit(1000i64) / (col("value") % lit(50i64)))]);
+            let expr = range(0, 300).map_with(exprs, parallel).unwrap().with_options(options.clone());
+            let expected = items(&sequential(&expr), "y");
+            assert_eq!(items(&expr, "y"), expected, "expression map, {parallel:?}, chunks of {chunk_rows}");
+        }
+    }
+}
+
+#[test]
+fn unordered_maps_give_the_same_elements() {
+    let ds = range(0, 500).map_with(triple(false), calls(4, Some(false))).unwrap();
+    let mut got = items(&ds, "value");
+    let mut expected = items(&sequential(&ds), "value");
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn a_panic_on_a_worker_is_an_error_in_order() {
+    let ds = range(0, 200).map_with(triple(true), calls(4, None)).unwrap().with_options(Options::default());
+    let got = items(&ds, "value");
+    let at = got.iter().position(|i| i.contains("boom at 100")).expect("the panic is reported");
+    // Every value gives one item (an element or an error), so value 100's is item 100; the
+    // iterator goes on after it.
+    assert_eq!(at, 100);
+    assert_eq!(got.len(), 200);
+    assert_eq!(got[101], "[303]");
+}
+
+#[test]
+fn parallel_batches_and_map_and_batch_give_the_sequential_batches() {
+    for chunk_rows in [3, 1000] {
+        let options = Options::default().with_chunk_rows(chunk_rows);
+        let mapped = range(0, 250).map_with(triple(false), calls(3, None)).unwrap();
+        // map then batch: the optimizer fuses them into a parallel map_and_batch.
+        let fused = mapped.batch(8).unwrap().with_options(options.clone());
+        assert!(fused.explain().contains("MapAndBatchOp"), "{}", fused.explain());
+        assert_eq!(items(&fused, "value"), items(&sequential(&fused), "value"));
+        let batched = range(0, 250).batch_parallel(16, false, calls(3, None)).unwrap().with_options(options);
+        assert_eq!(items(&batched, "value"), items(&sequential(&batched), "value"));
+    }
+}
+
+/// Four "files" of 50 elements each, read by closures.
+fn files() -> Dataset {
+    range(0, 4)
+        .interleave_with(
+            DatasetFunction::closure(Some("file"), spec("value"), |row| {
+                let f = column_i64(row, "value")[0];
+                Dataset::range(f * 1000, f * 1000 + 50)?
+                    .map(MapFunction::with_fields([("value", lit(10i64) / (col("value") % lit(7i64)))]))
+            }),
+            Tunable::Fixed(3),
+            2,
+            calls(3, None),
+        )
+        .unwrap()
+}
+
+#[test]
+fn parallel_interleave_keeps_the_deterministic_order() {
+    for chunk_rows in [1, 1000] {
+        let ds = files().with_options(Options::default().with_chunk_rows(chunk_rows));
+        assert!(ds.explain().contains("read ahead by its own producer"), "{}", ds.explain());
+        assert_eq!(items(&ds, "value"), items(&sequential(&ds), "value"));
+    }
+    let sloppy = files().with_options(Options::default().with_deterministic(false));
+    let (mut got, mut expected) = (items(&sloppy, "value"), items(&sequential(&sloppy), "value"));
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+}
+
+/// A generator of `n` one-row chunks counting what it produced.
+fn counted(n: i64, produced: Arc<AtomicUsize>) -> Dataset {
+    Dataset::from_generator(None, spec("value"), move || {
+        let produced = produced.clone();
+        Box::new((0..n).map(move |v| {
+            produced.fetch_add(1, Ordering::SeqCst);
+            Ok(int_batch("value", vec![v]))
+        }))
+    })
+    .unwrap()
+}
+
+#[test]
+fn prefetch_reads_ahead_no_more_than_its_buffer() {
+    let produced = Arc::new(AtomicUsize::new(0));
+    let ds = counted(1_000_000, produced.clone())
+        .prefetch(Tunable::Fixed(3))
+        .unwrap()
+        .with_options(Options::default().with_chunk_rows(1).without_optimizations());
+    let mut it = ds.iter();
+    assert_eq!(items_of(it.by_ref().take(10)), (0..10).collect::<Vec<_>>());
+    // Dropping joins the producer, so the count is final: what was delivered, the buffer
+    // (3 elements) and the one the producer pulled before finding it full.
+    drop(it);
+    let n = produced.load(Ordering::SeqCst);
+    assert!((10..=14).contains(&n), "the generator produced {n} elements for 10 delivered");
+}
+
+fn items_of(it: impl Iterator<Item = Result<RecordBatch, Error>>) -> Vec<i64> {
+    it.flat_map(|b| column_i64(&b.unwrap(), "value")).collect()
+}
+
+/// Elements of `kb` KiB each (a float32 tensor), from a generator.
+fn large(n: usize, kb: usize) -> Dataset {
+    let values = kb * 256;
+    let spec = ElementSpec::new(vec![FieldSpec::tensor("x", DType::Float32, vec![values as i64])]).unwrap();
+    let schema = spec.arrow_schema();
+    Dataset::from_generator(None, spec, move || {
+        let schema = schema.clone();
+        Box::new((0..n).map(move |i| {
+            let data = Float32Array::from(vec![i as f32; values]);
+            let DataType::FixedSizeList(item, _) = schema.field(0).data_type() else { unreachable!("a tensor field") };
+            let list = arrow::array::FixedSizeListArray::new(item.clone(), values as i32, Arc::new(data), None);
+            Ok(RecordBatch::try_new(schema.clone(), vec![Arc::new(list)])?)
+        }))
+    })
+    .unwrap()
+}
+
+#[test]
+fn buffers_stay_within_the_ram_budget() {
+    // 64 elements of 256 KiB behind a prefetch of 50 and a parallel map: unbounded, the
+    // buffers would hold several MiB; the budget is 1 MiB.
+    let budget = 1 << 20;
+    let x_spec = large(1, 256).element_spec().clone();
+    let ds = large(64, 256)
+        .map_with(MapFunction::element(None, x_spec, |row| Ok(row.clone())), calls(2, None))
+        .unwrap()
+        .prefetch(Tunable::Fixed(50))
+        .unwrap()
+        .with_options(Options::default().with_chunk_rows(1).with_ram_budget(budget));
+    let mut it = ds.iter_chunks();
+    let rows: usize = it.by_ref().map(|c| c.unwrap().num_rows()).sum();
+    assert_eq!(rows, 64);
+    let analysis = it.analyze().unwrap();
+    let held: f64 = analysis.split("held at most ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    // One element per producer may exceed the budget (so that each makes progress).
+    assert!(held <= 1.0 + 3.0 * 0.26, "buffers held {held} MiB:\n{analysis}");
+}
+
+#[test]
+fn explain_analyze_shows_operators_choices_and_the_bottleneck() {
+    let ds = range(0, 2000)
+        .map_with(triple(false), autotuned())
+        .unwrap()
+        .ignore_errors()
+        .unwrap()
+        .batch(10)
+        .unwrap()
+        .prefetch(Tunable::Autotune)
+        .unwrap()
+        .with_options(Options::default().with_chunk_rows(50).with_cpu_budget(4).without_optimizations());
+    let text = ds.explain_analyze().unwrap();
+    assert!(text.contains("PrefetchOp(buffer autotuned)"), "{text}");
+    let map_line = text.lines().find(|l| l.contains("ParallelMapOp")).expect(&text);
+    // 2000 values, of which the 117 multiples of 17 fail.
+    assert!(map_line.contains("rows=1883") && map_line.contains("errors=117"), "{map_line}");
+    assert!(map_line.contains("autotuned: 1@0ms"), "the tuner's history starts at 1: {map_line}");
+    assert_eq!(text.matches("<- bottleneck").count(), 1, "{text}");
+    let batches = text.lines().find(|l| l.contains("BatchOp(10)")).expect(&text);
+    assert!(batches.contains("rows=189"), "1883 elements in batches of 10: {batches}");
+}
+
+#[test]
+fn fixed_parameters_are_reported_as_fixed() {
+    let ds = range(0, 100).map_with(triple(false), calls(3, None)).unwrap().with_options(Options::default());
+    let text = ds.explain_analyze().unwrap();
+    assert!(text.contains("parallelism=3 (fixed: 3@0ms)"), "{text}");
+}
