@@ -80,6 +80,7 @@ struct Stats {
     empty_cases: AtomicUsize,
     plans_changed: AtomicUsize,
     message_diffs: AtomicUsize,
+    single_pass: AtomicUsize,
     applied: std::sync::Mutex<std::collections::BTreeMap<&'static str, usize>>,
     rules: std::sync::Mutex<std::collections::BTreeMap<String, usize>>,
 }
@@ -151,8 +152,15 @@ fn run_case(case: &Case) -> Result<(), String> {
     let mut message_diffs = 0;
     let mut errors = 0;
     let mut total = 0;
-    // Two passes: caches replay and reshuffling shuffles move on in the second.
-    for pass in 0..2 {
+    // Two passes: caches replay and reshuffling shuffles move on in the second. A prefetch
+    // (written, or the one the optimizer adds at the output) reads ahead on its own thread,
+    // so over a closure that counts its calls or draws from a call-counted stream, how many
+    // calls a first pass that stopped early made depends on timing, as in tf.data: later
+    // passes of such cases are not comparable.
+    let stateful = optimized.applied.iter().any(|a| a.contains("stateful") || a.contains("nondeterministic"));
+    let passes = if stateful { 1 } else { 2 };
+    count(&STATS.single_pass, usize::from(stateful));
+    for pass in 0..passes {
         let (a, b) = (items(&optimized.ds), items(&plain.ds));
         if let Some(diff) = first_difference(&a, &b, &mut message_diffs) {
             return Err(format!(
@@ -207,7 +215,7 @@ fn stats_report(elapsed: Duration) -> String {
         out,
         "{} cases in {:.1?} ({} failed to build); ops: {} generated, {} applied ({:.0}%), {} not applicable, {} \
          rejected by a builder; {} items ({} errors), {} cases with errors, {} empty, {} plans changed by the \
-         optimizer, {} error messages worded differently",
+         optimizer, {} error messages worded differently, {} compared on one pass (stateful or random closures)",
         get(&s.cases),
         elapsed,
         get(&s.build_failed),
@@ -222,6 +230,7 @@ fn stats_report(elapsed: Duration) -> String {
         get(&s.empty_cases),
         get(&s.plans_changed),
         get(&s.message_diffs),
+        get(&s.single_pass),
     );
     let _ = writeln!(out, "operators applied: {:?}", s.applied.lock().unwrap());
     let _ = writeln!(out, "rules fired: {:?}", s.rules.lock().unwrap());
