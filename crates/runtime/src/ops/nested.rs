@@ -294,6 +294,14 @@ impl InterleaveOp {
         }
     }
 
+    /// Whether the slot in turn can deliver without waiting (always, when not parallel).
+    fn current_ready(&self) -> bool {
+        match &self.slots[self.cycle_index] {
+            Some((reader, _, _, Some(probe))) => reader.has_rows() || probe.is_ready(),
+            _ => true,
+        }
+    }
+
     fn advance_cycle(&mut self) {
         self.block_index = 0;
         self.cycle_index = (self.cycle_index + 1) % self.slots.len();
@@ -347,6 +355,10 @@ impl Operator for InterleaveOp {
         let mut runs = Vec::new();
         let mut rows = 0;
         while rows < self.chunk_rows {
+            // Parallel: hand out what is here rather than wait for a slow input to fill the chunk.
+            if !runs.is_empty() && !self.current_ready() {
+                break;
+            }
             match self.next_run() {
                 Ok(Some(run)) => {
                     rows += run.num_rows();
