@@ -49,6 +49,9 @@
 //! `explain analyze` of each `AUTOTUNE` run and of each memory run (what the tuner chose,
 //! and when).
 
+#[path = "common/w1_csv.rs"]
+mod w1_csv;
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -581,30 +584,6 @@ fn w4(c: Config) -> Result<Dataset> {
         .prefetch(c.prefetch)
 }
 
-/// w1's files: 4 CSV files of `rows / 4` rows, `f0..f15` floats and an int `label`.
-fn write_csv(dir: &Path, rows: usize) {
-    use std::fmt::Write;
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
-    for file in 0..4 {
-        let mut text = String::with_capacity(rows / 4 * 150);
-        text.push_str(&(0..16).map(|j| format!("f{j}")).collect::<Vec<_>>().join(","));
-        text.push_str(",label\n");
-        for _ in 0..rows / 4 {
-            for j in 0..16 {
-                write!(text, "{:.5},", next() * (1.0 + j as f64 * 0.1)).unwrap();
-            }
-            writeln!(text, "{}", (next() * 10.0) as i64).unwrap();
-        }
-        std::fs::write(dir.join(format!("part-{file}.csv")), text).unwrap();
-    }
-}
-
 /// w1 without its shuffle: interleave(CSV files, cycle 4, block 16) → map (x_j, cross,
 /// label) → filter → batch(1024) → prefetch.
 fn w1(dir: &Path, c: Config) -> Result<Dataset> {
@@ -664,7 +643,7 @@ fn autotune_w4_bench(rounds: usize) {
 fn autotune_csv_bench(rounds: usize) {
     let rows = env("FLUMEN_PARALLEL_CSV_ROWS", 400_000);
     let dir = tempfile::tempdir().unwrap();
-    write_csv(dir.path(), rows);
+    w1_csv::write_csv(dir.path(), rows);
     let title = format!("w1-like, 4 CSV files ({rows} rows) -> interleave(cycle 4) -> map -> filter -> batch(1024)");
     compare(&title, rounds, &grid(true), "cross", |c| w1(dir.path(), c));
 }

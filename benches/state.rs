@@ -6,6 +6,9 @@
 //!
 //! `FLUMEN_STATE_ROUNDS` (default 5) and `FLUMEN_STATE_ROWS` (CSV rows, default 400000) scale it.
 
+#[path = "common/w1_csv.rs"]
+mod w1_csv;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -97,29 +100,6 @@ fn checkpoint_bench(rounds: usize) {
 // Second epoch from cache / snapshot vs recomputing
 // ---------------------------------------------------------------------------------------
 
-/// w1's files: 4 CSV files of `rows / 4` rows, `f0..f15` floats and an int `label`.
-fn write_csv(dir: &Path, rows: usize) {
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
-    for file in 0..4 {
-        let mut text = String::with_capacity(rows / 4 * 180);
-        text.push_str(&(0..16).map(|j| format!("f{j}")).collect::<Vec<_>>().join(","));
-        text.push_str(",label\n");
-        for _ in 0..rows / 4 {
-            for j in 0..16 {
-                text.push_str(&format!("{:.6},", next() * (1.0 + j as f64 * 0.1)));
-            }
-            text.push_str(&format!("{}\n", (next() * 10.0) as i64));
-        }
-        std::fs::write(dir.join(format!("part-{file}.csv")), text).unwrap();
-    }
-}
-
 /// w1 up to its filter: interleave(CSV files, cycle 4) → map (x_j, cross, label) → filter.
 fn w1_prefix(dir: &Path) -> Dataset {
     let files = Dataset::list_files(&format!("{}/*.csv", dir.display()), false, None).unwrap();
@@ -155,7 +135,7 @@ fn dir_bytes(path: &Path) -> u64 {
 fn epoch_bench(rounds: usize) {
     let rows = env("FLUMEN_STATE_ROWS", 400_000);
     let data = tempfile::tempdir().unwrap();
-    write_csv(data.path(), rows);
+    w1_csv::write_csv(data.path(), rows);
     let prefix = w1_prefix(data.path());
     println!("## Second epoch of w1 (CSV {rows} rows -> map -> filter -> X -> batch(1024)), read path vs recomputing");
     println!("| X | epoch 1 (rows/s) | epoch 2 (rows/s) | epoch 2 vs recompute | bytes on disk / row |");

@@ -82,7 +82,7 @@ pub(crate) fn knob(plan: &Plan, ctx: &ExecContext, param: Param, value: Tunable,
 }
 
 /// Whether `calls` asks for parallel execution.
-fn is_parallel(calls: &Tunable) -> bool {
+pub(crate) fn is_parallel(calls: &Tunable) -> bool {
     matches!(calls, Tunable::Autotune | Tunable::Fixed(2..))
 }
 

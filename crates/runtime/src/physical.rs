@@ -27,6 +27,7 @@
 
 use std::collections::HashMap;
 
+use crate::build::is_parallel;
 use flumen_ir::{ClosureKind, ClosureRef, DatasetFn, MapFn, Op, Plan, Predicate, SourceDesc, Tunable};
 
 /// The physical operator tree that [`build`](crate::build::build) creates for `plan`, one
@@ -59,7 +60,7 @@ fn render(plan: &Plan, depth: usize, out: &mut String, seen: &mut HashMap<usize,
 pub fn operator(op: &Op) -> String {
     match op {
         Op::Source(desc) => source(desc),
-        Op::Map { func, vectorized, num_parallel_calls, deterministic } if parallel(num_parallel_calls) => {
+        Op::Map { func, vectorized, num_parallel_calls, deterministic } if is_parallel(num_parallel_calls) => {
             format!("ParallelMapOp[{}]{}", map_strategy(func, *vectorized), calls(num_parallel_calls, *deterministic))
         }
         Op::Map { func, vectorized, .. } => format!("MapOp[{}]", map_strategy(func, *vectorized)),
@@ -83,14 +84,16 @@ pub fn operator(op: &Op) -> String {
                 Tunable::Fixed(n) => n.to_string(),
                 Tunable::Default | Tunable::Autotune => "number of cores".to_string(),
             };
-            let reads = if parallel(num_parallel_calls) {
+            let reads = if is_parallel(num_parallel_calls) {
                 format!(", each input read ahead by its own producer{}", calls(num_parallel_calls, *deterministic))
             } else {
                 String::new()
             };
             format!("InterleaveOp[{}; cycle {cycle}, block {block_length}{reads}]", dataset_strategy(func))
         }
-        Op::Batch { batch_size, drop_remainder, num_parallel_calls, deterministic } if parallel(num_parallel_calls) => {
+        Op::Batch { batch_size, drop_remainder, num_parallel_calls, deterministic }
+            if is_parallel(num_parallel_calls) =>
+        {
             format!(
                 "BatchOp({batch_size}{}) over workers gathering whole batches{}",
                 drop(*drop_remainder),
@@ -150,11 +153,6 @@ pub fn operator(op: &Op) -> String {
             drop(*drop_remainder)
         ),
     }
-}
-
-/// Whether `calls` makes an operator parallel (as `build` decides).
-fn parallel(calls: &Tunable) -> bool {
-    matches!(calls, Tunable::Autotune | Tunable::Fixed(2..))
 }
 
 /// `, N parallel calls, in order` and the like; empty when sequential.
