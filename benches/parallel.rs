@@ -8,11 +8,11 @@
 //! - **`figure4`**: the tf.data paper's Figure 3 pipeline (`read → map(parse) → batch(10)`,
 //!   all sequential) against its Figure 4 (`interleave(cycle 2, num_parallel_calls 2) →
 //!   map(parse, num_parallel_calls 10) → batch(10) → prefetch(1)`), with the paper's
-//!   simulated costs (§3.2) scaled down 10x: 0.5 ms to read an element, 0.2 ms to parse one,
-//!   0.1 ms per batch of 10. Reads and parses sleep (they stand in for I/O and for compute
-//!   on other cores), elements flow one by one (`chunk_rows` 1), and the per-batch latency
-//!   is scaled back up for comparison with the paper's 71 ms (`(5+2)·10+1`) and 25 ms
-//!   (`max(10·5/2, 10·2/10, 1)`). Figure 4 runs on a pool of 10 threads, so that its 10
+//!   simulated costs (§3.2), unscaled so that timer overshoot stays a small share of each
+//!   sleep: 5 ms to read an element, 2 ms to parse one, 1 ms per batch of 10. Reads and
+//!   parses sleep (they stand in for I/O and for compute on other cores), elements flow one
+//!   by one (`chunk_rows` 1), and the per-batch latency compares with the paper's 71 ms
+//!   (`(5+2)·10+1`) and 25 ms (`max(10·5/2, 10·2/10, 1)`). Figure 4 runs on a pool of 10 threads, so that its 10
 //!   parse calls can sleep at once; a third row writes `AUTOTUNE` everywhere instead, with
 //!   the default pool and CPU budget (the cores).
 //! - **`two-stage`**: the multi-threaded generators tutorial's Example 3 (Tajbakhsh & Chiang,
@@ -28,7 +28,7 @@
 //! - **`autotune-w4`, `autotune-csv`, `autotune-closure`**: `AUTOTUNE` everywhere (the
 //!   tf.data paper's §3.3.2, and its Figure 7, where auto-tuned parallelism matches expert
 //!   tuning on input-pipeline throughput) against a grid
-//!   of fixed settings (map parallelism 1/2/4, prefetch buffer 1/4, interleave parallelism
+//!   of fixed settings (map and filter parallelism 1/2/4, prefetch buffer 1/4, interleave parallelism
 //!   1/2/4 where there is an interleave) on three workloads: w4 of `WORKLOADS.md` (an
 //!   expression map chain over `range(2,000,000)`), a w1-like CSV pipeline (4 generated files,
 //!   parallel interleave, normalizing map, filter, `batch(1024)`), and a per-element Rust
@@ -39,10 +39,17 @@
 //!   checksum must agree.
 //! - **`memory`**: 4 MB elements (a float32 tensor of 2^20 values each) through a parallel
 //!   closure map (`AUTOTUNE`) and a prefetch (`AUTOTUNE`, or a fixed 100 elements, 400 MB)
-//!   to a slow consumer (3 ms per element), under `Options::with_ram_budget(256 MiB)` and
-//!   under 64 GiB. Each run is a child process (this binary re-executed), so its peak RSS
-//!   (`VmHWM`) is its own; the budget bounds what buffers hold, while RSS also counts the
-//!   elements being produced, mapped and consumed.
+//!   to a slow consumer (10 ms per element, `FLUMEN_PARALLEL_CONSUMER_US`), under
+//!   `Options::with_ram_budget(256 MiB)` and under 64 GiB, each with glibc's default malloc
+//!   and with `MALLOC_MMAP_THRESHOLD_` fixed at 128 KiB. Each run is a child process (this
+//!   binary re-executed), so its peak RSS (`VmHWM`) is its own; reported with the RSS at the
+//!   child's start and their difference, the pipeline's own. The budget counts the buffers,
+//!   the running map tasks (input and output), the prefetch's pull in progress and the
+//!   element the consumer holds; RSS also counts the process itself (`before`), what the
+//!   map's progress rule lets past the budget (one task's input: the prefetch made room
+//!   for the element its pull returns, not for the input the map reads to make it), and what
+//!   the allocator keeps: by default glibc serves 4 MB blocks from per-thread arenas that keep
+//!   freed memory resident, which the fixed threshold avoids.
 //!
 //! Scale: `FLUMEN_PARALLEL_ROUNDS` (default 3), `FLUMEN_PARALLEL_CSV_ROWS` (default 400000),
 //! `FLUMEN_PARALLEL_CLOSURE_ROWS` (default 50000). `FLUMEN_PARALLEL_ANALYZE=1` prints the
@@ -178,12 +185,12 @@ fn drain(ds: &Dataset, field: Option<&str>, analyze: bool) -> Pass {
 
 /// The paper's costs, scaled down 10x: microseconds to read an element, to parse one, and
 /// to batch 10.
-const READ_US: u64 = 500;
-const PARSE_US: u64 = 200;
-const BATCH_US: u64 = 100;
+const READ_US: u64 = 5_000;
+const PARSE_US: u64 = 2_000;
+const BATCH_US: u64 = 1_000;
 const FIG_BATCH: u64 = 10;
 const FIG_FILES: i64 = 2;
-const FIG_RECORDS: i64 = 300;
+const FIG_RECORDS: i64 = 60;
 
 /// `range(files) → interleave(file → records, cycle = files)`: each "file" a generator of
 /// one-element chunks that sleeps `READ_US` per element.
@@ -271,26 +278,27 @@ fn figure4_bench(rounds: usize) {
     let model3 = (read + parse) * b + batch;
     let model4 = (b * read / 2.0).max(b * parse / 10.0).max(batch);
     println!(
-        "## tf.data paper Figure 3 vs Figure 4, costs / 10 (read {} ms, parse {} ms, batch {} ms), \
+        "## tf.data paper Figure 3 vs Figure 4, the paper's costs (read {} ms, parse {} ms, batch {} ms), \
          {FIG_FILES} files x {FIG_RECORDS} records, batch({FIG_BATCH}), chunk_rows 1",
         READ_US as f64 / 1e3,
         PARSE_US as f64 / 1e3,
         BATCH_US as f64 / 1e3
     );
-    println!(
-        "| pipeline | ms / batch | x10 (paper scale) | paper | model with this machine's sleeps, x10 | speed-up |"
-    );
-    println!("|---|---|---|---|---|---|");
+    println!("| pipeline | ms / batch | paper | model with this machine's sleeps | speed-up |");
+    println!("|---|---|---|---|---|");
     let base = median(&per_batch[0]);
-    let expected = [("71", model3 * 10.0), ("25", model4 * 10.0), ("25", model4 * 10.0)];
+    let expected = [("71", model3), ("25", model4), ("25", model4)];
     for (i, (name, _)) in variants.iter().enumerate() {
         let m = median(&per_batch[i]);
         let (paper, model) = expected[i];
-        println!("| {name} | {m:.2} | {:.1} | {paper} | {model:.1} | {:.2}x |", m * 10.0, base / m);
+        println!("| {name} | {m:.1} | {paper} | {model:.1} | {:.2}x |", base / m);
     }
     println!(
-        "(sleeps of 0.5 / 0.2 / 0.1 ms take {read:.3} / {parse:.3} / {batch:.3} ms here; \
-         {batches} batches per pass, medians of {rounds} rounds)"
+        "(sleeps of {} / {} / {} ms take {read:.3} / {parse:.3} / {batch:.3} ms here; \
+         {batches} batches per pass, medians of {rounds} rounds)",
+        READ_US as f64 / 1e3,
+        PARSE_US as f64 / 1e3,
+        BATCH_US as f64 / 1e3
     );
     if let Some(a) = &analyses[2] {
         println!("explain analyze of the AUTOTUNE run:\n{a}");
@@ -578,7 +586,7 @@ fn w4(c: Config) -> Result<Dataset> {
     Dataset::range(0, 2_000_000)?
         .map_with(MapFunction::select([("v", cast(col("value") * lit(3i64) + lit(1i64), DataType::Float64))]), p)?
         .map_with(MapFunction::select([("v", sqrt(col("v")) * lit(0.5))]), p)?
-        .filter((floor(col("v")) % lit(3.0)).not_eq(lit(0.0)))?
+        .filter_with((floor(col("v")) % lit(3.0)).not_eq(lit(0.0)), p)?
         .map_with(MapFunction::select([("v", col("v") * col("v") + lit(1.0))]), p)?
         .batch(4096)?
         .prefetch(c.prefetch)
@@ -597,7 +605,7 @@ fn w1(dir: &Path, c: Config) -> Result<Dataset> {
     files
         .interleave_with(read, Tunable::Fixed(4), 16, calls(c.interleave))?
         .map_with(MapFunction::select(fields), calls(c.map))?
-        .filter(col("x0").gt(lit(-1.5)).and(col("label").not_eq(lit(9i64))))?
+        .filter_with(col("x0").gt(lit(-1.5)).and(col("label").not_eq(lit(9i64))), calls(c.map))?
         .batch(1024)?
         .prefetch(c.prefetch)
 }
@@ -661,8 +669,17 @@ fn autotune_closure_bench(rounds: usize) {
 
 const TENSOR: i64 = 1 << 20;
 const BIG_ELEMENTS: i64 = 120;
-const CONSUMER_US: u64 = 3000;
 const BUDGET_MIB: u64 = 256;
+/// What glibc's `MALLOC_MMAP_THRESHOLD_` is set to in the runs that fix it.
+const MMAP_THRESHOLD: &str = "131072";
+
+/// The consumer's work per element, in microseconds (`FLUMEN_PARALLEL_CONSUMER_US`).
+fn consumer_us() -> u64 {
+    // Well above what producing and mapping an element costs on two cores (about 2 to 3 ms),
+    // so that the buffers run ahead until the budget stops them: with a consumer barely
+    // slower than the producer, the budget is reached in some runs and not others.
+    env("FLUMEN_PARALLEL_CONSUMER_US", 10_000) as u64
+}
 
 /// This process's peak resident set (`VmHWM`), in KiB.
 fn peak_rss_kib() -> u64 {
@@ -691,7 +708,7 @@ fn big_elements(prefetch: Tunable) -> Result<Dataset> {
 }
 
 /// In a child process: one pass over [`big_elements`] with `config` = "PREFETCH,BUDGET_BYTES"
-/// by a consumer working `CONSUMER_US` per element; prints what [`memory_bench`] parses.
+/// by a consumer working [`consumer_us`] per element; prints what [`memory_bench`] parses.
 fn memory_child(config: &str) {
     let (prefetch, budget) = config.split_once(',').expect("PREFETCH,BUDGET");
     let prefetch = match prefetch {
@@ -710,7 +727,7 @@ fn memory_child(config: &str) {
         let x = x.as_primitive::<Float32Type>();
         checksum += f64::from(x.value(0)) + f64::from(x.value(x.len() - 1));
         n += 1;
-        sleep_us(CONSUMER_US);
+        sleep_us(consumer_us());
     }
     let secs = start.elapsed().as_secs_f64();
     let analysis = it.analyze().unwrap_or_default();
@@ -727,37 +744,57 @@ fn memory_child(config: &str) {
 
 fn memory_bench(_rounds: usize) {
     let exe = std::env::current_exe().expect("this binary");
-    let runs = [("autotune", BUDGET_MIB << 20), ("autotune", 64 << 30), ("100", BUDGET_MIB << 20), ("100", 64 << 30)];
+    let budgets = [BUDGET_MIB << 20, 64 << 30];
+    let mut runs = vec![];
+    for mmap in [false, true] {
+        for prefetch in ["autotune", "100"] {
+            runs.extend(budgets.map(|budget| (prefetch, budget, mmap)));
+        }
+    }
     println!(
         "## Memory: {BIG_ELEMENTS} elements of float32[{TENSOR}] (4 MB) -> map(closure, AUTOTUNE) -> prefetch, \
          consumer {} ms per element; each run in a child process",
-        CONSUMER_US as f64 / 1e3
+        consumer_us() as f64 / 1e3
     );
     println!(
-        "| prefetch | RAM budget | peak RSS (MiB) | before (MiB) | buffers peak (MiB) | under {BUDGET_MIB} MiB | \
-         time (s) |"
+        "| malloc | prefetch | RAM budget | peak RSS (MiB) | before (MiB) | peak - before (MiB) | buffers peak (MiB) \
+         | peak under {BUDGET_MIB} MiB | time (s) |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let mut checksums = vec![];
-    for (prefetch, budget) in runs {
-        let output = Command::new(&exe).env(CHILD, format!("{prefetch},{budget}")).output().expect("child runs");
+    for (prefetch, budget, mmap) in runs {
+        let mut child = Command::new(&exe);
+        child.env(CHILD, format!("{prefetch},{budget}"));
+        // glibc serves a freed block above its mmap threshold back to the system, but raises
+        // the threshold to the size of each mmapped block freed: from then on 4 MB blocks
+        // come from its arenas, which keep freed memory resident, one arena per thread that
+        // allocates (the generator's, each map worker's). Fixing the threshold keeps the
+        // dynamic raise off, so that RSS follows what the pipeline holds.
+        if mmap {
+            child.env("MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD);
+        }
+        let malloc = if mmap { format!("mmap >= {MMAP_THRESHOLD} B") } else { "default".to_string() };
+        let output = child.output().expect("child runs");
         let text = String::from_utf8_lossy(&output.stdout);
         let field = |name: &str| {
             text.split_whitespace().find_map(|kv| kv.strip_prefix(&format!("{name}="))).unwrap_or("?").to_string()
         };
         if !output.status.success() || field("elements") != BIG_ELEMENTS.to_string() {
             let stderr = String::from_utf8_lossy(&output.stderr);
-            println!("| {prefetch} | {budget} bytes | child failed ({}): {stderr} | | | | |", output.status);
+            println!(
+                "| {malloc} | {prefetch} | {budget} bytes | child failed ({}): {stderr} | | | | | |",
+                output.status
+            );
             continue;
         }
         let mib = |kib: &str| kib.parse::<f64>().map_or(f64::NAN, |k| k / 1024.0);
-        let peak = mib(&field("peak_kib"));
-        let under = peak <= BUDGET_MIB as f64;
+        let (peak, before) = (mib(&field("peak_kib")), mib(&field("before_kib")));
+        let under = peak < BUDGET_MIB as f64;
         let budget = if budget >= 1 << 30 { format!("{} GiB", budget >> 30) } else { format!("{} MiB", budget >> 20) };
         println!(
-            "| {} | {budget} | {peak:.0} | {:.0} | {} | {} | {} |",
+            "| {malloc} | {} | {budget} | {peak:.0} | {before:.0} | {:.0} | {} | {} | {} |",
             if prefetch == "autotune" { "AUTOTUNE" } else { prefetch },
-            mib(&field("before_kib")),
+            peak - before,
             field("held_mib"),
             if under { "yes" } else { "no" },
             field("secs")
@@ -769,8 +806,8 @@ fn memory_bench(_rounds: usize) {
     }
     let same = checksums.windows(2).all(|w| w[0] == w[1]);
     println!(
-        "(peak RSS: the child's VmHWM, before: at its start; buffers peak: what the iterator's buffers held at \
-         most, from explain analyze; checksums {})",
+        "(peak RSS: the child's VmHWM, before: at its start; buffers peak: what the iterator's buffers and running \
+         work held at most, from explain analyze; checksums {})",
         if same { "equal" } else { "DIFFER" }
     );
     println!();

@@ -301,8 +301,20 @@ impl Dataset {
 
     /// Keeps the elements for which `predicate` holds.
     pub fn filter(&self, predicate: impl Into<PredicateFunction>) -> Result<Dataset> {
+        self.filter_with(predicate, Parallel::default())
+    }
+
+    /// Keeps the elements for which `predicate` holds, evaluating it with tf.data's
+    /// parallelism arguments (its parallel filter).
+    pub fn filter_with(&self, predicate: impl Into<PredicateFunction>, parallel: Parallel) -> Result<Dataset> {
         let (predicate, registry) = self.predicate(predicate.into(), "filter")?;
-        Ok(Dataset { registry, ..self.then(Op::Filter { predicate, vectorized: false })? })
+        let op = Op::Filter {
+            predicate,
+            vectorized: false,
+            num_parallel_calls: parallel.num_parallel_calls,
+            deterministic: parallel.deterministic,
+        };
+        Ok(Dataset { registry, ..self.then(op)? })
     }
 
     /// Elements until the first for which `predicate` fails.

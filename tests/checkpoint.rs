@@ -122,6 +122,14 @@ fn parallel_operators_resume_exactly() {
         range(0, 45).map_with(failing_closure, parallel(2)).unwrap().batch(4).unwrap(),
     );
     assert_resumes("parallel batch", failing(0, 30).batch_parallel(4, false, parallel(3)).unwrap());
+    let odd_or_fails = PredicateFunction::element(Some("odd_or_fails"), |row| {
+        let v = column_i64(row, "value")[0];
+        if v % 11 == 4 {
+            return Err(Error::execution("odd_or_fails", format!("{v}")));
+        }
+        Ok(v % 2 == 1)
+    });
+    assert_resumes("parallel filter", range(0, 60).filter_with(odd_or_fails, parallel(3)).unwrap());
     assert_resumes("prefetch of 2", failing(0, 30).prefetch(Tunable::Fixed(2)).unwrap());
     let files = DatasetFunction::closure(Some("file"), spec("value"), |row| {
         let f = column_i64(row, "value")[0];
@@ -130,7 +138,14 @@ fn parallel_operators_resume_exactly() {
     });
     assert_resumes(
         "parallel interleave",
-        range(0, 5).interleave_with(files, Tunable::Fixed(3), 2, parallel(2)).unwrap(),
+        range(0, 5).interleave_with(files.clone(), Tunable::Fixed(3), 2, parallel(2)).unwrap(),
+    );
+    // An input error met while the cycle is opened ahead is held for its slot.
+    let inputs =
+        range(0, 8).map(MapFunction::with_fields([("value", lit(12i64) / (col("value") - lit(4i64)))])).unwrap();
+    assert_resumes(
+        "parallel interleave with an input error",
+        inputs.interleave_with(files, Tunable::Fixed(3), 2, parallel(3)).unwrap(),
     );
 }
 

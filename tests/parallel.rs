@@ -79,6 +79,44 @@ fn parallel_maps_give_the_sequential_sequence_with_errors_in_place() {
     }
 }
 
+/// A per-element predicate keeping odd values, failing on multiples of 13 and panicking on
+/// 150 when `panics`.
+fn odd(panics: bool) -> PredicateFunction {
+    PredicateFunction::element(None, move |row| {
+        let v = column_i64(row, "value")[0];
+        if panics && v == 150 {
+            panic!("boom at {v}");
+        }
+        if v % 13 == 0 && v > 0 {
+            return Err(Error::execution("odd", format!("{v} is a multiple of 13")));
+        }
+        Ok(v % 2 == 1)
+    })
+}
+
+#[test]
+fn parallel_filters_give_the_sequential_sequence_with_errors_in_place() {
+    for chunk_rows in [1, 7, 1000] {
+        let options = Options::default().with_chunk_rows(chunk_rows);
+        for parallel in [calls(2, None), calls(4, Some(true)), autotuned()] {
+            let closure = range(0, 300).filter_with(odd(false), parallel).unwrap().with_options(options.clone());
+            let expected = items(&sequential(&closure), "value");
+            assert!(expected.iter().any(|i| i.starts_with("Err")), "the predicate fails on some elements");
+            assert_eq!(items(&closure, "value"), expected, "closure filter, {parallel:?}, chunks of {chunk_rows}");
+
+            let predicate = (lit(1000i64) / (col("value") % lit(50i64))).gt(lit(30i64));
+            let expr = range(0, 300).filter_with(predicate, parallel).unwrap().with_options(options.clone());
+            let expected = items(&sequential(&expr), "value");
+            assert!(expected.iter().any(|i| i.starts_with("Err")), "division by zero fails on some elements");
+            assert_eq!(items(&expr, "value"), expected, "expression filter, {parallel:?}, chunks of {chunk_rows}");
+        }
+    }
+    let panicking = range(0, 200).filter_with(odd(true), calls(3, None)).unwrap();
+    let out = items(&panicking.with_options(Options::default().with_chunk_rows(10)), "value");
+    let panic = out.iter().position(|i| i.contains("panicked")).expect("the panic is an error");
+    assert!(out[panic + 1..].iter().any(|i| i.contains("199")), "the filter goes on after the panic: {out:?}");
+}
+
 #[test]
 fn unordered_maps_give_the_same_elements() {
     let ds = range(0, 500).map_with(triple(false), calls(4, Some(false))).unwrap();
@@ -143,6 +181,37 @@ fn parallel_interleave_keeps_the_deterministic_order() {
     got.sort();
     expected.sort();
     assert_eq!(got, expected);
+}
+
+/// `range(0, 9)` with an error in place of element 4 (`10 / (v - 4)` is its divisor), each
+/// element opened as a one-element dataset, counting the opens.
+fn one_element_files(opens: Arc<AtomicUsize>, parallel: Parallel) -> Dataset {
+    let elements = range(0, 9).map(MapFunction::with_fields([("d", lit(10i64) / (col("value") - lit(4i64)))])).unwrap();
+    let open = DatasetFunction::closure(Some("one_element"), spec("value"), move |row| {
+        opens.fetch_add(1, Ordering::SeqCst);
+        Dataset::from_batches(vec![int_batch("value", vec![column_i64(row, "value")[0] * 10])])
+    });
+    elements.interleave_with(open, Tunable::Fixed(3), 1, parallel).unwrap()
+}
+
+#[test]
+fn a_parallel_interleave_opens_its_whole_cycle_up_front_with_errors_in_place() {
+    let opens = Arc::new(AtomicUsize::new(0));
+    let ds = one_element_files(opens.clone(), calls(3, Some(true)));
+    let mut it = ds.with_options(Options::default().with_chunk_rows(1)).iter();
+    assert!(it.next().expect("an element").is_ok());
+    // All three slots were opened (and their reads started) for the first element; a lazy
+    // cycle would have opened one.
+    assert_eq!(opens.load(Ordering::SeqCst), 3);
+    drop(it);
+
+    for chunk_rows in [1, 4, 1000] {
+        let options = Options::default().with_chunk_rows(chunk_rows);
+        let parallel = one_element_files(Arc::new(AtomicUsize::new(0)), calls(3, Some(true))).with_options(options);
+        let expected = items(&sequential(&parallel), "value");
+        assert!(expected.iter().any(|i| i.starts_with("Err")), "element 4 fails: {expected:?}");
+        assert_eq!(items(&parallel, "value"), expected, "chunks of {chunk_rows}");
+    }
 }
 
 /// A generator of `n` one-row chunks counting what it produced.
@@ -232,10 +301,26 @@ fn explain_analyze_shows_operators_choices_and_the_bottleneck() {
     let map_line = text.lines().find(|l| l.contains("ParallelMapOp")).expect(&text);
     // 2000 values, of which the 117 multiples of 17 fail.
     assert!(map_line.contains("rows=1883") && map_line.contains("errors=117"), "{map_line}");
-    assert!(map_line.contains("autotuned: 1@0ms"), "the tuner's history starts at 1: {map_line}");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
+    let start = format!("autotuned: {cores}@0ms");
+    assert!(map_line.contains(&start), "the tuner's history starts at the cores: {map_line}");
     assert_eq!(text.matches("<- bottleneck").count(), 1, "{text}");
     let batches = text.lines().find(|l| l.contains("BatchOp(10)")).expect(&text);
     assert!(batches.contains("rows=189"), "1883 elements in batches of 10: {batches}");
+}
+
+#[test]
+fn a_consumer_slower_than_the_pipeline_is_named_the_bottleneck() {
+    let ds = range(0, 20).map_with(triple(false), calls(2, None)).unwrap().with_options(Options::default());
+    let mut it = ds.iter();
+    for item in it.by_ref() {
+        let _ = item;
+        // The "training step": far longer than the pipeline's microseconds per element.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let text = it.analyze().unwrap();
+    assert!(text.contains("the consumer is the bottleneck"), "{text}");
+    assert!(!text.contains("<- bottleneck"), "{text}");
 }
 
 #[test]

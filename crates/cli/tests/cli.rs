@@ -37,7 +37,7 @@ fn explain_prints_the_typed_plan_in_three_formats() {
     let (ok, dot, _) = flumen(&["explain", "--format", "dot", "examples/pipelines/figure4_csv.json"]);
     assert!(ok && dot.starts_with("digraph plan {"), "{dot}");
     assert_eq!(dot.matches(" -> n").count(), 6, "7 nodes in a chain: {dot}");
-    assert!(dot.contains("filter(pfor (label != 9))"), "{dot}");
+    assert!(dot.contains("filter(pfor (label != 9); parallel autotune)"), "{dot}");
 
     // JSON: a document with the same four parts.
     let (ok, json, _) = flumen(&["explain", "--format", "json", "examples/pipelines/figure4_csv.json"]);

@@ -104,7 +104,9 @@ pub fn describe(op: &Op) -> String {
             if *drop_remainder { ", drop_remainder" } else { "" },
             parallel(num_parallel_calls)
         ),
-        Op::Filter { predicate: p, vectorized } => format!("{}{}", pfor(*vectorized), predicate(p)),
+        Op::Filter { predicate: p, vectorized, num_parallel_calls, .. } => {
+            format!("{}{}{}", pfor(*vectorized), predicate(p), parallel(num_parallel_calls))
+        }
         Op::TakeWhile { predicate: p } => predicate(p),
         Op::FlatMap { func } => dataset_fn(func),
         Op::Interleave { func, cycle_length, block_length, .. } => {

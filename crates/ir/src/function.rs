@@ -93,6 +93,16 @@ pub enum Predicate {
     },
 }
 
+impl Predicate {
+    /// True when the predicate may be run on any thread in any order with the same result.
+    pub fn is_stateless_and_deterministic(&self) -> bool {
+        match self {
+            Predicate::Expr { .. } => true,
+            Predicate::Closure { closure } => closure.stateless && closure.deterministic,
+        }
+    }
+}
+
 /// The function of `flat_map` and `interleave`: an element in, a dataset out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]

@@ -130,6 +130,13 @@ pub enum Op {
         /// Evaluate the predicate over whole chunks at once (pfor); per element otherwise.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         vectorized: bool,
+        /// Parallel calls of the predicate (tf.data's parallel filter; set by the optimizer's
+        /// filter_parallelization or by the user).
+        #[serde(default, skip_serializing_if = "Tunable::is_default")]
+        num_parallel_calls: Tunable,
+        /// Keep input order when parallel (`None`: the pipeline's option).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deterministic: Option<bool>,
     },
     /// `map` followed by `batch`, fused (tf.data's map_and_batch): the function's results are
     /// written straight into output batches.

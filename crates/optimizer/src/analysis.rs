@@ -119,7 +119,7 @@ mod tests {
         let f = facts(&format!("(batch 4 true default none {RANGE})"));
         assert_eq!(f.spec().unwrap().to_string(), "{value: int64[4]}");
         assert_eq!(f.cardinality, Some(2));
-        assert_eq!(facts(&format!("(filter (> (col value) 2) {RANGE})")).cardinality, None);
+        assert_eq!(facts(&format!("(filter (> (col value) 2) default none {RANGE})")).cardinality, None);
     }
 
     #[test]

@@ -165,14 +165,14 @@ impl CostModel for DefaultCost {
                 let work = self.call(func, *vectorized, fn_ops(0), width, rows, parallel(num_parallel_calls));
                 (overhead + work + rows * out_bytes * self.per_byte, rows, width)
             }
-            Op::Filter { predicate, vectorized } => {
+            Op::Filter { predicate, vectorized, num_parallel_calls, .. } => {
                 let func = match predicate {
                     flumen_ir::Predicate::Expr { .. } => MapFn::Exprs { outputs: vec![], keep_input: true },
                     flumen_ir::Predicate::Closure { closure } => {
                         MapFn::Closure { closure: closure.clone(), output: ElementSpec::default() }
                     }
                 };
-                let work = self.call(&func, *vectorized, fn_ops(0), width, rows, false);
+                let work = self.call(&func, *vectorized, fn_ops(0), width, rows, parallel(num_parallel_calls));
                 let copy = rows * self.selectivity * out_bytes * self.per_byte;
                 (overhead + work + copy, rows * self.selectivity, width)
             }

@@ -27,7 +27,7 @@ mod node {
         // ---- plan operators: arguments first, inputs last ----
         "source" = Source(Id),
         "map" = Map([Id; 4]),
-        "filter" = Filter([Id; 2]),
+        "filter" = Filter([Id; 4]),
         "map_and_batch" = MapAndBatch([Id; 6]),
         "batch" = Batch([Id; 5]),
         "shuffle" = Shuffle([Id; 4]),

@@ -173,9 +173,11 @@ pub fn lower_op(sink: &mut impl NodeSink, op: &Op, inputs: &[Id]) -> Id {
             let d = optional_bool(sink, *deterministic);
             sink.add_node(Node::Map([f, c, d, input()]))
         }
-        Op::Filter { predicate, vectorized } => {
+        Op::Filter { predicate, vectorized, num_parallel_calls, deterministic } => {
             let p = lower_predicate(sink, predicate, *vectorized);
-            sink.add_node(Node::Filter([p, input()]))
+            let c = tunable(sink, *num_parallel_calls);
+            let d = optional_bool(sink, *deterministic);
+            sink.add_node(Node::Filter([p, c, d, input()]))
         }
         Op::MapAndBatch { func, batch_size, drop_remainder, num_parallel_calls, deterministic, vectorized } => {
             let f = lower_map_fn(sink, func, *vectorized);

@@ -199,9 +199,15 @@ fn try_decode(node: &Node, child: &dyn Fn(Id) -> Value) -> Result<Value, String>
             };
             make(op, vec![plan(*x)?])
         }
-        Node::Filter([p, x]) => {
+        Node::Filter([p, c, d, x]) => {
             let (predicate, vectorized) = child(*p).predicate().ok_or("filter needs a predicate")?;
-            make(Op::Filter { predicate, vectorized }, vec![plan(*x)?])
+            let op = Op::Filter {
+                predicate,
+                vectorized,
+                num_parallel_calls: tunable(&child(*c))?,
+                deterministic: optional_bool(&child(*d))?,
+            };
+            make(op, vec![plan(*x)?])
         }
         Node::MapAndBatch([f, n, r, c, d, x]) => {
             let (func, vectorized) = func(&child(*f))?;

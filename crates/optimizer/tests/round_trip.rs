@@ -190,17 +190,26 @@ fn plans() -> Vec<Plan> {
             Op::Filter {
                 predicate: Predicate::Expr { expr: Expr::binary(BinaryOp::Gt, col("value"), int(2)) },
                 vectorized: true,
+                num_parallel_calls: Tunable::Fixed(3),
+                deterministic: Some(false),
             },
             &r,
         ),
         on(
-            Op::Filter { predicate: Predicate::Expr { expr: Expr::Literal(Scalar::Bool(true)) }, vectorized: false },
+            Op::Filter {
+                predicate: Predicate::Expr { expr: Expr::Literal(Scalar::Bool(true)) },
+                vectorized: false,
+                num_parallel_calls: Tunable::Default,
+                deterministic: None,
+            },
             &r,
         ),
         on(
             Op::Filter {
                 predicate: Predicate::Closure { closure: closure("p", ClosureKind::PerBatch, true) },
                 vectorized: false,
+                num_parallel_calls: Tunable::Autotune,
+                deterministic: None,
             },
             &r,
         ),

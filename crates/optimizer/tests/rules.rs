@@ -70,9 +70,9 @@ rewrites!(prefetch_autotune_stays, eliminate::rules(), s("(prefetch autotune RAN
 rewrites!(identity_map_is_a_noop, eliminate::rules(), s("(map (exprs keep (out value (col value))) default none RANGE)") => range());
 rewrites!(identity_select_is_a_noop, eliminate::rules(), s("(map (exprs only (out value (col value))) default none RANGE)") => range());
 rewrites!(renaming_map_stays, eliminate::rules(), s("(map (exprs only (out v (col value))) default none RANGE)") => not range());
-rewrites!(filter_true_is_a_noop, eliminate::rules(), s("(filter true RANGE)") => range());
+rewrites!(filter_true_is_a_noop, eliminate::rules(), s("(filter true default none RANGE)") => range());
 rewrites!(constants_fold_in_maps, eliminate::rules(), s("(map (exprs keep (out y (+ (col value) (* 2 3)))) default none RANGE)") => s("(map (exprs keep (out y (+ (col value) 6))) default none RANGE)"));
-rewrites!(a_filter_folding_to_true_disappears, eliminate::rules(), s("(filter (< 1 2) RANGE)") => range());
+rewrites!(a_filter_folding_to_true_disappears, eliminate::rules(), s("(filter (< 1 2) default none RANGE)") => range());
 
 // ---- fusion ----
 rewrites!(
@@ -108,37 +108,37 @@ rewrites!(
 rewrites!(
     filters_fuse_with_and,
     fusion::rules(),
-    s("(filter (< (col value) 8) (filter (> (col value) 2) RANGE))") => s("(filter (and (> (col value) 2) (< (col value) 8)) RANGE)")
+    s("(filter (< (col value) 8) default none (filter (> (col value) 2) default none RANGE))") => s("(filter (and (> (col value) 2) (< (col value) 8)) default none RANGE)")
 );
 rewrites!(
     filter_fusion_stops_when_the_second_predicate_can_fail,
     fusion::rules(),
-    s("(filter (> (/ 10 (col value)) 1) (filter (!= (col value) 0) RANGE))")
-        => not s("(filter (and (!= (col value) 0) (> (/ 10 (col value)) 1)) RANGE)")
+    s("(filter (> (/ 10 (col value)) 1) default none (filter (!= (col value) 0) default none RANGE))")
+        => not s("(filter (and (!= (col value) 0) (> (/ 10 (col value)) 1)) default none RANGE)")
 );
 rewrites!(
     filter_hoists_above_a_map_it_does_not_read,
     fusion::rules(),
-    s("(filter (> (col value) 3) (map (exprs keep (out y (* (cast (col value) float64) 2.0))) default none RANGE))")
-        => s("(map (exprs keep (out y (* (cast (col value) float64) 2.0))) default none (filter (> (col value) 3) RANGE))")
+    s("(filter (> (col value) 3) default none (map (exprs keep (out y (* (cast (col value) float64) 2.0))) default none RANGE))")
+        => s("(map (exprs keep (out y (* (cast (col value) float64) 2.0))) default none (filter (> (col value) 3) default none RANGE))")
 );
 rewrites!(
     map_filter_fusion_substitutes_computed_fields,
     fusion::rules(),
-    s("(filter (> (col y) 6.0) (map (exprs only (out y (* (cast (col value) float64) 2.0))) default none RANGE))")
-        => s("(map (exprs only (out y (* (cast (col value) float64) 2.0))) default none (filter (> (* (cast (col value) float64) 2.0) 6.0) RANGE))")
+    s("(filter (> (col y) 6.0) default none (map (exprs only (out y (* (cast (col value) float64) 2.0))) default none RANGE))")
+        => s("(map (exprs only (out y (* (cast (col value) float64) 2.0))) default none (filter (> (* (cast (col value) float64) 2.0) 6.0) default none RANGE))")
 );
 rewrites!(
     filter_does_not_hoist_above_a_map_that_can_overflow,
     fusion::rules(),
-    s("(filter (> (col value) 3) (map (exprs keep (out y (* (col value) 2))) default none RANGE))")
-        => not s("(map (exprs keep (out y (* (col value) 2))) default none (filter (> (col value) 3) RANGE))")
+    s("(filter (> (col value) 3) default none (map (exprs keep (out y (* (col value) 2))) default none RANGE))")
+        => not s("(map (exprs keep (out y (* (col value) 2))) default none (filter (> (col value) 3) default none RANGE))")
 );
 rewrites!(
     filter_does_not_hoist_above_a_map_that_can_fail,
     fusion::rules(),
-    s("(filter (> (col value) 3) (map (exprs keep (out y (/ 10 (col value)))) default none RANGE))")
-        => not s("(map (exprs keep (out y (/ 10 (col value)))) default none (filter (> (col value) 3) RANGE))")
+    s("(filter (> (col value) 3) default none (map (exprs keep (out y (/ 10 (col value)))) default none RANGE))")
+        => not s("(map (exprs keep (out y (/ 10 (col value)))) default none (filter (> (col value) 3) default none RANGE))")
 );
 rewrites!(
     map_and_batch_fuse,
@@ -180,7 +180,7 @@ rewrites!(
 rewrites!(
     pfor_runs_a_filter_over_chunks,
     vectorize::rules(),
-    s("(filter (> (col value) 2) RANGE)") => s("(filter (pfor (> (col value) 2)) RANGE)")
+    s("(filter (> (col value) 2) default none RANGE)") => s("(filter (pfor (> (col value) 2)) default none RANGE)")
 );
 rewrites!(
     closures_are_not_vectorized,
@@ -206,6 +206,23 @@ rewrites!(
     prefetch_is_injected_at_the_output,
     parallelize::rules(),
     s("(sink RANGE)") => s("(sink (prefetch autotune RANGE))")
+);
+rewrites!(
+    stateless_filters_become_parallel,
+    parallelize::rules(),
+    s("(filter (> (col value) 3) default none RANGE)") => s("(filter (> (col value) 3) autotune none RANGE)")
+);
+rewrites!(
+    stateful_filter_closures_stay_sequential,
+    parallelize::rules(),
+    s(r#"(filter (closure #{'closure':{'name':'p','kind':'per_element','deterministic':true,'stateless':false}}) default none RANGE)"#)
+        => not s(r#"(filter (closure #{'closure':{'name':'p','kind':'per_element','deterministic':true,'stateless':false}}) autotune none RANGE)"#)
+);
+rewrites!(
+    fused_filters_keep_the_wider_parallelism,
+    fusion::rules(),
+    s("(filter (< (col value) 8) 4 none (filter (> (col value) 2) autotune true RANGE))")
+        => s("(filter (and (> (col value) 2) (< (col value) 8)) autotune true RANGE)")
 );
 rewrites!(
     prefetch_is_not_injected_twice,

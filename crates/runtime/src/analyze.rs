@@ -5,7 +5,8 @@
 //! operators; wall time minus its same-thread inputs' otherwise), the mean occupancy of its
 //! buffer, and each parameter with the values the tuner gave it over time. The bottleneck
 //! is the node with the largest own time per unit of parallelism: the one whose speed
-//! bounds the pipeline's.
+//! bounds the pipeline's, unless the consumer spent longer outside the pipeline than that
+//! node worked, in which case the consumer is named instead.
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
@@ -31,7 +32,7 @@ pub fn analyze(plan: &Plan, metrics: &Metrics, budget: &MemoryBudget) -> String 
             node.self_time * rows / node.parallelism.max(1.0)
         })
         .collect();
-    let bottleneck = busy.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| live.keys[i]);
+    let busiest = busy.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1));
     let mut out = String::new();
     let elapsed = metrics.elapsed().as_secs_f64();
     let _ = writeln!(
@@ -41,6 +42,21 @@ pub fn analyze(plan: &Plan, metrics: &Metrics, budget: &MemoryBudget) -> String 
         budget.peak() as f64 / 1048576.0,
         budget.limit() as f64 / 1048576.0
     );
+    // The consumer's own time (outside `next`) against the busiest node's: a consumer slower
+    // than the whole pipeline is what bounds it, and no operator is marked then.
+    let waited =
+        metrics.get(StatsKey::Node(plan.node_id())).map_or(0.0, |s| s.wall_ns.load(Ordering::Relaxed) as f64 * 1e-9);
+    let consumer = (elapsed - waited).max(0.0);
+    let bottleneck = match busiest {
+        Some((_, busy)) if consumer > *busy => {
+            let _ = writeln!(
+                out,
+                "the consumer is the bottleneck: {consumer:.3} s outside next(), waiting {waited:.3} s in it"
+            );
+            None
+        }
+        found => found.map(|(i, _)| live.keys[i]),
+    };
     render(plan, 0, metrics, bottleneck, &live, &mut out);
     out
 }

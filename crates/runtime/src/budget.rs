@@ -1,13 +1,22 @@
-//! The RAM budget of one iterator: bytes that asynchronous operators hold in their buffers.
+//! The RAM budget of one iterator: bytes that asynchronous operators hold in their buffers
+//! and in the work they have started.
 //!
 //! Every buffer that runs ahead of its consumer (prefetch, parallel map results, interleave
 //! inputs) reserves the bytes of what it holds here and releases them when the element is
-//! handed on. A producer whose own buffer is empty may always reserve one chunk, so the
-//! pipeline makes progress under any budget; beyond that, a producer waits until the total
-//! held fits the budget. This is what bounds a pipeline of large elements, whatever the
-//! buffer sizes its author (or the autotuner) chose.
+//! handed on. Work in flight counts too, as an estimate reserved when it starts and swapped
+//! for the real bytes when it ends: a parallel map task's input rows and the output it is
+//! building, a prefetch producer's pull. So does the chunk a prefetch handed out last, which
+//! its consumer holds until it pulls again. Counting only finished results let a pipeline of
+//! large elements hold its whole budget in buffers plus every running task's elements
+//! besides. A producer with nothing of its own buffered or under way may always start one
+//! piece of work, so the pipeline makes progress under any budget; beyond that, a producer
+//! waits until the total held fits the budget. This is what bounds a pipeline of large
+//! elements, whatever the buffer sizes its author (or the autotuner) chose.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use arrow::array::Array;
+use arrow::record_batch::RecordBatch;
 
 /// Bytes held by an iterator's buffers, against a limit.
 #[derive(Debug)]
@@ -54,6 +63,30 @@ impl MemoryBudget {
     pub fn release(&self, bytes: u64) {
         let _ = self.used.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| Some(u.saturating_sub(bytes)));
     }
+
+    /// Replaces `held` bytes reserved earlier (an estimate) by `now` (what it turned out to
+    /// be).
+    pub fn swap(&self, held: u64, now: u64) {
+        // One change, not a reserve then a release: for a moment both would count, which
+        // would show in the peak and could make another producer wait for nothing.
+        if now >= held {
+            self.reserve(now - held);
+        } else {
+            self.release(held - now);
+        }
+    }
+}
+
+/// The bytes of `chunk`'s rows alone.
+///
+/// `get_array_memory_size` reports the whole buffers a chunk points into, and a task's rows
+/// are often a slice of a larger chunk: counted that way, every slice of a chunk would be
+/// charged for all of it. Variable-size lists still count their whole child array (Arrow
+/// does not slice it), so a slice of them is over-estimated, never under.
+pub fn slice_bytes(chunk: &RecordBatch) -> u64 {
+    let columns = chunk.columns().iter();
+    let bytes = columns.map(|c| c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size()));
+    bytes.sum::<usize>().min(chunk.get_array_memory_size()) as u64
 }
 
 /// Half the memory this machine has available, tf.data's default RAM budget for autotuning
@@ -82,5 +115,29 @@ mod tests {
         assert_eq!((b.used(), b.peak()), (30, 90));
         b.release(1000);
         assert_eq!(b.used(), 0);
+    }
+
+    #[test]
+    fn swap_moves_use_without_a_peak_of_both() {
+        let b = MemoryBudget::new(100);
+        b.reserve(40);
+        b.swap(40, 30);
+        assert_eq!((b.used(), b.peak()), (30, 40));
+        b.swap(30, 50);
+        assert_eq!((b.used(), b.peak()), (50, 50));
+    }
+
+    #[test]
+    fn slice_bytes_counts_the_rows_of_a_slice() {
+        use std::sync::Arc;
+
+        use arrow::array::Int64Array;
+        use arrow::datatypes::{DataType, Field, Schema};
+
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+        let chunk = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(0..1000))]).unwrap();
+        assert_eq!(slice_bytes(&chunk), 8000);
+        assert_eq!(slice_bytes(&chunk.slice(100, 10)), 80);
+        assert!(chunk.slice(100, 10).get_array_memory_size() >= 8000);
     }
 }

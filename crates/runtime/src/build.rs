@@ -73,10 +73,11 @@ pub(crate) fn knob(plan: &Plan, ctx: &ExecContext, param: Param, value: Tunable,
     let max = max.max(1);
     stats.knob(param, || match value {
         Tunable::Fixed(n) => Knob::new(param, n as usize, false, 1, (n as usize).max(1)),
-        Tunable::Default | Tunable::Autotune if ctx.options.autotune.enabled => Knob::new(param, 1, true, 1, max),
+        // Until the tuner's first round, a tuned parameter runs at the untuned default, as
+        // tf.data starts autotuned parallelism at the number of cores.
         Tunable::Default | Tunable::Autotune => {
             let untuned = if param == Param::Parallelism { ctx.options.cores } else { 2 };
-            Knob::new(param, untuned, false, 1, max)
+            Knob::new(param, untuned.min(max), ctx.options.autotune.enabled, 1, max)
         }
     })
 }
@@ -116,7 +117,14 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         Op::Map { func, vectorized, .. } => {
             Box::new(MapOp::new(input()?, map_fn(func, schema, &ctx.registry, *vectorized)?))
         }
-        Op::Filter { predicate, vectorized } => {
+        // A parallel filter is a parallel map whose function drops rows: tasks keep their
+        // input positions, so order, errors and checkpoints work the same way.
+        Op::Filter { predicate, vectorized, num_parallel_calls, deterministic } if is_parallel(num_parallel_calls) => {
+            let func = filter_fn(predicate, &ctx.registry, *vectorized)?;
+            let size = if *vectorized { TaskSize::Chunk } else { TaskSize::Split };
+            parallel_map(plan, ctx, input()?, func, *num_parallel_calls, *deterministic, size)
+        }
+        Op::Filter { predicate, vectorized, .. } => {
             Box::new(MapOp::new(input()?, filter_fn(predicate, &ctx.registry, *vectorized)?))
         }
         // Parallel: each task maps one batch's rows into one chunk, which the batch wraps

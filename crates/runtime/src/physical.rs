@@ -64,7 +64,11 @@ pub fn operator(op: &Op) -> String {
             format!("ParallelMapOp[{}]{}", map_strategy(func, *vectorized), calls(num_parallel_calls, *deterministic))
         }
         Op::Map { func, vectorized, .. } => format!("MapOp[{}]", map_strategy(func, *vectorized)),
-        Op::Filter { predicate, vectorized } => format!("FilterOp[{}]", predicate_strategy(predicate, *vectorized)),
+        Op::Filter { predicate, vectorized, num_parallel_calls, deterministic } if is_parallel(num_parallel_calls) => {
+            let strategy = predicate_strategy(predicate, *vectorized);
+            format!("ParallelFilterOp[{strategy}]{}", calls(num_parallel_calls, *deterministic))
+        }
+        Op::Filter { predicate, vectorized, .. } => format!("FilterOp[{}]", predicate_strategy(predicate, *vectorized)),
         Op::MapAndBatch { func, batch_size, drop_remainder, vectorized, num_parallel_calls, deterministic } => format!(
             "MapAndBatchOp[{}] -> batch {batch_size}{}{}",
             map_strategy(func, *vectorized),
@@ -315,7 +319,8 @@ mod tests {
     }
 
     fn filter(input: &Plan, predicate: Predicate, vectorized: bool) -> Plan {
-        Plan::new(Op::Filter { predicate, vectorized }, vec![input.clone()]).unwrap()
+        let op = Op::Filter { predicate, vectorized, num_parallel_calls: Tunable::Default, deterministic: None };
+        Plan::new(op, vec![input.clone()]).unwrap()
     }
 
     #[test]

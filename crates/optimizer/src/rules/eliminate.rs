@@ -44,17 +44,24 @@ pub fn rules() -> Vec<Rule> {
             let x = m.id("?x");
             m.add(op, &[x])
         }),
-        rule("fold-filter", "(filter ?p ?x)", |m| {
+        rule("fold-filter", "(filter ?p ?c ?d ?x)", |m| {
             let (Predicate::Expr { expr }, vectorized) = m.predicate("?p")? else { return None };
             let x = m.plan("?x")?;
             let folded = fold_typed(&expr, x.spec());
             if folded == expr {
                 return None;
             }
+            let (c, d) = (m.tunable("?c")?, m.optional_bool("?d")?);
             let x = m.id("?x");
-            m.add(Op::Filter { predicate: Predicate::Expr { expr: folded }, vectorized }, &[x])
+            let op = Op::Filter {
+                predicate: Predicate::Expr { expr: folded },
+                vectorized,
+                num_parallel_calls: c,
+                deterministic: d,
+            };
+            m.add(op, &[x])
         }),
-        rule("noop-filter", "(filter ?p ?x)", |m| {
+        rule("noop-filter", "(filter ?p ?c ?d ?x)", |m| {
             let (p, _) = m.predicate("?p")?;
             matches!(p, flumen_ir::Predicate::Expr { expr: Expr::Literal(Scalar::Bool(true)) }).then(|| m.id("?x"))
         }),

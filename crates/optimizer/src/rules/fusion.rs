@@ -13,9 +13,9 @@ use crate::simplify::{fold_map_fn, fold_typed, may_fail, outputs_may_fail};
 pub fn rules() -> Vec<Rule> {
     vec![
         rule("map-fusion", "(map ?g ?c2 ?d2 (map ?f ?c1 ?d1 ?x))", map_fusion),
-        rule("filter-fusion", "(filter ?q (filter ?p ?x))", filter_fusion),
-        rule("filter-hoist", "(filter ?p (map ?f ?c ?d ?x))", |m| map_filter(m, true)),
-        rule("map-filter-fusion", "(filter ?p (map ?f ?c ?d ?x))", |m| map_filter(m, false)),
+        rule("filter-fusion", "(filter ?q ?c2 ?d2 (filter ?p ?c1 ?d1 ?x))", filter_fusion),
+        rule("filter-hoist", "(filter ?p ?fc ?fd (map ?f ?c ?d ?x))", |m| map_filter(m, true)),
+        rule("map-filter-fusion", "(filter ?p ?fc ?fd (map ?f ?c ?d ?x))", |m| map_filter(m, false)),
         rule("map-batch-fusion", "(batch ?n ?r ?bc ?bd (map ?f ?c ?d ?x))", map_batch),
         rule("shuffle-repeat-fusion", "(repeat ?k (shuffle ?n ?s ?r ?x))", shuffle_repeat),
     ]
@@ -61,8 +61,14 @@ fn filter_fusion(m: &mut Match) -> Option<egg::Id> {
         return None;
     }
     let both = fold_typed(&Expr::binary(BinaryOp::And, p, q), x.spec());
+    let op = Op::Filter {
+        predicate: Predicate::Expr { expr: both },
+        vectorized: p_pfor,
+        num_parallel_calls: wider(m.tunable("?c1")?, m.tunable("?c2")?),
+        deterministic: m.optional_bool("?d1")?.or(m.optional_bool("?d2")?),
+    };
     let id = m.id("?x");
-    m.add(Op::Filter { predicate: Predicate::Expr { expr: both }, vectorized: p_pfor }, &[id])
+    m.add(op, &[id])
 }
 
 /// `map(f).filter(p)` → `filter(p ∘ f).map(f)`: the map runs on fewer elements. Hoisting is
@@ -79,8 +85,15 @@ fn map_filter(m: &mut Match, hoist: bool) -> Option<egg::Id> {
     }
     let before = fold_typed(&substitute(&p, &f)?, x.spec());
     let (c, d) = (m.tunable("?c")?, m.optional_bool("?d")?);
+    let (fc, fd) = (m.tunable("?fc")?, m.optional_bool("?fd")?);
     let x_id = m.id("?x");
-    let filtered = m.add(Op::Filter { predicate: Predicate::Expr { expr: before }, vectorized: p_pfor }, &[x_id])?;
+    let filter = Op::Filter {
+        predicate: Predicate::Expr { expr: before },
+        vectorized: p_pfor,
+        num_parallel_calls: fc,
+        deterministic: fd,
+    };
+    let filtered = m.add(filter, &[x_id])?;
     m.add(Op::Map { func: f, num_parallel_calls: c, deterministic: d, vectorized: f_pfor }, &[filtered])
 }
 

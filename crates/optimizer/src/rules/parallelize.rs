@@ -1,5 +1,6 @@
-//! Parallelization (applied only when autotuning is on): stateless, deterministic maps are
-//! marked `num_parallel_calls = AUTOTUNE` (tf.data's map_parallelization), and the output
+//! Parallelization (applied only when autotuning is on): stateless, deterministic maps and
+//! filters are marked `num_parallel_calls = AUTOTUNE` (tf.data's map_parallelization and
+//! filter_parallelization), and the output
 //! gets a `prefetch(AUTOTUNE)` (tf.data's inject_prefetch) so production overlaps
 //! consumption. Order is kept: the map's `deterministic` setting is left as it was.
 
@@ -19,6 +20,19 @@ pub fn rules() -> Vec<Rule> {
                 num_parallel_calls: Tunable::Autotune,
                 deterministic: m.optional_bool("?d")?,
                 vectorized,
+            };
+            let x = m.id("?x");
+            m.add(op, &[x])
+        }),
+        // tf.data's filter_parallelization: a stateless predicate runs like a parallel map.
+        rule("filter-parallelization", "(filter ?p default ?d ?x)", |m| {
+            let (predicate, vectorized) = m.predicate("?p")?;
+            predicate.is_stateless_and_deterministic().then_some(())?;
+            let op = Op::Filter {
+                predicate,
+                vectorized,
+                num_parallel_calls: Tunable::Autotune,
+                deterministic: m.optional_bool("?d")?,
             };
             let x = m.id("?x");
             m.add(op, &[x])

@@ -53,7 +53,7 @@ pub fn rules() -> Vec<Rule> {
             let pruned = project(m, x, &needed, 0)?;
             m.add(op, &[pruned])
         }),
-        rule("predicate-pushdown", "(filter ?p ?x)", |m| {
+        rule("predicate-pushdown", "(filter ?p ?c ?d ?x)", |m| {
             let (Predicate::Expr { expr }, _) = m.predicate("?p")? else { return None };
             // A predicate that can fail must fail on exactly the elements it fails on as
             // written: statistics would skip some, and conjunctions evaluate every side.
@@ -114,17 +114,16 @@ fn project_node(m: &mut Match, node: &Node, needed: &BTreeSet<String>, depth: us
             };
             m.add(op, &[children[1]])
         }
-        Node::Filter([p, x]) => {
+        Node::Filter([p, c, d, x]) => {
             let (predicate, _) = value(m, *p).predicate()?;
             let Predicate::Expr { expr } = &predicate else { return None };
             let mut below = needed.clone();
             below.extend(expr.columns());
             let input = project(m, *x, &below, depth + 1)?;
-            let op = m.egraph[*p]
-                .data
-                .value
-                .predicate()
-                .map(|(predicate, vectorized)| Op::Filter { predicate, vectorized })?;
+            let (predicate, vectorized) = m.egraph[*p].data.value.predicate()?;
+            let num_parallel_calls = crate::value::tunable(&value(m, *c)).ok()?;
+            let deterministic = crate::value::optional_bool(&value(m, *d)).ok()?;
+            let op = Op::Filter { predicate, vectorized, num_parallel_calls, deterministic };
             m.add(op, &[input])
         }
         Node::Map([f, c, d, x]) => {

@@ -29,10 +29,11 @@ pub fn rules() -> Vec<Rule> {
             let x = m.id("?x");
             m.add(Op::Map { func: f, num_parallel_calls: c, deterministic: d, vectorized: true }, &[x])
         }),
-        rule("pfor-filter", "(filter ?p ?x)", |m| {
+        rule("pfor-filter", "(filter ?p ?c ?d ?x)", |m| {
             let (p @ Predicate::Expr { .. }, false) = m.predicate("?p")? else { return None };
+            let (c, d) = (m.tunable("?c")?, m.optional_bool("?d")?);
             let x = m.id("?x");
-            m.add(Op::Filter { predicate: p, vectorized: true }, &[x])
+            m.add(Op::Filter { predicate: p, vectorized: true, num_parallel_calls: c, deterministic: d }, &[x])
         }),
     ]
 }

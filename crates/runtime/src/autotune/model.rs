@@ -263,6 +263,16 @@ impl Model {
         })
     }
 
+    /// How many elements each node produces per element of the root, indexed by [`NodeId`], over
+    /// all its open copies: the product of the ratios above it (an interleave's output element
+    /// is one element of one of its inputs).
+    pub fn visits(&self) -> Vec<f64> {
+        self.push_down(vec![1.0; self.nodes.len()], |kind, visits| match kind {
+            Kind::Sync { ratio } | Kind::Async { ratio } => visits * ratio,
+            Kind::Source | Kind::Interleave { .. } => visits,
+        })
+    }
+
     /// Derives a value for every input from its consumer's, starting from `values`.
     fn push_down(&self, mut values: Vec<f64>, to_input: impl Fn(&Kind, f64) -> f64) -> Vec<f64> {
         // Inputs have smaller ids than their consumer, so walking ids downwards settles every consumer

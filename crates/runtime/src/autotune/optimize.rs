@@ -1,12 +1,13 @@
 //! Chooses tunable parameter values that minimize the model's output latency within resource budgets.
 //!
 //! The objective is [`Model::output_latency`], the latency model of the tf.data paper, section 3.3.2.
-//! Two budgets bound the search: CPU, the summed parallelism of nodes whose parallelism is tunable, and
-//! RAM, the bytes that asynchronous nodes hold in their buffers and in flight. Both count every open
-//! copy of a node below an interleave ([`Model::copies`]).
+//! Two budgets bound the search: CPU, the cores the pipeline's computing nodes keep busy at the
+//! predicted output rate ([`cpu_usage`]), and RAM, the bytes that asynchronous nodes hold in their
+//! buffers and in flight, counting every open copy of a node below an interleave ([`Model::copies`]).
 //!
-//! * [`Algorithm::HillClimb`], tf.data's default, repeatedly raises by one whichever parameter lowers the
-//!   latency most while staying within budget, until no raise is worth it.
+//! * [`Algorithm::HillClimb`], tf.data's default, starts every parameter at its minimum and repeatedly
+//!   raises by one whichever parameter lowers the latency most while staying within budget, until no
+//!   raise is worth it.
 //! * [`Algorithm::GradientDescent`] relaxes the parameters to real numbers, follows the finite-difference
 //!   gradient, projects each step back into the bounds and budgets, and finally rounds to whole values.
 //!
@@ -31,8 +32,8 @@ const MIN_STEP: f64 = 1e-3;
 /// Relative offset used for finite differences.
 const DIFFERENCE: f64 = 1e-6;
 
-/// How much of one resource a model's current parameters take.
-type Usage = fn(&Model) -> f64;
+/// How much of one resource a model's current parameters take, for a consumer period.
+type Usage = fn(&Model, f64) -> f64;
 
 /// Resource limits the optimizer must respect.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -44,19 +45,33 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// Whether `model`'s current parameters stay within both limits.
-    pub fn admits(&self, model: &Model) -> bool {
-        cpu_usage(model) <= self.cpu && ram_usage(model) <= self.ram_bytes
+    /// Whether `model`'s current parameters stay within both limits for a consumer asking every
+    /// `consumer_period`.
+    pub fn admits(&self, model: &Model, consumer_period: f64) -> bool {
+        cpu_usage(model, consumer_period) <= self.cpu && ram_usage(model) <= self.ram_bytes
     }
 }
 
-/// Summed parallelism of the nodes whose parallelism is tunable, per open copy. Fixed parallelism is
-/// the pipeline author's choice and is not charged, nor is an interleave's: its threads wait on reads
-/// rather than compute.
-pub fn cpu_usage(model: &Model) -> f64 {
-    let tunable = |tunables: &[Tunable]| tunables.iter().any(|t| t.param == Param::Parallelism);
-    let computes = |n: &super::model::Node| !matches!(n.kind, Kind::Interleave { .. }) && tunable(&n.tunables);
-    model.nodes().iter().zip(model.copies()).filter(|(n, _)| computes(n)).map(|(n, c)| n.parallelism * c).sum()
+/// Cores the pipeline keeps busy at the output rate the model predicts: each computing node's self
+/// time per element, times its elements per output element ([`Model::visits`]), over the time
+/// between outputs (the output latency, or the consumer's period when that is longer).
+///
+/// What is charged is work, not threads: stages run side by side, so a pipeline of three parallel
+/// maps on two cores may give each several calls as long as their summed work fits the cores, and
+/// a parallelism that only adds waiting threads costs nothing. Sources and interleaves are not
+/// charged: they wait on reads rather than compute.
+pub fn cpu_usage(model: &Model, consumer_period: f64) -> f64 {
+    let between_outputs =
+        model.output_latency(consumer_period).max(if consumer_period.is_finite() { consumer_period } else { 0.0 });
+    if between_outputs <= 0.0 {
+        return 0.0;
+    }
+    let computes = |n: &super::model::Node| matches!(n.kind, Kind::Sync { .. } | Kind::Async { .. });
+    let work: f64 = (model.nodes().iter().zip(model.visits()))
+        .filter(|(n, _)| computes(n))
+        .map(|(n, visits)| n.self_time * visits)
+        .sum();
+    work / between_outputs
 }
 
 /// Bytes held by asynchronous nodes, per open copy: `buffer` finished elements plus one in flight per worker.
@@ -104,7 +119,15 @@ pub fn optimize(model: &mut Model, consumer_period: f64, budget: &Budget, algori
         .flat_map(|(i, node)| node.tunables.iter().map(move |t| (NodeId(i), *t)))
         .collect();
     let mut search = Search { model, period: consumer_period, budget, knobs };
-    let start: Vec<f64> = (0..search.knobs.len()).map(|k| search.get(k).clamp(search.min(k), search.max(k))).collect();
+    // Hill climbing only raises, so, as in tf.data, it starts each round from the minimum:
+    // that way a round can also lower what an earlier round (or the initial value) set too
+    // high. Gradient descent moves both ways and starts where the pipeline is.
+    let start: Vec<f64> = (0..search.knobs.len())
+        .map(|k| match algorithm {
+            Algorithm::HillClimb => search.min(k),
+            Algorithm::GradientDescent => search.get(k).clamp(search.min(k), search.max(k)),
+        })
+        .collect();
     search.set_all(&start);
     let iterations = match algorithm {
         Algorithm::HillClimb => search.hill_climb(),
@@ -130,13 +153,13 @@ impl Search<'_> {
     }
 
     fn fits(&self) -> bool {
-        self.budget.admits(self.model)
+        self.budget.admits(self.model, self.period)
     }
 
     /// Whether the current values respect each budget, or at least use no more of it than
     /// `before` did: a start over the CPU budget may still grow a buffer, and the reverse.
     fn fits_from(&self, before: (f64, f64)) -> bool {
-        let (cpu, ram) = (cpu_usage(self.model), ram_usage(self.model));
+        let (cpu, ram) = (cpu_usage(self.model, self.period), ram_usage(self.model));
         (cpu <= self.budget.cpu || cpu <= before.0) && (ram <= self.budget.ram_bytes || ram <= before.1)
     }
 
@@ -173,7 +196,7 @@ impl Search<'_> {
     fn hill_climb(&mut self) -> usize {
         let mut latency = self.latency();
         for iteration in 0..MAX_ITERATIONS {
-            let usage = (cpu_usage(self.model), ram_usage(self.model));
+            let usage = (cpu_usage(self.model, self.period), ram_usage(self.model));
             let mut best: Option<(usize, f64, f64)> = None;
             for k in 0..self.knobs.len() {
                 let value = self.get(k);
@@ -259,7 +282,7 @@ impl Search<'_> {
         }
         for (usage, limit) in self.budgets() {
             self.set_all(x);
-            if usage(self.model) < limit * (1.0 - 1e-6) {
+            if usage(self.model, self.period) < limit * (1.0 - 1e-6) {
                 continue;
             }
             let normal = self.normal(x, usage);
@@ -286,7 +309,7 @@ impl Search<'_> {
                 return;
             }
             for (usage, limit) in self.budgets() {
-                let excess = usage(self.model) - limit * (1.0 - 1e-9);
+                let excess = usage(self.model, self.period) - limit * (1.0 - 1e-9);
                 if excess <= 0.0 {
                     continue;
                 }
@@ -305,12 +328,13 @@ impl Search<'_> {
 
     /// Each resource's usage function paired with its limit.
     fn budgets(&self) -> [(Usage, f64); 2] {
-        [(cpu_usage, self.budget.cpu), (ram_usage, self.budget.ram_bytes)]
+        [(cpu_usage, self.budget.cpu), (|model, _| ram_usage(model), self.budget.ram_bytes)]
     }
 
     /// Gradient of `usage` at `x`, without the parameters that a move against it would push past a bound.
     fn normal(&mut self, x: &[f64], usage: Usage) -> Vec<f64> {
-        let mut normal = self.gradient(x, usage);
+        let period = self.period;
+        let mut normal = self.gradient(x, |model| usage(model, period));
         for (k, a) in normal.iter_mut().enumerate() {
             if (*a > 0.0 && x[k] <= self.min(k)) || (*a < 0.0 && x[k] >= self.max(k)) {
                 *a = 0.0;
@@ -371,7 +395,7 @@ mod tests {
 
     fn run(model: &mut Model, budget: Budget, algorithm: Algorithm) -> Outcome {
         let outcome = optimize(model, 10.0, &budget, algorithm);
-        assert!(budget.admits(model), "{algorithm:?} broke {budget:?}: {outcome:?}");
+        assert!(budget.admits(model, 10.0), "{algorithm:?} broke {budget:?}: {outcome:?}");
         assert!(outcome.latency_after <= outcome.latency_before, "{algorithm:?}: {outcome:?}");
         assert_eq!(outcome.latency_after, model.output_latency(10.0));
         for s in &outcome.settings {
@@ -390,7 +414,7 @@ mod tests {
         // the map's compute gets the CPU.
         assert!(m.param(interleave, Param::Parallelism) > 1.0, "{outcome:?}");
         assert!(m.param(map, Param::Parallelism) > 1.0, "{outcome:?}");
-        assert!(cpu_usage(&m) <= 8.0);
+        assert!(cpu_usage(&m, 10.0) <= 8.0);
         assert!(m.param(prefetch, Param::Buffer) > 1.0);
         // Buffers stop growing once another slot gains less than MIN_GAIN, well before their maximum.
         assert!(outcome.settings.iter().all(|s| s.param != Param::Buffer || s.value < 32.0), "{outcome:?}");
@@ -398,10 +422,15 @@ mod tests {
 
     #[test]
     fn hill_climb_respects_a_cpu_budget_of_two() {
-        let (mut m, _, map, _) = figure5(8.0);
+        let (mut free, _, map, _) = figure5(8.0);
+        run(&mut free, Budget { cpu: 8.0, ram_bytes: UNLIMITED }, Algorithm::HillClimb);
+        assert!(cpu_usage(&free, 10.0) > 2.0, "without the budget the pipeline would use more than two cores");
+        let (mut m, ..) = figure5(8.0);
         let outcome = run(&mut m, Budget { cpu: 2.0, ram_bytes: UNLIMITED }, Algorithm::HillClimb);
-        assert_eq!(cpu_usage(&m), 2.0);
-        assert_eq!(m.param(map, Param::Parallelism), 2.0);
+        let usage = cpu_usage(&m, 10.0);
+        assert!(usage > 1.5 && usage <= 2.0, "{usage}: {outcome:?}");
+        assert!(outcome.latency_after > free.output_latency(10.0), "the budget binds: {outcome:?}");
+        assert!(m.param(map, Param::Parallelism) > 1.0, "{outcome:?}");
         assert!(outcome.latency_after < outcome.latency_before);
     }
 
@@ -457,18 +486,19 @@ mod tests {
 
     #[test]
     fn an_over_budget_start_never_uses_more_of_what_it_exceeds() {
-        // The map's one thread already exceeds a CPU budget of 0.5: its parallelism stays, while
-        // buffers, which cost no CPU, may still grow.
-        let (mut m, _, map, prefetch) = figure5(8.0);
-        let outcome = optimize(&mut m, 10.0, &Budget { cpu: 0.5, ram_bytes: UNLIMITED }, Algorithm::HillClimb);
+        // At its minimum the pipeline already keeps more than 0.3 cores busy: nothing that would
+        // speed it up, and so use more CPU, is allowed.
+        let (mut m, _, map, _) = figure5(8.0);
+        let at_minimum = cpu_usage(&m, 10.0);
+        assert!(at_minimum > 0.3);
+        let outcome = optimize(&mut m, 10.0, &Budget { cpu: 0.3, ram_bytes: UNLIMITED }, Algorithm::HillClimb);
         assert_eq!(m.param(map, Param::Parallelism), 1.0);
-        assert_eq!(cpu_usage(&m), 1.0);
-        assert!(m.param(prefetch, Param::Buffer) > 1.0, "{outcome:?}");
+        assert!(cpu_usage(&m, 10.0) <= at_minimum, "{outcome:?}");
         let (mut m, ..) = figure5(8.0);
         let before = m.clone();
         let outcome = optimize(&mut m, 10.0, &Budget { cpu: 0.5, ram_bytes: 0.0 }, Algorithm::GradientDescent);
         assert!(outcome.latency_after <= outcome.latency_before);
-        assert!(cpu_usage(&m) <= cpu_usage(&before));
+        assert!(cpu_usage(&m, 10.0) <= cpu_usage(&before, 10.0));
     }
 
     #[test]
@@ -476,11 +506,26 @@ mod tests {
         let (mut m, interleave, map, _) = figure5(8.0);
         m.set_param(map, Param::Parallelism, 50.0);
         m.set_param(interleave, Param::Buffer, 0.0);
-        let outcome = optimize(&mut m, 10.0, &Budget { cpu: 1e9, ram_bytes: UNLIMITED }, Algorithm::HillClimb);
-        assert_eq!(m.param(map, Param::Parallelism), 8.0);
+        let outcome = optimize(&mut m, 10.0, &Budget { cpu: 1e9, ram_bytes: UNLIMITED }, Algorithm::GradientDescent);
+        assert!((1.0..=8.0).contains(&m.param(map, Param::Parallelism)), "{outcome:?}");
         assert!(m.param(interleave, Param::Buffer) >= 1.0);
         assert_eq!(outcome.settings.len(), 5);
         assert!(outcome.settings.windows(2).all(|w| w[0].node <= w[1].node));
+    }
+
+    #[test]
+    fn hill_climbing_starts_from_the_minimum_so_it_can_lower_a_value() {
+        let budget = Budget { cpu: 1e9, ram_bytes: UNLIMITED };
+        let (mut low, _, map, prefetch) = figure5(8.0);
+        optimize(&mut low, 10.0, &budget, Algorithm::HillClimb);
+        let (mut high, ..) = figure5(8.0);
+        high.set_param(map, Param::Parallelism, 8.0);
+        high.set_param(prefetch, Param::Buffer, 64.0);
+        optimize(&mut high, 10.0, &budget, Algorithm::HillClimb);
+        for (node, param) in [(map, Param::Parallelism), (prefetch, Param::Buffer)] {
+            assert_eq!(high.param(node, param), low.param(node, param), "{param:?}");
+        }
+        assert!(high.param(map, Param::Parallelism) < 8.0, "the climb stops short of the maximum here");
     }
 
     #[test]

@@ -144,6 +144,12 @@ pub fn tune_once(plan: &Plan, metrics: &Metrics, options: &AutotuneOptions) -> b
     if live.knobs.is_empty() || live.model.root().is_none() {
         return false;
     }
+    // A node that has not produced yet has no measured cost: a model with it would tune on
+    // guesses, so the knobs keep their values until the next round.
+    let measured = |id: &NodeId| metrics.get(live.keys[id.0]).is_some_and(|s| rows(&s) > 0.0);
+    if !live.knobs.iter().all(|(id, _)| measured(id)) {
+        return true;
+    }
     let budget = Budget { cpu: options.cpu_budget as f64, ram_bytes: options.ram_budget as f64 };
     let period = consumer_period(plan, metrics);
     let outcome = optimize(&mut live.model, period, &budget, options.algorithm);

@@ -230,6 +230,9 @@ pub struct InterleaveOp {
     block_length: u64,
     chunk_rows: usize,
     error: Option<Error>,
+    /// Parallel: an input error met while opening slots ahead, with the slot it belongs to;
+    /// returned when the cycle reaches that slot, where a lazy open would have met it.
+    deferred: Option<(usize, Error)>,
 }
 
 impl InterleaveOp {
@@ -253,6 +256,7 @@ impl InterleaveOp {
             block_length,
             chunk_rows,
             error: None,
+            deferred: None,
         }
     }
 
@@ -262,16 +266,57 @@ impl InterleaveOp {
         self
     }
 
-    /// Opens the dataset of `element`, the `index`-th, behind a producer when parallel.
-    fn open(&self, element: &RecordBatch, index: u64) -> Result<Slot> {
+    /// Opens the dataset of `element`, the `index`-th, behind a producer when parallel, whose
+    /// reads begin now when `start` (otherwise on the first pull, after any restore).
+    fn open(&self, element: &RecordBatch, index: u64, start: bool) -> Result<Slot> {
         let dataset = self.datasets.open(element, index)?;
         let Some(p) = &self.parallel else {
             return Ok((RowReader::new(dataset), element.clone(), index, None));
         };
         let budget = self.datasets.ctx.budget.clone();
-        let prefetch = PrefetchOp::new(dataset, p.buffer.clone(), budget, p.stats.clone(), Some(p.permits.clone()));
+        let mut prefetch = PrefetchOp::new(dataset, p.buffer.clone(), budget, p.stats.clone(), Some(p.permits.clone()));
+        if start {
+            prefetch.start()?;
+        }
         let probe = prefetch.probe();
         Ok((RowReader::new(Box::new(prefetch)), element.clone(), index, Some(probe)))
+    }
+
+    /// Parallel: opens every empty slot now, in the order the cycle will reach them, and starts
+    /// its reads, as tf.data's parallel interleave opens its whole cycle up front. Each slot gets
+    /// the input element a lazy open would give it, since every other slot is kept full.
+    fn fill_slots(&mut self) {
+        if self.parallel.is_none() || self.deferred.is_some() {
+            return;
+        }
+        let n = self.slots.len();
+        for k in 0..n {
+            let i = (self.cycle_index + k) % n;
+            if self.slots[i].is_some() {
+                continue;
+            }
+            if self.input_done {
+                return;
+            }
+            let opened = match self.input.next_slice(1) {
+                Ok(Some(element)) => {
+                    self.opened += 1;
+                    self.open(&element, self.opened - 1, true)
+                }
+                Ok(None) => {
+                    self.input_done = true;
+                    return;
+                }
+                Err(e) => Err(e),
+            };
+            match opened {
+                Ok(slot) => self.slots[i] = Some(slot),
+                Err(e) => {
+                    self.deferred = Some((i, e));
+                    return;
+                }
+            }
+        }
     }
 
     /// Without determinism: moves to the first slot from the current one that can deliver
@@ -310,6 +355,7 @@ impl InterleaveOp {
     /// The next run of elements from the current block, or `None` at the end.
     fn next_run(&mut self) -> Result<Option<RecordBatch>> {
         loop {
+            self.fill_slots();
             let open = self.slots.iter().filter(|s| s.is_some()).count();
             if self.input_done && open == 0 {
                 return Ok(None);
@@ -332,11 +378,14 @@ impl InterleaveOp {
                         self.advance_cycle();
                     }
                 }
+            } else if self.deferred.as_ref().is_some_and(|(slot, _)| *slot == self.cycle_index) {
+                let (_, e) = self.deferred.take().expect("checked");
+                return Err(e);
             } else if !self.input_done {
                 match self.input.next_slice(1)? {
                     Some(element) => {
                         self.opened += 1;
-                        self.slots[self.cycle_index] = Some(self.open(&element, self.opened - 1)?);
+                        self.slots[self.cycle_index] = Some(self.open(&element, self.opened - 1, false)?);
                     }
                     None => self.input_done = true,
                 }
@@ -389,10 +438,15 @@ impl Operator for InterleaveOp {
         for (reader, element, _, _) in self.slots.iter().flatten() {
             state = state.with_chunks([element.clone()]).child(reader.save(mode)?);
         }
+        // Errors in order: the pending one, then the deferred one.
         if let Some(e) = &self.error {
             state = state.with_error(e);
         }
-        Ok(state)
+        let deferred_slot = self.deferred.as_ref().map(|(slot, _)| *slot);
+        if let Some((_, e)) = &self.deferred {
+            state = state.with_error(e);
+        }
+        state.with("has_error", self.error.is_some())?.with("deferred_slot", deferred_slot)
     }
 
     fn restore(&mut self, state: OpState) -> Result<()> {
@@ -412,14 +466,26 @@ impl Operator for InterleaveOp {
         if self.cycle_index >= self.slots.len() || self.block_index >= self.block_length.max(1) {
             return Err(crate::checkpoint::state::mismatch("interleave: the saved cycle position is out of range"));
         }
-        self.error = state.take_error();
+        let mut errors = state.take_errors().into_iter();
+        // Checkpoints from before deferred errors had at most the pending one.
+        let has_error = state.fields.contains_key("has_error").then(|| state.get::<bool>("has_error")).transpose()?;
+        self.error = if has_error.unwrap_or(true) { errors.next() } else { None };
+        let deferred_slot: Option<usize> =
+            if state.fields.contains_key("deferred_slot") { state.get("deferred_slot")? } else { None };
+        self.deferred = match deferred_slot {
+            Some(slot) if slot < self.slots.len() => {
+                Some((slot, errors.next().ok_or_else(|| crate::checkpoint::state::mismatch("interleave error"))?))
+            }
+            Some(_) => return Err(crate::checkpoint::state::mismatch("interleave: the deferred error's slot")),
+            None => None,
+        };
         self.input.restore(state.take_child()?)?;
         let mut elements = std::mem::take(&mut state.chunks).into_iter();
         for (i, is_open) in open.into_iter().enumerate() {
             self.slots[i] = None;
             if let Some(index) = is_open {
                 let element = elements.next().ok_or_else(|| crate::checkpoint::state::mismatch("interleave slot"))?;
-                let mut opened = self.open(&element, index)?;
+                let mut opened = self.open(&element, index, false)?;
                 opened.0.restore(state.take_child()?)?;
                 self.slots[i] = Some(opened);
             }

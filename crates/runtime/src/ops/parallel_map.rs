@@ -15,7 +15,12 @@
 //!   (`resume`), so the results, the errors and their order are the sequential ones; a
 //!   panic in a worker becomes an error of its task.
 //! - **Backpressure.** Tasks are dispatched when the consumer pulls (no thread of its own):
-//!   nothing is read ahead beyond the window, and the RAM budget holds finished results.
+//!   nothing is read ahead beyond the window. The RAM budget holds finished results and
+//!   running tasks: a task reserves, when dispatched, its input rows' bytes plus the output
+//!   expected of them (the largest output per input row a task has given so far, or as much
+//!   as the input before any task finished), and its worker swaps that estimate for the
+//!   output's bytes when it ends. A task is dispatched only if its estimate fits, except
+//!   when nothing is outstanding, so that the map makes progress under any budget.
 //! - **Checkpoints.** A save waits for running tasks, then stores the unread results and
 //!   the undispatched input rows with the input's state. In deterministic symbolic mode,
 //!   once recording, it stores instead the input's state before the oldest input chunk not
@@ -28,7 +33,7 @@ use std::time::Instant;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result};
 
-use crate::budget::MemoryBudget;
+use crate::budget::{slice_bytes, MemoryBudget};
 use crate::checkpoint::replay::skip_rows;
 use crate::checkpoint::saved_error::SavedError;
 use crate::checkpoint::{OpState, SaveMode};
@@ -93,6 +98,8 @@ struct Task {
 struct Finished {
     tasks: BTreeMap<u64, Vec<Segment>>,
     running: usize,
+    /// The most output bytes per input row a task has given (none before the first ends).
+    out_per_row: Option<u64>,
 }
 
 #[derive(Default)]
@@ -128,7 +135,8 @@ pub struct ParallelMapOp {
     /// Results restored from a checkpoint, handed out before anything else.
     restored: VecDeque<Result<RecordBatch>>,
     tracking: std::cell::Cell<bool>,
-    last_bytes: u64,
+    /// The estimate of the last task dispatched: the next one's, until its rows are pulled.
+    last_estimate: u64,
 }
 
 impl ParallelMapOp {
@@ -167,7 +175,7 @@ impl ParallelMapOp {
             current: None,
             restored: VecDeque::new(),
             tracking: std::cell::Cell::new(false),
-            last_bytes: 0,
+            last_estimate: 0,
         }
     }
 
@@ -200,7 +208,7 @@ impl ParallelMapOp {
     /// Dispatches tasks while the window and the budget allow.
     fn top_up(&mut self) -> Result<()> {
         let window = 2 * self.parallelism();
-        while self.outstanding() < window && (self.outstanding() == 0 || self.budget.fits(self.last_bytes)) {
+        while self.outstanding() < window && (self.outstanding() == 0 || self.budget.fits(self.next_estimate())) {
             if self.undispatched.is_empty() && !self.input_done {
                 self.pull()?;
             }
@@ -219,14 +227,45 @@ impl ParallelMapOp {
         Ok(())
     }
 
-    /// The rows of the task starting with `chunk`: part of it, or (fixed size) more chunks.
-    fn gather(&mut self, start: Pos, chunk: RecordBatch) -> Result<Vec<RecordBatch>> {
-        let n = chunk.num_rows();
-        let take = match self.size {
+    /// The input rows of a task starting with a chunk of `n` rows (more than `n` when a
+    /// fixed-size task reaches into the next chunks).
+    fn task_rows(&self, n: usize) -> usize {
+        match self.size {
             TaskSize::Chunk => n,
             TaskSize::Split => n.div_ceil(self.parallelism()).max(1),
             TaskSize::Rows(r) => r.max(1),
-        };
+        }
+    }
+
+    /// What a task over `rows` input rows of `input` bytes holds while it runs: its input
+    /// and the output expected of it.
+    fn estimate(&self, input: u64, rows: usize) -> u64 {
+        let per_row = self.completions.finished.lock().expect("map results").out_per_row;
+        input + per_row.map_or(input, |p| p.saturating_mul(rows as u64))
+    }
+
+    /// The estimate of the next task, before its rows are cut from the input: from the
+    /// chunk at the front of the undispatched input, or the last task's when it must be
+    /// pulled first (so that nothing is pulled that the budget would not let run).
+    fn next_estimate(&self) -> u64 {
+        match self.undispatched.front() {
+            Some((_, Ok(chunk))) => {
+                let n = chunk.num_rows();
+                let rows = self.task_rows(n);
+                let take = rows.min(n);
+                // A fixed-size task reaching into later chunks is taken to have rows like these.
+                let input = slice_bytes(&chunk.slice(0, take)) as u128 * rows as u128 / take.max(1) as u128;
+                self.estimate(u64::try_from(input).unwrap_or(u64::MAX), rows)
+            }
+            Some((_, Err(_))) => 0,
+            None => self.last_estimate,
+        }
+    }
+
+    /// The rows of the task starting with `chunk`: part of it, or (fixed size) more chunks.
+    fn gather(&mut self, start: Pos, chunk: RecordBatch) -> Result<Vec<RecordBatch>> {
+        let n = chunk.num_rows();
+        let take = self.task_rows(n);
         if take < n {
             let rest = Pos { item: start.item, row: start.row + take };
             self.undispatched.push_front((rest, Ok(chunk.slice(take, n - take))));
@@ -276,6 +315,10 @@ impl ParallelMapOp {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.starts.insert(seq, start);
+        let n: usize = rows.iter().map(|r| r.num_rows()).sum();
+        let estimate = self.estimate(rows.iter().map(slice_bytes).sum(), n);
+        self.last_estimate = estimate;
+        self.budget.reserve(estimate);
         self.completions.finished.lock().expect("map results").running += 1;
         let (func, done, stats, budget) =
             (self.func.clone(), self.completions.clone(), self.stats.clone(), self.budget.clone());
@@ -283,13 +326,21 @@ impl ParallelMapOp {
             let begin = Instant::now();
             let segments = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_task(&func, &rows)))
                 .unwrap_or_else(|panic| {
-                    let rows = rows.iter().map(|r| r.num_rows()).sum();
                     let error = Error::execution("map", format!("a worker panicked: {panic:?}"));
-                    vec![Segment::new(Err(error), rows)]
+                    vec![Segment::new(Err(error), n)]
                 });
             stats.add_work(begin.elapsed());
-            budget.reserve(segments.iter().map(|s| s.bytes).sum());
+            // The input goes with the estimate that covered it; the output stays reserved
+            // until it is handed out.
+            drop(rows);
+            let out: u64 = segments.iter().map(|s| s.bytes).sum();
+            budget.swap(estimate, out);
             let mut finished = done.finished.lock().expect("map results");
+            // A task with an error gave less than its rows' output: it says nothing of the next.
+            if n > 0 && segments.iter().all(|s| s.result.is_ok()) {
+                let per_row = out.div_ceil(n as u64);
+                finished.out_per_row = Some(finished.out_per_row.map_or(per_row, |p| p.max(per_row)));
+            }
             finished.running -= 1;
             finished.tasks.insert(seq, segments);
             drop(finished);
@@ -326,7 +377,6 @@ impl ParallelMapOp {
         };
         task.delivered = segment.end;
         self.budget.release(segment.bytes);
-        self.last_bytes = self.last_bytes.max(segment.bytes);
         Some(segment.result)
     }
 
@@ -505,7 +555,8 @@ impl Operator for ParallelMapOp {
 
 impl Drop for ParallelMapOp {
     fn drop(&mut self) {
-        // Finished results leave the budget; running tasks add theirs, so wait for them.
+        // Finished results leave the budget; running tasks swap their estimates for their
+        // results, so wait for them.
         self.quiesce();
         let finished = self.completions.finished.lock().unwrap_or_else(|e| e.into_inner());
         let held: u64 = finished
@@ -516,5 +567,114 @@ impl Drop for ParallelMapOp {
             .map(|s| s.bytes)
             .sum();
         self.budget.release(held);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::{channel, Receiver, Sender};
+
+    use arrow::array::{AsArray, Int64Array};
+    use arrow::datatypes::Int64Type;
+
+    use super::*;
+    use crate::metrics::Param;
+    use crate::ops::list_kernels::testing::{int_chunks, source};
+
+    /// A function adding one to `x` in a fresh array, which first says it started on
+    /// `entered` and then waits for a word on `go` (or for `go`'s sender to be dropped), so
+    /// that a test sees a task while it runs.
+    fn gated_add_one() -> (ChunkFn, Receiver<()>, Sender<()>) {
+        let (entered_tx, entered_rx) = channel();
+        let (go_tx, go_rx) = channel::<()>();
+        let (entered_tx, go_rx) = (Mutex::new(entered_tx), Mutex::new(go_rx));
+        let f: ChunkFn = Arc::new(move |chunk: &RecordBatch| {
+            let _ = entered_tx.lock().unwrap().send(());
+            let _ = go_rx.lock().unwrap().recv();
+            let x = chunk.column(0).as_primitive::<Int64Type>();
+            let y = Int64Array::from_iter_values(x.values().iter().map(|v| v + 1));
+            Ok(RecordBatch::try_new(chunk.schema(), vec![Arc::new(y)]).unwrap())
+        });
+        (f, entered_rx, go_tx)
+    }
+
+    /// A parallel map of `func` over `chunks` chunks of 1,000 int64 rows (8,000 bytes each),
+    /// one chunk a task, `calls` at once, under a budget of `limit` bytes.
+    fn map_op(func: ChunkFn, chunks: usize, calls: usize, limit: u64) -> (ParallelMapOp, Arc<MemoryBudget>) {
+        let values: Vec<i64> = (0..chunks as i64 * 1000).collect();
+        let input = source(int_chunks("x", &values, &vec![1000; chunks]));
+        let budget = Arc::new(MemoryBudget::new(limit));
+        let knob = Knob::new(Param::Parallelism, calls, false, 1, calls);
+        let pool = Arc::new(ThreadPool::new(calls));
+        let op = ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget.clone());
+        (op, budget)
+    }
+
+    #[test]
+    fn a_running_task_holds_its_input_and_expected_output() {
+        // A second task's estimate (16,000 bytes or more) fits neither beside a running task
+        // nor beside a finished one (8,000 bytes or more), so one runs at a time, whatever
+        // the window and however the threads interleave.
+        let (func, entered, go) = gated_add_one();
+        let (mut op, budget) = map_op(func, 3, 4, 20_000);
+        // Moved after the map, so that a failed assertion drops it first: the map's drop
+        // would otherwise wait for ever on a task waiting for `go`.
+        let go = go;
+        // Pulls the next chunk on another thread; also says what the budget held while the
+        // chunk's task ran.
+        let mut pull = || {
+            std::thread::scope(|s| {
+                let pull = s.spawn(|| op.next_chunk());
+                entered.recv().unwrap();
+                let held = budget.used();
+                go.send(()).unwrap();
+                (pull.join().unwrap().unwrap().unwrap(), held)
+            })
+        };
+        let (chunk, held) = pull();
+        // Before any task ended, the output is expected to be as large as the input.
+        assert_eq!(held, 16_000);
+        assert_eq!(chunk.column(0).as_primitive::<Int64Type>().value(0), 1);
+        // Handed out: nothing is held, and nothing more was dispatched.
+        assert_eq!(budget.used(), 0);
+        let output = chunk.get_array_memory_size() as u64;
+        let (chunk, held) = pull();
+        // Then the output is expected at the first task's bytes per row.
+        assert_eq!(held, 8_000 + output.div_ceil(1000) * 1000);
+        assert_eq!(chunk.column(0).as_primitive::<Int64Type>().value(0), 1001);
+        assert!(budget.peak() <= 20_000, "peak {}", budget.peak());
+        drop(go);
+        assert_eq!(op.next_chunk().unwrap().unwrap().num_rows(), 1000);
+        assert!(op.next_chunk().unwrap().is_none());
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn an_empty_map_dispatches_a_task_larger_than_the_budget() {
+        let (func, _entered, go) = gated_add_one();
+        drop(go);
+        let (mut op, budget) = map_op(func, 3, 2, 100);
+        let mut rows = 0;
+        while let Some(chunk) = op.next_chunk().unwrap() {
+            rows += chunk.num_rows();
+        }
+        assert_eq!(rows, 3000);
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn dropping_the_map_mid_stream_gives_its_bytes_back() {
+        for calls in [1, 2, 4] {
+            let (func, _entered, go) = gated_add_one();
+            drop(go);
+            let (mut op, budget) = map_op(func, 16, calls, u64::MAX);
+            // Other operators' bytes stay: the map gives back exactly its own.
+            budget.reserve(123);
+            for _ in 0..3 {
+                op.next_chunk().unwrap().unwrap();
+            }
+            drop(op);
+            assert_eq!(budget.used(), 123, "{calls} calls");
+        }
     }
 }

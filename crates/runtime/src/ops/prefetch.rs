@@ -1,6 +1,15 @@
 //! `prefetch(n)`: a producer thread pulls the input ahead of the consumer into a buffer
 //! bounded by elements (`n` rows, live-tunable) and by the iterator's RAM budget.
 //!
+//! The budget holds the buffer, the pull in progress and the chunk last handed out: before a
+//! pull the producer reserves the last chunk's bytes as the estimate of the next, and swaps
+//! the estimate for the real bytes once the chunk is in the buffer. A pull with chunks
+//! already buffered starts only if the estimate fits. A chunk handed out stays reserved until
+//! the consumer pulls again, as a consumer holds what it was given until it asks for more
+//! (the user's iterator its current chunk, an interleave the rest of its input's chunk); when
+//! the consumer is itself an operator that reserves its input (a parallel map), that chunk
+//! counts twice meanwhile, which errs on the safe side.
+//!
 //! The same operator runs each input of a parallel `interleave`, where a shared set of
 //! [`Permits`] caps how many of the inputs are being read at once (`num_parallel_calls`).
 //!
@@ -125,6 +134,8 @@ pub struct PrefetchOp {
     shared: Arc<Shared>,
     input: Arc<Mutex<BoxOperator>>,
     producer: Option<JoinHandle<()>>,
+    /// The bytes of the chunk last handed out, reserved until the consumer pulls again.
+    handed: u64,
 }
 
 impl PrefetchOp {
@@ -148,7 +159,7 @@ impl PrefetchOp {
             stats,
             permits,
         };
-        PrefetchOp { shared: Arc::new(shared), input: Arc::new(Mutex::new(input)), producer: None }
+        PrefetchOp { shared: Arc::new(shared), input: Arc::new(Mutex::new(input)), producer: None, handed: 0 }
     }
 
     /// A handle that tells whether a pull would return without waiting.
@@ -156,7 +167,9 @@ impl PrefetchOp {
         Probe(self.shared.clone())
     }
 
-    fn start(&mut self) -> Result<()> {
+    /// Starts the producer now rather than on the first pull (a parallel interleave opening
+    /// its cycle ahead); a no-op once started.
+    pub fn start(&mut self) -> Result<()> {
         if self.producer.is_some() {
             return Ok(());
         }
@@ -172,12 +185,13 @@ impl PrefetchOp {
 
 fn produce(shared: &Shared, input: &Mutex<BoxOperator>) {
     loop {
-        {
+        let estimate = {
             let mut b = shared.buffer.lock().expect("prefetch buffer");
             while !shared.stop.load(Ordering::Acquire) && !shared.has_room(&b) {
                 b = shared.changed.wait(b).expect("prefetch buffer");
             }
-        }
+            b.last_bytes
+        };
         let permit = match &shared.permits {
             Some(p) => match p.acquire(&shared.stop) {
                 Some(permit) => Some(permit),
@@ -188,6 +202,9 @@ fn produce(shared: &Shared, input: &Mutex<BoxOperator>) {
         if shared.stop.load(Ordering::Acquire) {
             return;
         }
+        // Reserved after the permit, not with the room check: a producer waiting for its turn
+        // to read holds nothing yet, and must not keep the others' pulls out of the budget.
+        shared.budget.reserve(estimate);
         // The input stays locked until the item is buffered, so a save sees either both the
         // input before the pull and no item, or both after.
         let mut input = input.lock().expect("prefetch input");
@@ -209,8 +226,8 @@ fn produce(shared: &Shared, input: &Mutex<BoxOperator>) {
             }
             Err(e) => (Some(Err(e)), 0, 0),
         };
+        shared.budget.swap(estimate, bytes);
         if let Some(result) = result {
-            shared.budget.reserve(bytes);
             b.rows += rows;
             b.bytes += bytes;
             b.last_bytes = bytes;
@@ -232,12 +249,14 @@ impl Operator for PrefetchOp {
         self.start()?;
         let shared = &self.shared;
         let mut b = shared.buffer.lock().expect("prefetch buffer");
+        // Released under the lock, so that a producer waiting for room sees it once woken.
+        shared.budget.release(std::mem::take(&mut self.handed));
         loop {
             if let Some(item) = b.items.pop_front() {
                 shared.stats.sample_occupancy(b.rows as u64);
                 b.rows -= item.rows;
                 b.bytes -= item.bytes;
-                shared.budget.release(item.bytes);
+                self.handed = item.bytes;
                 shared.stats.set_buffered(b.rows, b.bytes as usize);
                 drop(b);
                 shared.changed.notify_all();
@@ -303,8 +322,95 @@ impl Drop for PrefetchOp {
         if let Some(handle) = self.producer.take() {
             let _ = handle.join();
         }
-        // The producer is gone: what it buffered leaves the budget with the buffer.
+        // The producer is gone: what it buffered leaves the budget with the buffer, and the
+        // chunk last handed out is no longer this operator's to count.
         let b = self.shared.buffer.lock().unwrap_or_else(|e| e.into_inner());
-        self.shared.budget.release(b.bytes);
+        self.shared.budget.release(b.bytes + self.handed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::{channel, Receiver, Sender};
+
+    use super::*;
+    use crate::metrics::Param;
+    use crate::ops::list_kernels::testing::{int_chunks, VecOp};
+
+    /// An input that says on `entered` that a pull started, then waits for a word on `go`
+    /// (or for `go`'s sender to be dropped), so that a test sees the pull in progress.
+    struct Gated {
+        input: VecOp,
+        entered: Sender<()>,
+        go: Receiver<()>,
+    }
+
+    impl Operator for Gated {
+        fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
+            let _ = self.entered.send(());
+            let _ = self.go.recv();
+            self.input.next_chunk()
+        }
+
+        fn save(&self, mode: SaveMode) -> Result<OpState> {
+            self.input.save(mode)
+        }
+
+        fn restore(&mut self, state: OpState) -> Result<()> {
+            self.input.restore(state)
+        }
+    }
+
+    /// A prefetch of 10 rows over `chunks` chunks of 1,000 int64 rows (8,000 bytes each).
+    fn prefetch(chunks: usize, limit: u64) -> (PrefetchOp, Arc<MemoryBudget>, Receiver<()>, Sender<()>) {
+        let values: Vec<i64> = (0..chunks as i64 * 1000).collect();
+        let input = VecOp(int_chunks("x", &values, &vec![1000; chunks]).into_iter().map(Ok).collect());
+        let (entered_tx, entered_rx) = channel();
+        let (go_tx, go_rx) = channel();
+        let input = Box::new(Gated { input, entered: entered_tx, go: go_rx });
+        let budget = Arc::new(MemoryBudget::new(limit));
+        let knob = Knob::new(Param::Buffer, 10_000, false, 1, 10_000);
+        let op = PrefetchOp::new(input, knob, budget.clone(), Arc::default(), None);
+        (op, budget, entered_rx, go_tx)
+    }
+
+    #[test]
+    fn a_pull_in_progress_and_the_chunk_handed_out_are_held() {
+        let (mut op, budget, entered, go) = prefetch(4, u64::MAX);
+        // Moved after the prefetch, so that a failed assertion drops it first: the prefetch's
+        // drop would otherwise wait for ever on a pull waiting for `go`.
+        let go = go;
+        go.send(()).unwrap();
+        let chunk = op.next_chunk().unwrap().unwrap();
+        let bytes = chunk.get_array_memory_size() as u64;
+        // The first pull, then the second, which waits for `go` with its estimate (the
+        // first chunk's bytes) reserved, besides the first chunk, which the consumer holds.
+        entered.recv().unwrap();
+        entered.recv().unwrap();
+        assert_eq!(budget.used(), 2 * bytes);
+        go.send(()).unwrap();
+        // Pulling again gives the first chunk back and hands out the second; the third pull
+        // waits for `go`.
+        assert_eq!(op.next_chunk().unwrap().unwrap().num_rows(), 1000);
+        entered.recv().unwrap();
+        assert_eq!(budget.used(), 2 * bytes);
+        drop(go);
+        assert!(op.next_chunk().unwrap().is_some() && op.next_chunk().unwrap().is_some());
+        assert!(op.next_chunk().unwrap().is_none());
+        assert_eq!(budget.used(), 0);
+        drop(op);
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn dropping_the_prefetch_mid_stream_gives_its_bytes_back() {
+        let (mut op, budget, _entered, go) = prefetch(16, 20_000);
+        drop(go);
+        budget.reserve(123);
+        for _ in 0..3 {
+            op.next_chunk().unwrap().unwrap();
+        }
+        drop(op);
+        assert_eq!(budget.used(), 123);
     }
 }
