@@ -7,6 +7,9 @@
 //!   With a fixed task size (a batch size), a task gathers exactly that many rows across
 //!   chunk boundaries, so each worker produces one whole batch's rows in one allocation and
 //!   the batch above wraps them without a copy (tf.data's `map_and_batch`).
+//! - **Calls in flight.** At most `parallelism` tasks run at once, as `num_parallel_calls`
+//!   promises; a task that finishes frees its call for the next one even while the consumer
+//!   waits for an earlier result.
 //! - **Order.** Deterministic mode numbers tasks and hands results out in input order;
 //!   at most `2 × parallelism` tasks are outstanding (running or finished but not handed
 //!   out), so one slow element holds back a bounded window, never unbounded memory.
@@ -205,10 +208,21 @@ impl ParallelMapOp {
         Ok(())
     }
 
-    /// Dispatches tasks while the window and the budget allow.
+    /// Tasks running on the pool now.
+    fn running(&self) -> usize {
+        self.completions.finished.lock().expect("map results").running
+    }
+
+    /// Whether another task may start: fewer than `parallelism` are running (the calls in
+    /// flight, as `num_parallel_calls` promises), and fewer than twice that are not yet
+    /// handed out (the reorder window behind a slow element).
+    fn has_room(&self) -> bool {
+        self.running() < self.parallelism() && self.outstanding() < 2 * self.parallelism()
+    }
+
+    /// Dispatches tasks while the calls in flight, the window and the budget allow.
     fn top_up(&mut self) -> Result<()> {
-        let window = 2 * self.parallelism();
-        while self.outstanding() < window && (self.outstanding() == 0 || self.budget.fits(self.next_estimate())) {
+        while self.has_room() && (self.outstanding() == 0 || self.budget.fits(self.next_estimate())) {
             if self.undispatched.is_empty() && !self.input_done {
                 self.pull()?;
             }
@@ -227,12 +241,18 @@ impl ParallelMapOp {
         Ok(())
     }
 
-    /// The input rows of a task starting with a chunk of `n` rows (more than `n` when a
-    /// fixed-size task reaches into the next chunks).
-    fn task_rows(&self, n: usize) -> usize {
+    /// The input rows of a task starting at `start` with a chunk of `n` rows (more than `n`
+    /// when a fixed-size task reaches into the next chunks).
+    fn task_rows(&self, start: Pos, n: usize) -> usize {
         match self.size {
             TaskSize::Chunk => n,
-            TaskSize::Split => n.div_ceil(self.parallelism()).max(1),
+            // Equal parts of the chunk as pulled, not of what is left of it: cutting the rest
+            // again each time would leave ever smaller tasks.
+            TaskSize::Split => {
+                let index = start.item.checked_sub(self.first_item).and_then(|i| usize::try_from(i).ok());
+                let pulled = index.and_then(|i| self.items.get(i)).map_or(n, |item| item.rows);
+                pulled.div_ceil(self.parallelism()).max(1)
+            }
             TaskSize::Rows(r) => r.max(1),
         }
     }
@@ -249,9 +269,9 @@ impl ParallelMapOp {
     /// pulled first (so that nothing is pulled that the budget would not let run).
     fn next_estimate(&self) -> u64 {
         match self.undispatched.front() {
-            Some((_, Ok(chunk))) => {
+            Some((start, Ok(chunk))) => {
                 let n = chunk.num_rows();
-                let rows = self.task_rows(n);
+                let rows = self.task_rows(*start, n);
                 let take = rows.min(n);
                 // A fixed-size task reaching into later chunks is taken to have rows like these.
                 let input = slice_bytes(&chunk.slice(0, take)) as u128 * rows as u128 / take.max(1) as u128;
@@ -265,7 +285,7 @@ impl ParallelMapOp {
     /// The rows of the task starting with `chunk`: part of it, or (fixed size) more chunks.
     fn gather(&mut self, start: Pos, chunk: RecordBatch) -> Result<Vec<RecordBatch>> {
         let n = chunk.num_rows();
-        let take = self.task_rows(n);
+        let take = self.task_rows(start, n);
         if take < n {
             let rest = Pos { item: start.item, row: start.row + take };
             self.undispatched.push_front((rest, Ok(chunk.slice(take, n - take))));
@@ -338,7 +358,10 @@ impl ParallelMapOp {
             let mut finished = done.finished.lock().expect("map results");
             // A task with an error gave less than its rows' output: it says nothing of the next.
             if n > 0 && segments.iter().all(|s| s.result.is_ok()) {
-                let per_row = out.div_ceil(n as u64);
+                // The rows' own bytes: an output that shares its input's buffers (a filter
+                // keeping every row) would otherwise charge the whole chunk to few rows.
+                let own: u64 = segments.iter().filter_map(|s| s.result.as_ref().ok()?.as_ref()).map(slice_bytes).sum();
+                let per_row = own.div_ceil(n as u64);
                 finished.out_per_row = Some(finished.out_per_row.map_or(per_row, |p| p.max(per_row)));
             }
             finished.running -= 1;
@@ -349,8 +372,13 @@ impl ParallelMapOp {
     }
 
     /// Waits for the next task to hand out: the next in order, or any finished one.
+    /// Returns `None` as soon as a finished task frees a call while there is input left to
+    /// dispatch, so that the caller can start another instead of leaving a worker idle.
     fn wait_next(&mut self) -> Option<(u64, Vec<Segment>)> {
+        let more_input = !(self.undispatched.is_empty() && self.input_done);
+        let (parallelism, window) = (self.parallelism(), 2 * self.parallelism());
         let mut finished = self.completions.finished.lock().expect("map results");
+        let running_at_start = finished.running;
         loop {
             let next = if self.ordered {
                 finished.tasks.remove(&self.next_out).map(|s| (self.next_out, s))
@@ -361,6 +389,10 @@ impl ParallelMapOp {
                 return Some(found);
             }
             if finished.running == 0 {
+                return None;
+            }
+            let freed = finished.running < running_at_start.min(parallelism);
+            if freed && more_input && self.starts.len() < window {
                 return None;
             }
             finished = self.completions.changed.wait(finished).expect("map results");
@@ -637,9 +669,9 @@ mod tests {
         assert_eq!(chunk.column(0).as_primitive::<Int64Type>().value(0), 1);
         // Handed out: nothing is held, and nothing more was dispatched.
         assert_eq!(budget.used(), 0);
-        let output = chunk.get_array_memory_size() as u64;
+        let output = crate::budget::slice_bytes(&chunk);
         let (chunk, held) = pull();
-        // Then the output is expected at the first task's bytes per row.
+        // Then the output is expected at the first task's own bytes per row.
         assert_eq!(held, 8_000 + output.div_ceil(1000) * 1000);
         assert_eq!(chunk.column(0).as_primitive::<Int64Type>().value(0), 1001);
         assert!(budget.peak() <= 20_000, "peak {}", budget.peak());
