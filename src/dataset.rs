@@ -8,8 +8,8 @@ use arrow::datatypes::{Field, Schema};
 use arrow::record_batch::RecordBatch;
 use datafusion_expr::Expr as DfExpr;
 use flumen_ir::{
-    DatasetFn, ElementSpec, Error, InlineData, MapFn, NamedExpr, Op, Plan, Predicate, Result, Scalar, SourceDesc,
-    Tunable,
+    DatasetFn, ElementSpec, Error, InlineData, MapFn, NamedExpr, Op, Plan, Predicate, RecordCompression, Result,
+    Scalar, SourceDesc, Tunable,
 };
 use flumen_optimizer::{optimize, Report};
 use flumen_runtime::autotune::AutotuneOptions;
@@ -265,6 +265,12 @@ impl Dataset {
     /// The lines of text files as string field `line`.
     pub fn text_lines(paths: &[&str]) -> Result<Dataset> {
         Dataset::files(paths, FileRead::TextLines)
+    }
+
+    /// The records of TFRecord files as bytes field `record` (tf.data's `TFRecordDataset`),
+    /// each record's checksums verified.
+    pub fn tfrecord(paths: &[&str], compression: RecordCompression) -> Result<Dataset> {
+        Dataset::files(paths, FileRead::TfRecord(compression))
     }
 
     // ----- element-wise transformations -----

@@ -77,6 +77,7 @@ pub fn resolve(read: &FileRead, sample: Option<&str>) -> Result<FileFormat> {
         FileRead::IpcFile => FileFormat::IpcFile { schema: flumen_sources::ipc::ipc_file_schema(sample()?)? },
         FileRead::IpcStream => FileFormat::IpcStream { schema: flumen_sources::ipc::ipc_stream_schema(sample()?)? },
         FileRead::TextLines => FileFormat::TextLines,
+        FileRead::TfRecord(compression) => FileFormat::TfRecord { compression: *compression },
         FileRead::Chunks => FileFormat::Chunks { schema: flumen_sources::chunks::chunks_schema(sample()?)? },
     })
 }

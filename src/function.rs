@@ -175,6 +175,8 @@ pub enum FileRead {
     IpcStream,
     /// Text lines.
     TextLines,
+    /// TFRecord files, one element per record (field `record`, bytes).
+    TfRecord(flumen_ir::RecordCompression),
     /// flumen chunk files (snapshot shards, `cache_to` files); the schema is read from the
     /// first listed file.
     Chunks,

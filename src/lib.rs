@@ -29,7 +29,8 @@ pub mod snapshot;
 pub use checkpoint::{Checkpoint, ExternalState, SaveMode};
 pub use dataset::{BucketOptions, ChunkIter, Dataset, DatasetIterator, Iter, PaddedBatchOptions, Parallel};
 pub use explain::ExplainFormat;
-pub use flumen_ir::{DType, ElementSpec, Error, FieldKind, FieldSpec, Plan, Result, Tunable};
+pub use flumen_ir::{DType, ElementSpec, Error, FieldKind, FieldSpec, Plan, RecordCompression, Result, Tunable};
+pub use flumen_sources::tfrecord::TfRecordWriter;
 pub use flumen_udf::registry::{Callable, Registry};
 pub use format::CsvOptions;
 pub use function::{DatasetFunction, FileRead, MapFunction, PredicateFunction};
@@ -51,7 +52,7 @@ pub mod prelude {
     pub use crate::{
         BucketOptions, Checkpoint, CsvOptions, DType, Dataset, DatasetFunction, ElementSpec, ExplainFormat,
         ExternalState, FieldSpec, FileRead, MapFunction, Options, PaddedBatchOptions, Parallel, PredicateFunction,
-        SaveMode, SnapshotOptions, Tunable,
+        RecordCompression, SaveMode, SnapshotOptions, Tunable,
     };
     pub use datafusion_expr::{cast, col, lit, when, Expr};
     pub use flumen_udf::functions::*;

@@ -191,3 +191,61 @@ fn ignore_errors_skips_exactly_the_bad_csv_records() {
     assert_eq!(ints(&kept, "x"), vec![1, 3, 5, 6, 7]);
     assert_eq!(ints(&kept, "y"), vec![10, 30, 50, 60, 70]);
 }
+
+/// Writes `n` records `"<tag>-<i>"` to `name` in `dir`.
+fn write_tfrecord(dir: &std::path::Path, name: &str, tag: &str, n: usize, compression: RecordCompression) -> String {
+    let path = dir.join(name).to_str().unwrap().to_string();
+    let mut writer = flumen::TfRecordWriter::create(&path, compression).unwrap();
+    for i in 0..n {
+        writer.write(format!("{tag}-{i}").as_bytes()).unwrap();
+    }
+    writer.finish().unwrap();
+    path
+}
+
+fn records(ds: &Dataset) -> Vec<String> {
+    use arrow::array::AsArray;
+    ds.iter()
+        .flat_map(|b| {
+            let b = b.unwrap();
+            let column = b.column_by_name("record").unwrap().as_binary::<i32>().clone();
+            column.iter().map(|r| String::from_utf8(r.unwrap().to_vec()).unwrap()).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn tfrecord_files_read_in_order_interleaved_and_sharded() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write_tfrecord(dir.path(), "a.tfrecord", "a", 3, RecordCompression::None);
+    let b = write_tfrecord(dir.path(), "b.tfrecord.gz", "b", 2, RecordCompression::Gzip);
+    let plain = Dataset::tfrecord(&[&a], RecordCompression::None).unwrap();
+    assert_eq!(plain.element_spec().to_string(), "{record: bytes[]}");
+    assert_eq!(records(&plain), vec!["a-0", "a-1", "a-2"]);
+    assert_eq!(records(&Dataset::tfrecord(&[&b], RecordCompression::Gzip).unwrap()), vec!["b-0", "b-1"]);
+    // tf.data's parallel reading: files (one split each) interleaved, then a shard of them.
+    let gz = write_tfrecord(dir.path(), "c.tfrecord.gz", "c", 3, RecordCompression::Gzip);
+    let read = FileRead::TfRecord(RecordCompression::Gzip);
+    let splits = Dataset::splits(&[&b, &gz], read.clone()).unwrap();
+    assert_eq!(ints(&splits, "row_group"), vec![-1, -1]);
+    let interleaved = splits.interleave(DatasetFunction::ReadSplit(read.clone()), Tunable::Fixed(2), 1).unwrap();
+    assert_eq!(records(&interleaved), vec!["b-0", "c-0", "b-1", "c-1", "c-2"]);
+    let second =
+        splits.shard(2, 1).unwrap().interleave(DatasetFunction::ReadSplit(read), Tunable::Fixed(1), 1).unwrap();
+    assert_eq!(records(&second), vec!["c-0", "c-1", "c-2"]);
+}
+
+#[test]
+fn a_corrupt_tfrecord_names_file_and_offset_and_ignore_errors_skips_the_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_tfrecord(dir.path(), "a.tfrecord", "rec", 4, RecordCompression::None);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Record 2 starts at 12 + 5 + 4 = 21; flip a byte of its data.
+    bytes[21 + 12 + 1] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let ds = Dataset::tfrecord(&[&path], RecordCompression::None).unwrap();
+    let errors: Vec<String> = ds.iter().filter_map(|e| e.err()).map(|e| e.to_string()).collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("a.tfrecord") && errors[0].contains("record 2 at byte 21"), "{}", errors[0]);
+    assert_eq!(records(&ds.ignore_errors().unwrap()), vec!["rec-0", "rec-2", "rec-3"]);
+}

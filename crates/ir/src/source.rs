@@ -44,6 +44,19 @@ pub struct ParquetFormat {
     pub predicate: Option<Expr>,
 }
 
+/// Whole-file compression of a record file (tf.data's `compression_type`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordCompression {
+    /// Not compressed.
+    #[default]
+    None,
+    /// GZIP (`"GZIP"` in tf.data).
+    Gzip,
+    /// ZLIB (`"ZLIB"` in tf.data).
+    Zlib,
+}
+
 /// How to read one file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "format")]
@@ -64,6 +77,12 @@ pub enum FileFormat {
     },
     /// One element per line, field `line` (string), without the line terminator.
     TextLines,
+    /// TFRecord files, one element per record, field `record` (bytes).
+    TfRecord {
+        /// Whole-file compression.
+        #[serde(default)]
+        compression: RecordCompression,
+    },
     /// flumen's checksummed chunk files: snapshot shards and `cache(path)` files.
     Chunks {
         /// The chunks' schema.
@@ -97,6 +116,7 @@ impl FileFormat {
             FileFormat::IpcFile { .. } => "ipc_file",
             FileFormat::IpcStream { .. } => "ipc_stream",
             FileFormat::TextLines => "text_lines",
+            FileFormat::TfRecord { .. } => "tfrecord",
             FileFormat::Chunks { .. } => "chunks",
         }
     }
@@ -110,6 +130,7 @@ impl FileFormat {
                 (schema, &None)
             }
             FileFormat::TextLines => return ElementSpec::new(vec![FieldSpec::scalar("line", DType::Utf8)]),
+            FileFormat::TfRecord { .. } => return ElementSpec::new(vec![FieldSpec::scalar("record", DType::Binary)]),
         };
         if let FileFormat::Csv(c) = self {
             if let Some(f) = c.schema.fields.iter().find(|f| !f.is_scalar()) {

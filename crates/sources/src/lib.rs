@@ -10,7 +10,7 @@
 //!   kind of reader, holding offsets (byte, row group, batch, row), never rows.
 //! - [`range`], [`memory`]: `range(start, stop, step)` and in-memory Arrow data.
 //! - [`files`]: glob listing of input files.
-//! - [`csv`], [`parquet`], [`ipc`], [`text`]: the file formats, with schema inference or
+//! - [`csv`], [`parquet`], [`ipc`], [`text`], [`tfrecord`]: the file formats, with schema inference or
 //!   schema reading for when a dataset is built, and projection where the format has it.
 //! - [`chunks`]: flumen's own chunk files (snapshot shards, file caches).
 //! - [`split`]: units of parallel reading (a file, or a Parquet row group) and the reader
@@ -40,6 +40,7 @@ pub mod range;
 pub mod reader;
 pub mod split;
 pub mod text;
+pub mod tfrecord;
 
 pub use open::open_source;
 pub use reader::{BoxReader, ChunkReader, ReaderPosition, DEFAULT_CHUNK_ROWS};

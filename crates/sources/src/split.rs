@@ -58,6 +58,9 @@ pub fn open_file(path: &str, format: &FileFormat, chunk_rows: usize) -> Result<B
         FileFormat::IpcFile { schema } => Box::new(IpcFileReader::open(path, schema, chunk_rows)?),
         FileFormat::IpcStream { schema } => Box::new(IpcStreamReader::open(path, schema, chunk_rows)?),
         FileFormat::TextLines => Box::new(TextLineReader::open(path, chunk_rows)?),
+        FileFormat::TfRecord { compression } => {
+            Box::new(crate::tfrecord::TfRecordReader::open(path, *compression, chunk_rows)?)
+        }
         FileFormat::Chunks { schema } => Box::new(crate::chunks::ChunksReader::open(path, schema)?),
     })
 }
