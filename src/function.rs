@@ -93,6 +93,35 @@ impl MapFunction {
         MapFunction::Closure(Closure::new(name, Callable::Batch(Arc::new(f)), ClosureKind::PerBatch), output)
     }
 
+    /// tf.data's `parse_example`: the serialized `tf.train.Example`s in bytes field `field`
+    /// parsed into one field per feature (and nothing else), a whole chunk per call.
+    ///
+    /// A record that cannot be parsed (malformed, a required feature missing, a feature of
+    /// another type or length) is an error of that element, which `ignore_errors` skips.
+    /// The function is a registered batch closure named `parse_example(<features>)`: the
+    /// optimizer parallelizes it and fuses it with a following `batch`, but cannot look
+    /// inside it, and a plan holding it is not serializable without its registry.
+    pub fn parse_example(field: &str, features: Vec<flumen_udf::example::FeatureSpec>) -> Result<Self> {
+        use arrow::array::AsArray;
+        let output =
+            flumen_udf::example::output_spec(&features).map_err(|e| flumen_ir::Error::plan("parse_example", e))?;
+        let names: Vec<&str> = features.iter().map(|f| f.name.as_str()).collect();
+        let name = format!("parse_example({})", names.join(","));
+        let (field, schema) = (field.to_string(), output.arrow_schema());
+        let parse = move |chunk: &RecordBatch| {
+            let records = chunk.column_by_name(&field).and_then(|c| c.as_binary_opt::<i32>()).ok_or_else(|| {
+                flumen_ir::Error::execution("parse_example", format!("the element has no bytes field '{field}'"))
+            })?;
+            let columns = flumen_udf::example::parse_examples(records, &features).map_err(|e| {
+                let location = flumen_ir::Location::new("parse_example", format!("record {} of the chunk", e.row));
+                flumen_ir::Error::data(location, e.message)
+            })?;
+            Ok(RecordBatch::try_new(schema.clone(), columns)?)
+        };
+        let closure = Closure::new(Some(&name), Callable::Batch(Arc::new(parse)), ClosureKind::PerBatchRowwise);
+        Ok(MapFunction::Closure(closure, output))
+    }
+
     /// Declares the closure non-deterministic (random, time-dependent): the optimizer will
     /// not reorder or fuse across it.
     pub fn nondeterministic(mut self) -> Self {

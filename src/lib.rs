@@ -31,6 +31,7 @@ pub use dataset::{BucketOptions, ChunkIter, Dataset, DatasetIterator, Iter, Padd
 pub use explain::ExplainFormat;
 pub use flumen_ir::{DType, ElementSpec, Error, FieldKind, FieldSpec, Plan, RecordCompression, Result, Tunable};
 pub use flumen_sources::tfrecord::TfRecordWriter;
+pub use flumen_udf::example::{Defaults as FeatureDefaults, FeatureKind, FeatureSpec};
 pub use flumen_udf::registry::{Callable, Registry};
 pub use format::CsvOptions;
 pub use function::{DatasetFunction, FileRead, MapFunction, PredicateFunction};
@@ -51,8 +52,8 @@ pub mod prelude {
     pub use crate::snapshot::Compression;
     pub use crate::{
         BucketOptions, Checkpoint, CsvOptions, DType, Dataset, DatasetFunction, ElementSpec, ExplainFormat,
-        ExternalState, FieldSpec, FileRead, MapFunction, Options, PaddedBatchOptions, Parallel, PredicateFunction,
-        RecordCompression, SaveMode, SnapshotOptions, Tunable,
+        ExternalState, FeatureDefaults, FeatureSpec, FieldSpec, FileRead, MapFunction, Options, PaddedBatchOptions,
+        Parallel, PredicateFunction, RecordCompression, SaveMode, SnapshotOptions, Tunable,
     };
     pub use datafusion_expr::{cast, col, lit, when, Expr};
     pub use flumen_udf::functions::*;

@@ -249,3 +249,60 @@ fn a_corrupt_tfrecord_names_file_and_offset_and_ignore_errors_skips_the_record()
     assert!(errors[0].contains("a.tfrecord") && errors[0].contains("record 2 at byte 21"), "{}", errors[0]);
     assert_eq!(records(&ds.ignore_errors().unwrap()), vec!["rec-0", "rec-2", "rec-3"]);
 }
+
+/// A serialized `tf.train.Example` with `label` (int64) and `x` (two floats, packed), or
+/// without `label` when `None`: a minimal protobuf encoder of its own, for the test.
+fn example(label: Option<i64>, x: [f32; 2]) -> Vec<u8> {
+    fn delimited(field: u8, bytes: &[u8]) -> Vec<u8> {
+        assert!(bytes.len() < 128, "one-byte lengths only");
+        [vec![(field << 3) | 2, bytes.len() as u8], bytes.to_vec()].concat()
+    }
+    let entry =
+        |key: &str, feature: Vec<u8>| delimited(1, &[delimited(1, key.as_bytes()), delimited(2, &feature)].concat());
+    let floats: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut features = entry("x", delimited(2, &delimited(1, &floats)));
+    if let Some(label) = label {
+        assert!((0..128).contains(&label), "one-byte varints only");
+        features.extend(entry("label", delimited(3, &delimited(1, &[label as u8]))));
+    }
+    delimited(1, &features)
+}
+
+#[test]
+fn tfrecord_examples_parse_batch_and_skip_bad_records() {
+    use arrow::array::AsArray;
+    use arrow::datatypes::{Float32Type, Int64Type};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e.tfrecord").to_str().unwrap().to_string();
+    let mut writer = flumen::TfRecordWriter::create(&path, RecordCompression::None).unwrap();
+    for i in 0..5i64 {
+        // Record 3 lacks its label.
+        writer.write(&example((i != 3).then_some(i * 10), [i as f32, -(i as f32)])).unwrap();
+    }
+    writer.finish().unwrap();
+    let features =
+        vec![FeatureSpec::fixed("label", DType::Int64, vec![]), FeatureSpec::fixed("x", DType::Float32, vec![2])];
+    let parse = MapFunction::parse_example("record", features).unwrap();
+    let ds = Dataset::tfrecord(&[&path], RecordCompression::None).unwrap().map(parse).unwrap();
+    assert_eq!(ds.element_spec().to_string(), "{label: int64[], x: float32[2]}");
+    let (mut rows, mut errors) = (0, vec![]);
+    for item in ds.iter() {
+        match item {
+            Ok(chunk) => rows += chunk.num_rows(),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    assert_eq!(rows, 4);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("required feature 'label' is missing"), "{}", errors[0]);
+    let batched = ds.ignore_errors().unwrap().batch(2).unwrap();
+    // A batch is a RecordBatch whose rows are its elements.
+    let batches: Vec<_> = batched.iter().map(|b| b.unwrap()).collect();
+    let sizes: Vec<usize> = batches.iter().map(|b| b.num_rows()).collect();
+    assert_eq!(sizes, vec![2, 2]);
+    let labels: Vec<i64> =
+        batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect();
+    assert_eq!(labels, vec![0, 10, 20, 40]);
+    let x = batches[1].column(1).as_fixed_size_list().values().as_primitive::<Float32Type>().clone();
+    assert_eq!(x.values().to_vec(), vec![2.0, -2.0, 4.0, -4.0]);
+}

@@ -18,6 +18,10 @@ pub enum ClosureKind {
     PerElement,
     /// Once per chunk: a `RecordBatch` of many elements in, as many out, in order.
     PerBatch,
+    /// Once per chunk, like `PerBatch`, for a function whose rows do not depend on each
+    /// other (a parser): when a chunk fails, it is called on each row to find the failing
+    /// element, so that the error takes that element's place alone.
+    PerBatchRowwise,
 }
 
 /// A reference to a registered Rust closure.

@@ -110,7 +110,9 @@ impl DefaultCost {
             MapFn::Exprs { .. } => rows * (self.dispatch + width * ops * self.per_op_columnar),
             MapFn::Closure { closure, .. } => match closure.kind {
                 ClosureKind::PerElement => rows * (2.0 * self.dispatch) * width,
-                ClosureKind::PerBatch => rows * (self.dispatch / 10.0 + width * self.per_op_columnar * 10.0),
+                ClosureKind::PerBatch | ClosureKind::PerBatchRowwise => {
+                    rows * (self.dispatch / 10.0 + width * self.per_op_columnar * 10.0)
+                }
             },
         };
         if parallel {

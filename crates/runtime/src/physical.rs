@@ -224,6 +224,7 @@ fn closure_strategy(closure: &ClosureRef) -> String {
     match closure.kind {
         ClosureKind::PerElement => format!("per-row fallback: closure '{}'", closure.name),
         ClosureKind::PerBatch => format!("per-batch closure '{}'", closure.name),
+        ClosureKind::PerBatchRowwise => format!("per-batch row-wise closure '{}'", closure.name),
     }
 }
 

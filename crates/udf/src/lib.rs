@@ -16,6 +16,7 @@
 
 pub mod closure;
 pub mod eval;
+pub mod example;
 pub mod functions;
 pub mod lower;
 pub mod registry;

@@ -133,10 +133,12 @@ pub fn map_fn(func: &MapFn, schema: SchemaRef, registry: &Registry, vectorized: 
                             .unwrap_or_else(|| RecordBatch::new_empty(schema.clone())))
                     }))
                 }
-                ClosureKind::PerBatch => {
+                ClosureKind::PerBatch | ClosureKind::PerBatchRowwise => {
                     let f = registry.batch_fn(&closure.name)?;
+                    // A row-wise function's failure is located row by row (`Failure::Pure`).
+                    let failure = if closure.kind == ClosureKind::PerBatch { Failure::Whole } else { Failure::Pure };
                     Ok(Arc::new(move |chunk| {
-                        let out = guarded(&operator, || f(chunk)).map_err(Failure::Whole)?;
+                        let out = guarded(&operator, || f(chunk)).map_err(failure)?;
                         check_rows(&operator, &out, chunk.num_rows()).map_err(Failure::Whole)?;
                         conform_chunk(out, &schema).map_err(|e| Failure::Whole(mismatch(&operator, e)))
                     }))
@@ -179,10 +181,11 @@ pub fn mask_fn(predicate: &Predicate, operator: &str, registry: &Registry, vecto
                         Ok(BooleanArray::from(values))
                     }))
                 }
-                ClosureKind::PerBatch => {
+                ClosureKind::PerBatch | ClosureKind::PerBatchRowwise => {
                     let f = registry.batch_predicate_fn(&closure.name)?;
+                    let failure = if closure.kind == ClosureKind::PerBatch { Failure::Whole } else { Failure::Pure };
                     Ok(Arc::new(move |chunk| {
-                        let mask = guarded(&operator, || f(chunk)).map_err(Failure::Whole)?;
+                        let mask = guarded(&operator, || f(chunk)).map_err(failure)?;
                         if mask.len() != chunk.num_rows() || mask.null_count() > 0 {
                             return Err(Failure::Whole(Error::Udf {
                                 operator: operator.clone(),
