@@ -14,6 +14,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+
+mod bench;
 use flumen::{Checkpoint, Dataset, ExplainFormat, Registry, SaveMode};
 
 #[derive(Parser)]
@@ -52,6 +54,16 @@ enum Command {
         /// when), and the bottleneck.
         #[arg(long)]
         analyze: bool,
+    },
+    /// Run a reference workload of `../shared/bench/WORKLOADS.md` once over the files under
+    /// `--data` and print its JSON line (rows, seconds, checksum, peak RSS).
+    Bench {
+        /// Which workload.
+        #[arg(value_enum)]
+        workload: bench::Workload,
+        /// The directory `gen_data.py` wrote (w4 reads nothing from it).
+        #[arg(long)]
+        data: PathBuf,
     },
     /// Print the logical plan, the optimizer's stages, the optimized and the physical plan.
     Explain {
@@ -184,6 +196,7 @@ fn main() -> ExitCode {
             run(pipeline, *show, *limit, saving, restore.as_ref(), *analyze)
         }
         Command::Explain { pipeline, format, verbose } => explain(pipeline, *format, *verbose),
+        Command::Bench { workload, data } => bench::bench(*workload, data),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

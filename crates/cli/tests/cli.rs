@@ -271,3 +271,108 @@ fn two_processes_race_to_write_one_snapshot() {
     let (ok, out, _) = flumen(&["run", pipeline.to_str().unwrap()]);
     assert!(ok && out.starts_with("2000 batches, 2000000 rows"), "{out}");
 }
+
+fn bench_line(workload: &str, data: &std::path::Path) -> serde_json::Value {
+    let (ok, stdout, stderr) = flumen(&["bench", workload, "--data", data.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    let line: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    for key in ["engine", "workload", "variant", "rows", "batches", "seconds", "rows_per_s", "checksum", "peak_rss_mb"]
+    {
+        assert!(line.get(key).is_some(), "{key} missing: {line}");
+    }
+    assert_eq!(line["workload"], workload);
+    line
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-6 * b.abs().max(1.0)
+}
+
+#[test]
+fn bench_w4_prints_the_workloads_json_line() {
+    let line = bench_line("w4", std::path::Path::new("."));
+    // The same pipeline as a scalar loop.
+    let (mut rows, mut sum) = (0u64, 0.0f64);
+    for x in 0..2_000_000i64 {
+        let v = ((3 * x + 1) as f64).sqrt() * 0.5;
+        if v.floor() % 3.0 != 0.0 {
+            rows += 1;
+            sum += v * v + 1.0;
+        }
+    }
+    assert_eq!(line["rows"], rows);
+    assert_eq!(line["batches"], rows.div_ceil(4096));
+    assert!(close(line["checksum"].as_f64().unwrap(), sum), "{line} vs {sum}");
+}
+
+#[test]
+fn bench_w1_and_w2_read_the_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    // w1: 2 CSV files of 700 rows; f_j = (r * (j + 3) mod 97) / 97, label = r mod 10.
+    std::fs::create_dir(dir.path().join("csv_tabular")).unwrap();
+    let (mut w1_rows, mut w1_sum) = (0u64, 0.0f64);
+    for file in 0..2 {
+        let mut text = (0..16).map(|j| format!("f{j},")).collect::<String>() + "label\n";
+        for r in (file * 700)..(file * 700 + 700) {
+            let f: Vec<f64> = (0..16).map(|j| ((r * (j + 3)) % 97) as f64 / 97.0).collect();
+            let label = r % 10;
+            text += &f.iter().map(|v| format!("{v},")).collect::<String>();
+            text += &format!("{label}\n");
+            if f[0] > -1.5 && label != 9 {
+                w1_rows += 1;
+                w1_sum += f[0] * f[1];
+            }
+        }
+        std::fs::write(dir.path().join(format!("csv_tabular/part-{file:05}.csv")), text).unwrap();
+    }
+    let line = bench_line("w1", dir.path());
+    assert_eq!(line["rows"], w1_rows);
+    assert!(close(line["checksum"].as_f64().unwrap(), w1_sum), "{line} vs {w1_sum}");
+
+    // w2: 600 Examples; features[j] = (i + j) / 64, label = i mod 10, weight = 0.5 + (i mod 3).
+    std::fs::create_dir(dir.path().join("tfrecord_example")).unwrap();
+    let path = dir.path().join("tfrecord_example/part-00000.tfrecord");
+    let mut writer = flumen::TfRecordWriter::create(path.to_str().unwrap(), flumen::RecordCompression::None).unwrap();
+    let mut kept = vec![];
+    for i in 0..600u32 {
+        let features: Vec<f32> = (0..64).map(|j| (i + j) as f32 / 64.0).collect();
+        let (label, weight) = (i64::from(i % 10), 0.5 + (i % 3) as f32);
+        writer.write(&example(&features, label, weight)).unwrap();
+        if label < 8 {
+            kept.push(f64::from(features[0] * weight));
+        }
+    }
+    writer.finish().unwrap();
+    let full = kept.len() / 256 * 256; // batch(256, drop_remainder)
+    let line = bench_line("w2", dir.path());
+    assert_eq!(line["rows"], full as u64);
+    let sum: f64 = kept[..full].iter().sum();
+    assert!(close(line["checksum"].as_f64().unwrap(), sum), "{line} vs {sum}");
+}
+
+/// A serialized `tf.train.Example` with `features` (packed floats), `label`, `id` (0) and
+/// `weight`: a small protobuf encoder of the test's own.
+fn example(features: &[f32], label: i64, weight: f32) -> Vec<u8> {
+    fn delimited(field: u8, bytes: &[u8]) -> Vec<u8> {
+        let mut out = vec![(field << 3) | 2];
+        let mut n = bytes.len();
+        while n >= 0x80 {
+            out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+        out.extend_from_slice(bytes);
+        out
+    }
+    let entry =
+        |key: &str, feature: Vec<u8>| delimited(1, &[delimited(1, key.as_bytes()), delimited(2, &feature)].concat());
+    let floats: Vec<u8> = features.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let all = [
+        entry("features", delimited(2, &delimited(1, &floats))),
+        entry("label", delimited(3, &delimited(1, &[label as u8]))),
+        entry("id", delimited(3, &delimited(1, &[0]))),
+        entry("weight", delimited(2, &delimited(1, &weight.to_le_bytes()))),
+    ]
+    .concat();
+    delimited(1, &all)
+}

@@ -18,12 +18,15 @@ pub struct RowReader {
     /// rows between that state and `current`'s first row (non-zero after a replay).
     before: PrePull,
     base: usize,
+    /// Counts the chunks pulled: tells a caller holding `(generation, row)` pairs which
+    /// chunk they point into.
+    generation: u64,
 }
 
 impl RowReader {
     /// A reader over `input`.
     pub fn new(input: BoxOperator) -> Self {
-        RowReader { input, current: None, offset: 0, done: false, before: PrePull::default(), base: 0 }
+        RowReader { input, current: None, offset: 0, done: false, before: PrePull::default(), base: 0, generation: 0 }
     }
 
     /// Ensures a current chunk with unread rows; `false` at the end of the input.
@@ -41,6 +44,7 @@ impl RowReader {
                 Some(c) => {
                     self.current = Some(c);
                     self.offset = 0;
+                    self.generation += 1;
                 }
                 None => {
                     self.done = true;
@@ -60,14 +64,32 @@ impl RowReader {
     /// Up to `max` next rows as one zero-copy slice of a single input chunk (so possibly
     /// fewer than `max` even before the end); `None` at the end.
     pub fn next_slice(&mut self, max: usize) -> Result<Option<RecordBatch>> {
+        let Some((offset, n)) = self.next_range(max)? else { return Ok(None) };
+        Ok(Some(self.current.as_ref().expect("filled").slice(offset, n)))
+    }
+
+    /// Like [`RowReader::next_slice`], but as the range `(offset, rows)` of the current
+    /// chunk ([`RowReader::current`]) instead of a slice: a caller taking a few rows at a
+    /// time from many readers gathers them in one pass rather than concatenating slices.
+    pub fn next_range(&mut self, max: usize) -> Result<Option<(usize, usize)>> {
         if max == 0 || !self.fill()? {
             return Ok(None);
         }
         let chunk = self.current.as_ref().expect("filled");
         let n = max.min(chunk.num_rows() - self.offset);
-        let out = chunk.slice(self.offset, n);
+        let offset = self.offset;
         self.offset += n;
-        Ok(Some(out))
+        Ok(Some((offset, n)))
+    }
+
+    /// The chunk the last range was read from.
+    pub fn current(&self) -> Option<&RecordBatch> {
+        self.current.as_ref()
+    }
+
+    /// Which pulled chunk [`RowReader::current`] is (changes with every pull).
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The next `n` rows as slices (fewer only at the end of the input); empty at the end.
@@ -154,6 +176,7 @@ impl Operator for RowReader {
             Some(replayed) => replayed,
             None => (state.chunks.pop(), 0),
         };
+        self.generation += 1;
         Ok(())
     }
 }

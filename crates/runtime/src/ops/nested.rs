@@ -16,7 +16,7 @@ use crate::operator::{BoxOperator, Operator};
 use crate::ops::prefetch::{Permits, PrefetchOp, Probe};
 use crate::ops::source::ReaderOp;
 use crate::ops::unbatch::UnbatchOp;
-use crate::rows::{concat, RowReader};
+use crate::rows::RowReader;
 
 /// Opens the dataset of one element.
 pub struct ElementDatasets {
@@ -352,8 +352,9 @@ impl InterleaveOp {
         self.cycle_index = (self.cycle_index + 1) % self.slots.len();
     }
 
-    /// The next run of elements from the current block, or `None` at the end.
-    fn next_run(&mut self) -> Result<Option<RecordBatch>> {
+    /// The next run of elements from the current block, as the slot it comes from and the
+    /// range `(offset, rows)` of that slot's current chunk; `None` at the end.
+    fn next_run(&mut self) -> Result<Option<(usize, usize, usize)>> {
         loop {
             self.fill_slots();
             let open = self.slots.iter().filter(|s| s.is_some()).count();
@@ -365,13 +366,14 @@ impl InterleaveOp {
             }
             if let Some((slot, _, _, _)) = &mut self.slots[self.cycle_index] {
                 let want = (self.block_length - self.block_index) as usize;
-                match slot.next_slice(want)? {
-                    Some(run) => {
-                        self.block_index += run.num_rows() as u64;
+                match slot.next_range(want)? {
+                    Some((offset, rows)) => {
+                        let from = self.cycle_index;
+                        self.block_index += rows as u64;
                         if self.block_index == self.block_length {
                             self.advance_cycle();
                         }
-                        return Ok(Some(run));
+                        return Ok(Some((from, offset, rows)));
                     }
                     None => {
                         self.slots[self.cycle_index] = None;
@@ -396,32 +398,83 @@ impl InterleaveOp {
     }
 }
 
+/// Rows taken from several chunks, to be copied into one in their order.
+#[derive(Default)]
+struct Gather {
+    /// The distinct source chunks, each with its key (the opened dataset and its chunk).
+    sources: Vec<((u64, u64), RecordBatch)>,
+    /// (source, row) per output row.
+    indices: Vec<(usize, usize)>,
+}
+
+impl Gather {
+    fn rows(&self) -> usize {
+        self.indices.len()
+    }
+
+    /// Adds rows `offset..offset + rows` of `chunk`, known by `key`, relabeled to `schema`.
+    fn add(
+        &mut self,
+        key: (u64, u64),
+        chunk: &RecordBatch,
+        offset: usize,
+        rows: usize,
+        schema: &SchemaRef,
+    ) -> Result<()> {
+        // A source is usually the last one added, or one a cycle ago.
+        let source = match self.sources.iter().rposition(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                self.sources.push((key, crate::conform::relabel(chunk.clone(), schema)?));
+                self.sources.len() - 1
+            }
+        };
+        self.indices.extend((offset..offset + rows).map(|row| (source, row)));
+        Ok(())
+    }
+
+    /// The gathered rows as one chunk: a zero-copy slice when they are one range of one
+    /// source; `None` when there are none.
+    fn finish(self) -> Result<Option<RecordBatch>> {
+        let Some(&(first, start)) = self.indices.first() else { return Ok(None) };
+        let contiguous = self.indices.iter().enumerate().all(|(i, &(s, r))| s == first && r == start + i);
+        if contiguous {
+            return Ok(Some(self.sources[first].1.slice(start, self.indices.len())));
+        }
+        let batches: Vec<&RecordBatch> = self.sources.iter().map(|(_, b)| b).collect();
+        Ok(Some(arrow::compute::interleave_record_batch(&batches, &self.indices)?))
+    }
+}
+
 impl Operator for InterleaveOp {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
-        let mut runs = Vec::new();
-        let mut rows = 0;
-        while rows < self.chunk_rows {
+        // Runs are gathered as (source chunk, row) pairs and copied once at the end: with a
+        // small block length a chunk is thousands of one-row runs, which concatenating as
+        // slices would pay for per run and per column.
+        let mut gather = Gather::default();
+        while gather.rows() < self.chunk_rows {
             // Parallel: hand out what is here rather than wait for a slow input to fill the chunk.
-            if !runs.is_empty() && !self.current_ready() {
+            if gather.rows() > 0 && !self.current_ready() {
                 break;
             }
             match self.next_run() {
-                Ok(Some(run)) => {
-                    rows += run.num_rows();
-                    runs.push(crate::conform::relabel(run, &self.datasets.schema)?);
+                Ok(Some((slot, offset, rows))) => {
+                    let (reader, _, opened, _) = self.slots[slot].as_ref().expect("a run comes from an open slot");
+                    let chunk = reader.current().expect("a run is read from the current chunk");
+                    gather.add((*opened, reader.generation()), chunk, offset, rows, &self.datasets.schema)?;
                 }
                 Ok(None) => break,
-                Err(e) if runs.is_empty() => return Err(e),
+                Err(e) if gather.rows() == 0 => return Err(e),
                 Err(e) => {
                     self.error = Some(e);
                     break;
                 }
             }
         }
-        concat(&runs)
+        gather.finish()
     }
 
     /// The cycle position, each open slot's dataset state with the element it was opened

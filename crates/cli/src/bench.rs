@@ -1,0 +1,207 @@
+//! `flumen bench <workload> --data DIR`: the reference workloads of
+//! `../shared/bench/WORKLOADS.md`, written the way a tf.data user writes them (per element:
+//! map, then filter, then batch; the optimizer finds the fast form), each printing the JSON
+//! line that `compare.py` reads:
+//! `{"engine", "workload", "variant", "rows", "batches", "seconds", "rows_per_s", "checksum", "peak_rss_mb"}`.
+//!
+//! - w1: CSV files `csv_tabular/*.csv` (f0..f15, label) → interleave(cycle 4, parallel) →
+//!   map(x_j, cross, label) → filter(x_0 > -1.5 and label != 9) → shuffle(10000, seed 42) →
+//!   batch(1024) → prefetch; checksum Σ cross.
+//! - w2: TFRecord files `tfrecord_example/*.tfrecord` → interleave(cycle 8, parallel) →
+//!   map(parse_example: features f32[64], label, id, weight) → map(features × weight) →
+//!   filter(label < 8) → batch(256, drop_remainder) → prefetch; checksum Σ features[:, 0].
+//!   The scaling is a batch closure until expressions take tensor fields.
+//! - w4: range(2,000,000) → map(f64(3x+1)) → map(sqrt(v)·0.5) → filter(floor(v) mod 3 ≠ 0) →
+//!   map(v·v+1) → batch(4096); checksum Σ v.
+//!
+//! w6 (ragged text and `bucket_by_sequence_length`) is not written yet.
+
+use std::path::Path;
+use std::time::Instant;
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::{DataType, Float32Type, Float64Type};
+use flumen::prelude::*;
+use flumen::Parallel;
+
+/// The workloads `flumen bench` runs.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Workload {
+    /// CSV tabular.
+    W1,
+    /// TFRecord + tf.train.Example.
+    W2,
+    /// Map chain over a range.
+    W4,
+}
+
+impl Workload {
+    fn id(self) -> &'static str {
+        match self {
+            Workload::W1 => "w1",
+            Workload::W2 => "w2",
+            Workload::W4 => "w4",
+        }
+    }
+}
+
+fn autotuned() -> Parallel {
+    Parallel { num_parallel_calls: Tunable::Autotune, deterministic: None }
+}
+
+/// The files matching `pattern` under `data`, sorted; an error naming the directory when none.
+fn files(data: &Path, dir: &str, extension: &str) -> Result<Vec<String>, String> {
+    let folder = data.join(dir);
+    let read = std::fs::read_dir(&folder).map_err(|e| format!("cannot read {}: {e}", folder.display()))?;
+    let mut found: Vec<String> = read
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == extension))
+        .map(|p| p.display().to_string())
+        .collect();
+    found.sort();
+    if found.is_empty() {
+        return Err(format!("no .{extension} files in {} (see ../shared/bench/gen_data.py)", folder.display()));
+    }
+    Ok(found)
+}
+
+fn w1(data: &Path) -> Result<Dataset, String> {
+    files(data, "csv_tabular", "csv")?;
+    let pattern = format!("{}/*.csv", data.join("csv_tabular").display());
+    let listed = Dataset::list_files(&pattern, false, None).map_err(|e| e.to_string())?;
+    let read = DatasetFunction::read_file("filename", FileRead::Csv(CsvOptions::default()));
+    let mut fields: Vec<(String, Expr)> = (0..16)
+        .map(|j| (format!("x{j}"), (col(format!("f{j}")) - lit(0.5 * j as f64)) / lit(1.0 + 0.1 * j as f64)))
+        .collect();
+    fields.push(("cross".into(), col("f0") * col("f1")));
+    fields.push(("label".into(), col("label")));
+    let ds = listed
+        .interleave_with(read, Tunable::Fixed(4), 1, autotuned())
+        .and_then(|d| d.map(MapFunction::select(fields)))
+        .and_then(|d| d.filter(col("x0").gt(lit(-1.5)).and(col("label").not_eq(lit(9i64)))))
+        .and_then(|d| d.shuffle(10_000, Some(42)))
+        .and_then(|d| d.batch(1024))
+        .and_then(|d| d.prefetch(Tunable::Autotune));
+    ds.map_err(|e| e.to_string())
+}
+
+fn w2(data: &Path) -> Result<Dataset, String> {
+    let paths = files(data, "tfrecord_example", "tfrecord")?;
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let read = FileRead::TfRecord(RecordCompression::None);
+    let features = vec![
+        FeatureSpec::fixed("features", DType::Float32, vec![64]),
+        FeatureSpec::fixed("label", DType::Int64, vec![]),
+        FeatureSpec::fixed("id", DType::Int64, vec![]),
+        FeatureSpec::fixed("weight", DType::Float32, vec![]),
+    ];
+    let parse = MapFunction::parse_example("record", features).map_err(|e| e.to_string())?;
+    let scale = features_times_weight()?;
+    let ds = Dataset::splits(&paths, read.clone())
+        .and_then(|d| d.interleave_with(DatasetFunction::ReadSplit(read), Tunable::Fixed(8), 1, autotuned()))
+        .and_then(|d| d.map(parse))
+        .and_then(|d| d.map(scale))
+        .and_then(|d| d.filter(col("label").lt(lit(8i64))))
+        .and_then(|d| d.batch_with(256, true))
+        .and_then(|d| d.prefetch(Tunable::Autotune));
+    ds.map_err(|e| e.to_string())
+}
+
+/// w2's `features *= weight`, as a batch closure: expressions do not take tensor fields yet
+/// (issue 6's tensor kernels), so this is the one step written by hand.
+fn features_times_weight() -> Result<MapFunction, String> {
+    use std::sync::Arc;
+
+    use arrow::array::{FixedSizeListArray, Float32Array};
+    use arrow::record_batch::RecordBatch;
+    let out = ElementSpec::new(vec![
+        FieldSpec::tensor("features", DType::Float32, vec![64]),
+        FieldSpec::scalar("label", DType::Int64),
+        FieldSpec::scalar("id", DType::Int64),
+    ])
+    .map_err(|e| e.to_string())?;
+    let schema = out.arrow_schema();
+    let scale = move |chunk: &RecordBatch| {
+        let rows = chunk.column(0).as_fixed_size_list();
+        let width = rows.value_length() as usize;
+        let values = rows.values().as_primitive::<Float32Type>().values();
+        let weights = chunk.column(3).as_primitive::<Float32Type>().values();
+        let start = rows.offset() * width;
+        let scaled: Float32Array = (0..rows.len() * width).map(|i| values[start + i] * weights[i / width]).collect();
+        let field = Arc::new(arrow::datatypes::Field::new("item", DataType::Float32, true));
+        let features = FixedSizeListArray::new(field, width as i32, Arc::new(scaled), None);
+        let columns = vec![Arc::new(features) as ArrayRef, chunk.column(1).clone(), chunk.column(2).clone()];
+        Ok(RecordBatch::try_new(schema.clone(), columns)?)
+    };
+    Ok(MapFunction::batch(Some("features_times_weight"), out, scale))
+}
+
+fn w4() -> Result<Dataset, String> {
+    let ds = Dataset::range(0, 2_000_000)
+        .and_then(|d| {
+            d.map(MapFunction::select([("v", cast(col("value") * lit(3i64) + lit(1i64), DataType::Float64))]))
+        })
+        .and_then(|d| d.map(MapFunction::select([("v", sqrt(col("v")) * lit(0.5))])))
+        .and_then(|d| d.filter((floor(col("v")) % lit(3.0)).not_eq(lit(0.0))))
+        .and_then(|d| d.map(MapFunction::select([("v", col("v") * col("v") + lit(1.0))])))
+        .and_then(|d| d.batch(4096));
+    ds.map_err(|e| e.to_string())
+}
+
+/// Σ of a float column (f32 or f64), or of the first value of each row of a float32 tensor.
+fn sum_first(column: &ArrayRef) -> f64 {
+    match column.data_type() {
+        DataType::Float64 => column.as_primitive::<Float64Type>().values().iter().sum(),
+        DataType::Float32 => column.as_primitive::<Float32Type>().values().iter().map(|v| f64::from(*v)).sum(),
+        DataType::FixedSizeList(..) => {
+            let rows = column.as_fixed_size_list();
+            let width = rows.value_length() as usize;
+            let values = rows.values().as_primitive::<Float32Type>();
+            (0..rows.len()).map(|r| f64::from(values.value((rows.offset() + r) * width))).sum()
+        }
+        other => unreachable!("a checksum over {other}"),
+    }
+}
+
+/// This process's peak resident set (`VmHWM`) in MB; 0 where it cannot be read.
+fn peak_rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0);
+    kib * 1024.0 / 1e6
+}
+
+/// Runs `workload` over the files under `data` once and prints its JSON line.
+pub fn bench(workload: Workload, data: &Path) -> Result<(), String> {
+    let start = Instant::now();
+    let (ds, field) = match workload {
+        Workload::W1 => (w1(data)?, "cross"),
+        Workload::W2 => (w2(data)?, "features"),
+        Workload::W4 => (w4()?, "v"),
+    };
+    let (mut rows, mut batches, mut checksum) = (0u64, 0u64, 0.0f64);
+    for batch in ds.iter() {
+        let batch = batch.map_err(|e| e.to_string())?;
+        let column = batch.column_by_name(field).ok_or_else(|| format!("no field {field}"))?;
+        checksum += sum_first(column);
+        rows += batch.num_rows() as u64;
+        batches += 1;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let line = serde_json::json!({
+        "engine": "flumen",
+        "workload": workload.id(),
+        "variant": "natural",
+        "rows": rows,
+        "batches": batches,
+        "seconds": seconds,
+        "rows_per_s": rows as f64 / seconds,
+        "checksum": checksum,
+        "peak_rss_mb": peak_rss_mb(),
+    });
+    println!("{line}");
+    Ok(())
+}
