@@ -11,6 +11,7 @@
 //!   elementwise through batch dimensions.
 //! - [`closure`], [`registry`]: Rust closures as escape hatches, and the name → closure table
 //!   a plan's closure references resolve against.
+//! - [`example`]: `parse_example`, serialized `tf.train.Example`s into Arrow columns.
 
 #![warn(missing_docs)]
 
