@@ -6,7 +6,7 @@
 //! buffer, and each parameter with the values the tuner gave it over time. The bottleneck
 //! is the node with the largest own time per unit of parallelism: the one whose speed
 //! bounds the pipeline's, unless the consumer spent longer outside the pipeline than that
-//! node worked, in which case the consumer is named instead.
+//! node worked and than it waited inside it, in which case the consumer is named instead.
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
@@ -42,13 +42,14 @@ pub fn analyze(plan: &Plan, metrics: &Metrics, budget: &MemoryBudget) -> String 
         budget.peak() as f64 / 1048576.0,
         budget.limit() as f64 / 1048576.0
     );
-    // The consumer's own time (outside `next`) against the busiest node's: a consumer slower
-    // than the whole pipeline is what bounds it, and no operator is marked then.
+    // The consumer's own time (outside `next`) against the busiest node's and against its
+    // waits in `next`: a consumer that works longer than it waits, and longer than any
+    // operator, is what bounds the pipeline, and no operator is marked then.
     let waited =
         metrics.get(StatsKey::Node(plan.node_id())).map_or(0.0, |s| s.wall_ns.load(Ordering::Relaxed) as f64 * 1e-9);
     let consumer = (elapsed - waited).max(0.0);
     let bottleneck = match busiest {
-        Some((_, busy)) if consumer > *busy => {
+        Some((_, busy)) if consumer > *busy && consumer > waited => {
             let _ = writeln!(
                 out,
                 "the consumer is the bottleneck: {consumer:.3} s outside next(), waiting {waited:.3} s in it"

@@ -238,6 +238,17 @@ impl ParallelMapOp {
             };
             self.dispatch(start, rows);
         }
+        // Every call busy: read the next input chunk now, on this thread, while they run, so
+        // that reading overlaps them and a freed call finds its rows waiting. One chunk only,
+        // within the window and the budget.
+        let window = 2 * self.parallelism();
+        if self.undispatched.is_empty()
+            && !self.input_done
+            && self.outstanding() < window
+            && self.budget.fits(self.last_estimate)
+        {
+            self.pull()?;
+        }
         Ok(())
     }
 
