@@ -14,7 +14,10 @@
 //! - w4: range(2,000,000) → map(f64(3x+1)) → map(sqrt(v)·0.5) → filter(floor(v) mod 3 ≠ 0) →
 //!   map(v·v+1) → batch(4096); checksum Σ v.
 //!
-//! w6 (ragged text and `bucket_by_sequence_length`) is not written yet.
+//! - w6: TFRecord files `tfrecord_text/*.tfrecord` → interleave(cycle 4, parallel) →
+//!   map(parse_example: tokens int64 varlen, label) → filter(len(tokens) ≥ 8) →
+//!   bucket_by_sequence_length(boundaries [32, 64, 128], batch sizes [128, 64, 32, 16], pad 0)
+//!   → prefetch; checksum: the number of non-zero tokens.
 
 use std::path::Path;
 use std::time::Instant;
@@ -33,6 +36,8 @@ pub enum Workload {
     W2,
     /// Map chain over a range.
     W4,
+    /// Variable-length text, bucketed by length.
+    W6,
 }
 
 impl Workload {
@@ -41,6 +46,7 @@ impl Workload {
             Workload::W1 => "w1",
             Workload::W2 => "w2",
             Workload::W4 => "w4",
+            Workload::W6 => "w6",
         }
     }
 }
@@ -136,6 +142,47 @@ fn features_times_weight() -> Result<MapFunction, String> {
     Ok(MapFunction::batch(Some("features_times_weight"), out, scale))
 }
 
+fn w6(data: &Path) -> Result<Dataset, String> {
+    let paths = files(data, "tfrecord_text", "tfrecord")?;
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let read = FileRead::TfRecord(RecordCompression::None);
+    let features =
+        vec![FeatureSpec::var_len("tokens", DType::Int64), FeatureSpec::fixed("label", DType::Int64, vec![])];
+    let parse = MapFunction::parse_example("record", features).map_err(|e| e.to_string())?;
+    let options = BucketOptions {
+        padding_values: std::collections::BTreeMap::from([("tokens".to_string(), lit(0i64))]),
+        ..Default::default()
+    };
+    let ds = Dataset::splits(&paths, read.clone())
+        .and_then(|d| d.interleave_with(DatasetFunction::ReadSplit(read), Tunable::Fixed(4), 1, autotuned()))
+        .and_then(|d| d.map(parse))
+        .and_then(|d| d.filter(length(col("tokens")).gt_eq(lit(8i64))))
+        .and_then(|d| {
+            d.bucket_by_sequence_length(length(col("tokens")), vec![32, 64, 128], vec![128, 64, 32, 16], options)
+        })
+        .and_then(|d| d.prefetch(Tunable::Autotune));
+    ds.map_err(|e| e.to_string())
+}
+
+/// The non-zero values of an int64 list column (padded token lists).
+fn non_zero(column: &ArrayRef) -> f64 {
+    use arrow::datatypes::Int64Type;
+    let values = match column.data_type() {
+        DataType::List(_) => {
+            let lists = column.as_list::<i32>();
+            let (start, end) = (lists.value_offsets()[0] as usize, lists.value_offsets()[lists.len()] as usize);
+            lists.values().slice(start, end - start)
+        }
+        DataType::FixedSizeList(..) => {
+            let lists = column.as_fixed_size_list();
+            let width = lists.value_length() as usize;
+            lists.values().slice(lists.offset() * width, lists.len() * width)
+        }
+        other => unreachable!("tokens of type {other}"),
+    };
+    values.as_primitive::<Int64Type>().values().iter().filter(|v| **v != 0).count() as f64
+}
+
 fn w4() -> Result<Dataset, String> {
     let ds = Dataset::range(0, 2_000_000)
         .and_then(|d| {
@@ -181,12 +228,16 @@ pub fn bench(workload: Workload, data: &Path) -> Result<(), String> {
         Workload::W1 => (w1(data)?, "cross"),
         Workload::W2 => (w2(data)?, "features"),
         Workload::W4 => (w4()?, "v"),
+        Workload::W6 => (w6(data)?, "tokens"),
     };
     let (mut rows, mut batches, mut checksum) = (0u64, 0u64, 0.0f64);
     for batch in ds.iter() {
         let batch = batch.map_err(|e| e.to_string())?;
         let column = batch.column_by_name(field).ok_or_else(|| format!("no field {field}"))?;
-        checksum += sum_first(column);
+        checksum += match workload {
+            Workload::W6 => non_zero(column),
+            _ => sum_first(column),
+        };
         rows += batch.num_rows() as u64;
         batches += 1;
     }

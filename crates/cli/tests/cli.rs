@@ -350,6 +350,50 @@ fn bench_w1_and_w2_read_the_data_directory() {
     assert!(close(line["checksum"].as_f64().unwrap(), sum), "{line} vs {sum}");
 }
 
+#[test]
+fn bench_w6_buckets_the_parsed_token_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("tfrecord_text")).unwrap();
+    let mut non_zero = 0u64;
+    for file in 0..2usize {
+        let path = dir.path().join(format!("tfrecord_text/part-{file:05}.tfrecord"));
+        let mut writer =
+            flumen::TfRecordWriter::create(path.to_str().unwrap(), flumen::RecordCompression::None).unwrap();
+        for i in 0..150usize {
+            // 3 to 150 tokens, each 0 to 9 (some zero), label i mod 2.
+            let tokens: Vec<u8> = (0..3 + (i * 37 + file) % 148).map(|t| ((i + t) % 10) as u8).collect();
+            if tokens.len() >= 8 {
+                non_zero += tokens.iter().filter(|t| **t != 0).count() as u64;
+            }
+            writer.write(&text_example(&tokens, (i % 2) as u8)).unwrap();
+        }
+        writer.finish().unwrap();
+    }
+    let line = bench_line("w6", dir.path());
+    assert_eq!(line["checksum"].as_f64().unwrap(), non_zero as f64, "{line}");
+}
+
+/// A serialized `tf.train.Example` with `tokens` (packed one-byte int64s) and `label`.
+fn text_example(tokens: &[u8], label: u8) -> Vec<u8> {
+    fn delimited(field: u8, bytes: &[u8]) -> Vec<u8> {
+        let mut out = vec![(field << 3) | 2];
+        let mut n = bytes.len();
+        while n >= 0x80 {
+            out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+        out.extend_from_slice(bytes);
+        out
+    }
+    let entry =
+        |key: &str, feature: Vec<u8>| delimited(1, &[delimited(1, key.as_bytes()), delimited(2, &feature)].concat());
+    let all =
+        [entry("tokens", delimited(3, &delimited(1, tokens))), entry("label", delimited(3, &delimited(1, &[label])))]
+            .concat();
+    delimited(1, &all)
+}
+
 /// A serialized `tf.train.Example` with `features` (packed floats), `label`, `id` (0) and
 /// `weight`: a small protobuf encoder of the test's own.
 fn example(features: &[f32], label: i64, weight: f32) -> Vec<u8> {

@@ -9,8 +9,8 @@
 //! - A fixed-length feature (`FixedLenFeature`) must have exactly as many values as its shape
 //!   holds; when it is missing, its default is used, or, without a default, the record is an
 //!   error. A scalar becomes a plain column; a shape becomes (nested) fixed-size lists.
-//! - A variable-length feature (`VarLenFeature`) becomes a list column, empty where missing;
-//!   tf.data gives it as a sparse tensor, flumen as a ragged one.
+//! - A variable-length feature (`VarLenFeature`) becomes a list column (shape `[-1]`), empty
+//!   where missing; tf.data gives it as a sparse tensor.
 //! - A feature of another type than asked, a wrong value count, or a malformed proto is an
 //!   error naming the record (its row in the chunk) and the feature.
 
@@ -65,7 +65,7 @@ impl FeatureSpec {
         FeatureSpec { name: name.into(), dtype, kind: FeatureKind::FixedLen { shape, default: None } }
     }
 
-    /// A variable-length feature (a ragged field, empty where missing).
+    /// A variable-length feature (a list field, empty where missing).
     pub fn var_len(name: impl Into<String>, dtype: DType) -> Self {
         FeatureSpec { name: name.into(), dtype, kind: FeatureKind::VarLen }
     }
@@ -84,7 +84,9 @@ impl FeatureSpec {
             FeatureKind::FixedLen { shape, .. } => {
                 FieldSpec::tensor(&self.name, self.dtype, shape.iter().map(|&d| d as i64).collect())
             }
-            FeatureKind::VarLen => FieldSpec::ragged(&self.name, self.dtype, vec![-1]),
+            // One dimension of unknown length: a list per element, as `padded_batch` and
+            // `bucket_by_sequence_length` take it.
+            FeatureKind::VarLen => FieldSpec::tensor(&self.name, self.dtype, vec![-1]),
         }
     }
 
@@ -474,7 +476,7 @@ mod tests {
     fn fixed_and_variable_length_features_parse_in_both_encodings() {
         let cols = parse_examples(&records(&[E1, E2, E6]), &features(None)).unwrap();
         let spec = output_spec(&features(None)).unwrap();
-        assert_eq!(spec.to_string(), "{label: int64[], x: float32[2], tags: ragged bytes[?]}");
+        assert_eq!(spec.to_string(), "{label: int64[], x: float32[2], tags: bytes[?]}");
         for (col, field) in cols.iter().zip(&spec.fields) {
             assert_eq!(col.data_type(), &field.arrow_type());
         }
