@@ -597,11 +597,7 @@ fn w4(c: Config) -> Result<Dataset> {
 fn w1(dir: &Path, c: Config) -> Result<Dataset> {
     let files = Dataset::list_files(&format!("{}/*.csv", dir.display()), false, None)?;
     let read = DatasetFunction::read_file("filename", FileRead::Csv(CsvOptions::default()));
-    let mut fields: Vec<(String, Expr)> = (0..16)
-        .map(|j| (format!("x{j}"), (col(format!("f{j}")) - lit(0.5 * j as f64)) / lit(1.0 + 0.1 * j as f64)))
-        .collect();
-    fields.push(("cross".into(), col("f0") * col("f1")));
-    fields.push(("label".into(), col("label")));
+    let fields = w1_csv::w1_fields();
     files
         .interleave_with(read, Tunable::Fixed(4), 16, calls(c.interleave))?
         .map_with(MapFunction::select(fields), calls(c.map))?

@@ -104,11 +104,7 @@ fn checkpoint_bench(rounds: usize) {
 fn w1_prefix(dir: &Path) -> Dataset {
     let files = Dataset::list_files(&format!("{}/*.csv", dir.display()), false, None).unwrap();
     let read = DatasetFunction::read_file("filename", FileRead::Csv(CsvOptions::default()));
-    let mut fields: Vec<(String, Expr)> = (0..16)
-        .map(|j| (format!("x{j}"), (col(format!("f{j}")) - lit(0.5 * j as f64)) / lit(1.0 + 0.1 * j as f64)))
-        .collect();
-    fields.push(("cross".into(), col("f0") * col("f1")));
-    fields.push(("label".into(), col("label")));
+    let fields = w1_csv::w1_fields();
     files
         .interleave(read, Tunable::Fixed(4), 16)
         .unwrap()

@@ -47,31 +47,15 @@ fn hand_written(path: &str) -> usize {
     n
 }
 
-/// A w2 `tf.train.Example`: `features` (64 packed floats), `label`, `id` (int64, one-byte
-/// varints here) and `weight` (one float).
+/// A w2 `tf.train.Example`: `features` (64 floats), `label`, `id` and `weight`.
 fn w2_example(i: usize) -> Vec<u8> {
-    fn delimited(field: u8, bytes: &[u8]) -> Vec<u8> {
-        let mut out = vec![(field << 3) | 2];
-        let mut n = bytes.len();
-        while n >= 0x80 {
-            out.push((n as u8) | 0x80);
-            n >>= 7;
-        }
-        out.push(n as u8);
-        out.extend_from_slice(bytes);
-        out
-    }
-    let entry =
-        |key: &str, feature: Vec<u8>| delimited(1, &[delimited(1, key.as_bytes()), delimited(2, &feature)].concat());
-    let floats: Vec<u8> = (0..64).flat_map(|j| ((i + j) as f32 * 0.01).to_le_bytes()).collect();
-    let features = [
-        entry("features", delimited(2, &delimited(1, &floats))),
-        entry("label", delimited(3, &delimited(1, &[(i % 10) as u8]))),
-        entry("id", delimited(3, &delimited(1, &[(i % 100) as u8]))),
-        entry("weight", delimited(2, &delimited(1, &0.5f32.to_le_bytes()))),
-    ]
-    .concat();
-    delimited(1, &features)
+    let features: Vec<f32> = (0..64).map(|j| (i + j) as f32 * 0.01).collect();
+    flumen::serialize_example(&[
+        ("features", flumen::FeatureValues::Float32(&features)),
+        ("label", flumen::FeatureValues::Int64(&[(i % 10) as i64])),
+        ("id", flumen::FeatureValues::Int64(&[(i % 100) as i64])),
+        ("weight", flumen::FeatureValues::Float32(&[0.5])),
+    ])
 }
 
 /// The limit of reading and parsing: framing, checksums, and a decoder that knows where each

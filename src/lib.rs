@@ -31,7 +31,9 @@ pub use dataset::{BucketOptions, ChunkIter, Dataset, DatasetIterator, Iter, Padd
 pub use explain::ExplainFormat;
 pub use flumen_ir::{DType, ElementSpec, Error, FieldKind, FieldSpec, Plan, RecordCompression, Result, Tunable};
 pub use flumen_sources::tfrecord::TfRecordWriter;
-pub use flumen_udf::example::{Defaults as FeatureDefaults, FeatureKind, FeatureSpec};
+pub use flumen_udf::example::{
+    serialize_example, Defaults as FeatureDefaults, FeatureKind, FeatureSpec, FeatureValues,
+};
 pub use flumen_udf::registry::{Callable, Registry};
 pub use format::CsvOptions;
 pub use function::{DatasetFunction, FileRead, MapFunction, PredicateFunction};

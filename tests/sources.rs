@@ -250,22 +250,15 @@ fn a_corrupt_tfrecord_names_file_and_offset_and_ignore_errors_skips_the_record()
     assert_eq!(records(&ds.ignore_errors().unwrap()), vec!["rec-0", "rec-2", "rec-3"]);
 }
 
-/// A serialized `tf.train.Example` with `label` (int64) and `x` (two floats, packed), or
-/// without `label` when `None`: a minimal protobuf encoder of its own, for the test.
+/// A serialized `tf.train.Example` with `label` (int64) and `x` (two floats), or without
+/// `label` when `None`.
 fn example(label: Option<i64>, x: [f32; 2]) -> Vec<u8> {
-    fn delimited(field: u8, bytes: &[u8]) -> Vec<u8> {
-        assert!(bytes.len() < 128, "one-byte lengths only");
-        [vec![(field << 3) | 2, bytes.len() as u8], bytes.to_vec()].concat()
+    let label = label.map(|l| [l]);
+    let mut features = vec![("x", flumen::FeatureValues::Float32(&x))];
+    if let Some(label) = &label {
+        features.push(("label", flumen::FeatureValues::Int64(label)));
     }
-    let entry =
-        |key: &str, feature: Vec<u8>| delimited(1, &[delimited(1, key.as_bytes()), delimited(2, &feature)].concat());
-    let floats: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let mut features = entry("x", delimited(2, &delimited(1, &floats)));
-    if let Some(label) = label {
-        assert!((0..128).contains(&label), "one-byte varints only");
-        features.extend(entry("label", delimited(3, &delimited(1, &[label as u8]))));
-    }
-    delimited(1, &features)
+    flumen::serialize_example(&features)
 }
 
 #[test]

@@ -1,6 +1,19 @@
-//! The w1-like CSV files the benches generate (deterministic, no network, no peer tools).
+//! The w1-like CSV files the benches generate (deterministic, no network, no peer tools),
+//! and w1's map.
 
 use std::path::Path;
+
+use flumen::prelude::{col, lit, Expr};
+
+/// w1's map: `x_j = (f_j - 0.5 j) / (1 + 0.1 j)` for j < 16, `cross = f0 * f1`, `label`.
+pub fn w1_fields() -> Vec<(String, Expr)> {
+    let mut fields: Vec<(String, Expr)> = (0..16)
+        .map(|j| (format!("x{j}"), (col(format!("f{j}")) - lit(0.5 * j as f64)) / lit(1.0 + 0.1 * j as f64)))
+        .collect();
+    fields.push(("cross".into(), col("f0") * col("f1")));
+    fields.push(("label".into(), col("label")));
+    fields
+}
 
 /// w1's files: 4 CSV files of `rows / 4` rows, `f0..f15` floats and an int `label`.
 pub fn write_csv(dir: &Path, rows: usize) {

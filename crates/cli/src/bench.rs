@@ -55,7 +55,7 @@ fn autotuned() -> Parallel {
     Parallel { num_parallel_calls: Tunable::Autotune, deterministic: None }
 }
 
-/// The files matching `pattern` under `data`, sorted; an error naming the directory when none.
+/// The `.extension` files in `data/dir`, sorted; an error naming the directory when none.
 fn files(data: &Path, dir: &str, extension: &str) -> Result<Vec<String>, String> {
     let folder = data.join(dir);
     let read = std::fs::read_dir(&folder).map_err(|e| format!("cannot read {}: {e}", folder.display()))?;
@@ -72,17 +72,16 @@ fn files(data: &Path, dir: &str, extension: &str) -> Result<Vec<String>, String>
 }
 
 fn w1(data: &Path) -> Result<Dataset, String> {
-    files(data, "csv_tabular", "csv")?;
-    let pattern = format!("{}/*.csv", data.join("csv_tabular").display());
-    let listed = Dataset::list_files(&pattern, false, None).map_err(|e| e.to_string())?;
-    let read = DatasetFunction::read_file("filename", FileRead::Csv(CsvOptions::default()));
+    let paths = files(data, "csv_tabular", "csv")?;
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let read = FileRead::Csv(CsvOptions::default());
     let mut fields: Vec<(String, Expr)> = (0..16)
         .map(|j| (format!("x{j}"), (col(format!("f{j}")) - lit(0.5 * j as f64)) / lit(1.0 + 0.1 * j as f64)))
         .collect();
     fields.push(("cross".into(), col("f0") * col("f1")));
     fields.push(("label".into(), col("label")));
-    let ds = listed
-        .interleave_with(read, Tunable::Fixed(4), 1, autotuned())
+    let ds = Dataset::splits(&paths, read.clone())
+        .and_then(|d| d.interleave_with(DatasetFunction::ReadSplit(read), Tunable::Fixed(4), 1, autotuned()))
         .and_then(|d| d.map(MapFunction::select(fields)))
         .and_then(|d| d.filter(col("x0").gt(lit(-1.5)).and(col("label").not_eq(lit(9i64)))))
         .and_then(|d| d.shuffle(10_000, Some(42)))

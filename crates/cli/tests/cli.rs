@@ -373,50 +373,22 @@ fn bench_w6_buckets_the_parsed_token_lists() {
     assert_eq!(line["checksum"].as_f64().unwrap(), non_zero as f64, "{line}");
 }
 
-/// A serialized `tf.train.Example` with `tokens` (packed one-byte int64s) and `label`.
+/// A serialized `tf.train.Example` with `tokens` and `label`.
 fn text_example(tokens: &[u8], label: u8) -> Vec<u8> {
-    fn delimited(field: u8, bytes: &[u8]) -> Vec<u8> {
-        let mut out = vec![(field << 3) | 2];
-        let mut n = bytes.len();
-        while n >= 0x80 {
-            out.push((n as u8) | 0x80);
-            n >>= 7;
-        }
-        out.push(n as u8);
-        out.extend_from_slice(bytes);
-        out
-    }
-    let entry =
-        |key: &str, feature: Vec<u8>| delimited(1, &[delimited(1, key.as_bytes()), delimited(2, &feature)].concat());
-    let all =
-        [entry("tokens", delimited(3, &delimited(1, tokens))), entry("label", delimited(3, &delimited(1, &[label])))]
-            .concat();
-    delimited(1, &all)
+    let tokens: Vec<i64> = tokens.iter().map(|t| i64::from(*t)).collect();
+    let label = [i64::from(label)];
+    flumen::serialize_example(&[
+        ("tokens", flumen::FeatureValues::Int64(&tokens)),
+        ("label", flumen::FeatureValues::Int64(&label)),
+    ])
 }
 
-/// A serialized `tf.train.Example` with `features` (packed floats), `label`, `id` (0) and
-/// `weight`: a small protobuf encoder of the test's own.
+/// A serialized `tf.train.Example` with `features`, `label`, `id` (0) and `weight`.
 fn example(features: &[f32], label: i64, weight: f32) -> Vec<u8> {
-    fn delimited(field: u8, bytes: &[u8]) -> Vec<u8> {
-        let mut out = vec![(field << 3) | 2];
-        let mut n = bytes.len();
-        while n >= 0x80 {
-            out.push((n as u8) | 0x80);
-            n >>= 7;
-        }
-        out.push(n as u8);
-        out.extend_from_slice(bytes);
-        out
-    }
-    let entry =
-        |key: &str, feature: Vec<u8>| delimited(1, &[delimited(1, key.as_bytes()), delimited(2, &feature)].concat());
-    let floats: Vec<u8> = features.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let all = [
-        entry("features", delimited(2, &delimited(1, &floats))),
-        entry("label", delimited(3, &delimited(1, &[label as u8]))),
-        entry("id", delimited(3, &delimited(1, &[0]))),
-        entry("weight", delimited(2, &delimited(1, &weight.to_le_bytes()))),
-    ]
-    .concat();
-    delimited(1, &all)
+    flumen::serialize_example(&[
+        ("features", flumen::FeatureValues::Float32(features)),
+        ("label", flumen::FeatureValues::Int64(&[label])),
+        ("id", flumen::FeatureValues::Int64(&[0])),
+        ("weight", flumen::FeatureValues::Float32(&[weight])),
+    ])
 }
