@@ -37,10 +37,11 @@ pub fn analyze(plan: &Plan, metrics: &Metrics, budget: &MemoryBudget) -> String 
     let elapsed = metrics.elapsed().as_secs_f64();
     let _ = writeln!(
         out,
-        "elapsed {:.3} s, buffers held at most {:.1} MiB of a {:.1} MiB budget",
+        "elapsed {:.3} s, buffers held at most {:.1} MiB of a {:.1} MiB budget ({:.1} MiB for buffers)",
         elapsed,
         budget.peak() as f64 / 1048576.0,
-        budget.limit() as f64 / 1048576.0
+        budget.limit() as f64 / 1048576.0,
+        budget.buffer_limit() as f64 / 1048576.0
     );
     // The consumer's own time (outside `next`) against the busiest node's and against its
     // waits in `next`: a consumer that works longer than it waits, and longer than any

@@ -150,7 +150,8 @@ pub fn tune_once(plan: &Plan, metrics: &Metrics, options: &AutotuneOptions) -> b
     if !live.knobs.iter().all(|(id, _)| measured(id)) {
         return true;
     }
-    let budget = Budget { cpu: options.cpu_budget as f64, ram_bytes: options.ram_budget as f64 };
+    let budget =
+        Budget { cpu: options.cpu_budget as f64, ram_bytes: crate::budget::buffer_share(options.ram_budget) as f64 };
     let period = consumer_period(plan, metrics);
     let outcome = optimize(&mut live.model, period, &budget, options.algorithm);
     let at = metrics.elapsed();
