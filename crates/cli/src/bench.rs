@@ -27,6 +27,8 @@ use arrow::datatypes::{DataType, Float32Type, Float64Type};
 use flumen::prelude::*;
 use flumen::Parallel;
 
+use crate::limit::Outcome;
+
 /// The workloads `flumen bench` runs.
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum Workload {
@@ -220,9 +222,8 @@ fn peak_rss_mb() -> f64 {
     kib * 1024.0 / 1e6
 }
 
-/// Runs `workload` over the files under `data` once and prints its JSON line.
-pub fn bench(workload: Workload, data: &Path) -> Result<(), String> {
-    let start = Instant::now();
+/// One pass of flumen's pipeline for `workload` over the files under `data`.
+fn run_flumen(workload: Workload, data: &Path) -> Result<Outcome, String> {
     let (ds, field) = match workload {
         Workload::W1 => (w1(data)?, "cross"),
         Workload::W2 => (w2(data)?, "features"),
@@ -240,18 +241,69 @@ pub fn bench(workload: Workload, data: &Path) -> Result<(), String> {
         rows += batch.num_rows() as u64;
         batches += 1;
     }
+    Ok(Outcome { rows, batches, checksum })
+}
+
+/// Runs one pass (flumen's pipeline, or its hand-written limit when `limit`) and returns
+/// its JSON line.
+fn pass(workload: Workload, data: &Path, limit: bool) -> Result<serde_json::Value, String> {
+    let start = Instant::now();
+    let outcome = if limit {
+        crate::limit::run(workload.id(), |dir, extension| files(data, dir, extension))?
+    } else {
+        run_flumen(workload, data)?
+    };
     let seconds = start.elapsed().as_secs_f64();
-    let line = serde_json::json!({
-        "engine": "flumen",
+    Ok(serde_json::json!({
+        "engine": if limit { "hand-written" } else { "flumen" },
         "workload": workload.id(),
-        "variant": "natural",
-        "rows": rows,
-        "batches": batches,
+        "variant": if limit { "limit" } else { "natural" },
+        "rows": outcome.rows,
+        "batches": outcome.batches,
         "seconds": seconds,
-        "rows_per_s": rows as f64 / seconds,
-        "checksum": checksum,
+        "rows_per_s": outcome.rows as f64 / seconds,
+        "checksum": outcome.checksum,
         "peak_rss_mb": peak_rss_mb(),
+    }))
+}
+
+/// Runs `workload` over the files under `data` and prints its JSON line: flumen's pass, or
+/// the hand-written limit's when `limit`. With `rounds` > 1, alternates the two `rounds`
+/// times each, prints every line, then a summary line with each one's median rows/s and
+/// flumen's fraction of the limit.
+pub fn bench(workload: Workload, data: &Path, limit: bool, rounds: usize) -> Result<(), String> {
+    if rounds <= 1 {
+        println!("{}", pass(workload, data, limit)?);
+        return Ok(());
+    }
+    let (mut engine, mut hand, mut sums) = (vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        for limit in [false, true] {
+            let line = pass(workload, data, limit)?;
+            println!("{line}");
+            let speed = line["rows_per_s"].as_f64().unwrap_or(0.0);
+            if limit {
+                hand.push(speed)
+            } else {
+                engine.push(speed)
+            }
+            sums.push((line["rows"].as_u64(), line["checksum"].as_f64().unwrap_or(f64::NAN)));
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (engine, hand) = (median(&mut engine), median(&mut hand));
+    let agree = sums.windows(2).all(|w| w[0].0 == w[1].0 && (w[0].1 - w[1].1).abs() <= 1e-6 * w[0].1.abs().max(1.0));
+    let summary = serde_json::json!({
+        "workload": workload.id(),
+        "rounds": rounds,
+        "flumen_rows_per_s": engine,
+        "limit_rows_per_s": hand,
+        "fraction_of_limit": engine / hand,
+        "checksums_agree": agree,
     });
-    println!("{line}");
+    println!("{summary}");
     Ok(())
 }

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod gen_data;
+mod limit;
 use flumen::{Checkpoint, Dataset, ExplainFormat, Registry, SaveMode};
 
 #[derive(Parser)]
@@ -64,6 +66,22 @@ enum Command {
         /// The directory `gen_data.py` wrote (w4 reads nothing from it).
         #[arg(long)]
         data: PathBuf,
+        /// Run the workload's hand-written single-purpose program instead (the limit).
+        #[arg(long)]
+        limit: bool,
+        /// Alternate flumen and the limit this many times each, then print their medians and
+        /// flumen's fraction of the limit.
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
+    },
+    /// Write the w1, w2 and w6 files of `../shared/bench/WORKLOADS.md` under a directory,
+    /// without TensorFlow (same layout and distributions as gen_data.py, other draws).
+    GenData {
+        /// Where to write (created if missing).
+        out: PathBuf,
+        /// How much data.
+        #[arg(long, value_enum, default_value_t = gen_data::Scale::Small)]
+        scale: gen_data::Scale,
     },
     /// Print the logical plan, the optimizer's stages, the optimized and the physical plan.
     Explain {
@@ -196,7 +214,8 @@ fn main() -> ExitCode {
             run(pipeline, *show, *limit, saving, restore.as_ref(), *analyze)
         }
         Command::Explain { pipeline, format, verbose } => explain(pipeline, *format, *verbose),
-        Command::Bench { workload, data } => bench::bench(*workload, data),
+        Command::Bench { workload, data, limit, rounds } => bench::bench(*workload, data, *limit, *rounds),
+        Command::GenData { out, scale } => gen_data::generate(out, *scale),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

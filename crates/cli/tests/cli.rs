@@ -392,3 +392,32 @@ fn example(features: &[f32], label: i64, weight: f32) -> Vec<u8> {
         ("weight", flumen::FeatureValues::Float32(&[weight])),
     ])
 }
+
+#[test]
+fn gen_data_writes_what_flumen_and_the_hand_written_limits_agree_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, _, stderr) = flumen(&["gen-data", dir.path().to_str().unwrap(), "--scale", "small"]);
+    assert!(ok, "{stderr}");
+    for (sub, files) in [("csv_tabular", 4), ("tfrecord_example", 8), ("tfrecord_text", 4)] {
+        assert_eq!(std::fs::read_dir(dir.path().join(sub)).unwrap().count(), files, "{sub}");
+    }
+    for workload in ["w1", "w2", "w4", "w6"] {
+        let engine = bench_line(workload, dir.path());
+        let (ok, stdout, stderr) = flumen(&["bench", workload, "--data", dir.path().to_str().unwrap(), "--limit"]);
+        assert!(ok, "{stderr}");
+        let limit: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+        assert_eq!(limit["engine"], "hand-written");
+        assert_eq!(limit["rows"], engine["rows"], "{workload}: {limit} vs {engine}");
+        assert!(engine["rows"].as_u64().unwrap() > 0, "{engine}");
+        let (a, b) = (limit["checksum"].as_f64().unwrap(), engine["checksum"].as_f64().unwrap());
+        assert!(close(a, b), "{workload}: {limit} vs {engine}");
+    }
+    // Alternating rounds end with a summary of both.
+    let (ok, stdout, stderr) = flumen(&["bench", "w6", "--data", dir.path().to_str().unwrap(), "--rounds", "2"]);
+    assert!(ok, "{stderr}");
+    let lines: Vec<&str> = stdout.trim().lines().collect();
+    assert_eq!(lines.len(), 5, "{stdout}");
+    let summary: serde_json::Value = serde_json::from_str(lines[4]).unwrap();
+    assert_eq!(summary["checksums_agree"], true, "{summary}");
+    assert!(summary["fraction_of_limit"].as_f64().unwrap() > 0.0, "{summary}");
+}

@@ -75,22 +75,44 @@ pub fn evaluate_map(
     batch: &RecordBatch,
     out_schema: &SchemaRef,
 ) -> Result<RecordBatch> {
+    let mut values = Vec::with_capacity(outputs.len());
+    for out in outputs {
+        let field = out_field(out, out_schema)?;
+        values.push(evaluate_with_batch_dims(&out.expr, batch, list_depth(field.data_type()))?);
+    }
+    assemble_map(outputs, keep_input, batch, out_schema, values)
+}
+
+/// The field of `out_schema` that map output `out` fills.
+fn out_field<'a>(out: &NamedExpr, out_schema: &'a SchemaRef) -> Result<&'a Field> {
+    out_schema.field_with_name(&out.name).map_err(|_| {
+        let expected: Vec<&str> = out_schema.fields().iter().map(|f| f.name().as_str()).collect();
+        Error::Expr(format!(
+            "map output '{}' = {} is not in the output schema [{}]",
+            out.name,
+            out.expr,
+            expected.join(", ")
+        ))
+    })
+}
+
+/// The output chunk of a map whose outputs' `values` (one per output, in order) are
+/// computed: the input columns kept or not, as [`evaluate_map`] describes.
+pub fn assemble_map(
+    outputs: &[NamedExpr],
+    keep_input: bool,
+    batch: &RecordBatch,
+    out_schema: &SchemaRef,
+    values: Vec<ArrayRef>,
+) -> Result<RecordBatch> {
     let mut columns: Vec<(String, ArrayRef)> = if keep_input {
         batch.schema().fields().iter().map(|f| f.name().clone()).zip(batch.columns().iter().cloned()).collect()
     } else {
         Vec::new()
     };
     let expected: Vec<&str> = out_schema.fields().iter().map(|f| f.name().as_str()).collect();
-    for out in outputs {
-        let field = out_schema.field_with_name(&out.name).map_err(|_| {
-            Error::Expr(format!(
-                "map output '{}' = {} is not in the output schema [{}]",
-                out.name,
-                out.expr,
-                expected.join(", ")
-            ))
-        })?;
-        let value = evaluate_with_batch_dims(&out.expr, batch, list_depth(field.data_type()))?;
+    for (out, value) in outputs.iter().zip(values) {
+        out_field(out, out_schema)?;
         match columns.iter_mut().find(|(name, _)| *name == out.name) {
             Some(slot) => slot.1 = value,
             None => columns.push((out.name.clone(), value)),
@@ -709,7 +731,7 @@ fn float_of(t: DType) -> DType {
 }
 
 /// The float kernel of a one-argument function (all of them but `length`).
-fn float_fn(func: Func) -> Option<fn(f64) -> f64> {
+pub(crate) fn float_fn(func: Func) -> Option<fn(f64) -> f64> {
     Some(match func {
         Func::Abs => f64::abs,
         Func::Signum => |v: f64| if v == 0.0 { v } else { v.signum() },

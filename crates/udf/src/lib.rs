@@ -19,6 +19,7 @@ pub mod closure;
 pub mod eval;
 pub mod example;
 pub mod functions;
+pub mod kernel;
 pub mod lower;
 pub mod registry;
 

@@ -13,7 +13,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{ClosureKind, Error, MapFn, Predicate, Result};
 use flumen_udf::closure::guarded;
-use flumen_udf::eval::{evaluate_map, evaluate_predicate};
+use flumen_udf::kernel::{FusedMap, FusedPredicate};
 use flumen_udf::registry::Registry;
 
 use crate::conform::conform_chunk;
@@ -99,10 +99,8 @@ fn per_element<T: 'static>(
 pub fn map_fn(func: &MapFn, schema: SchemaRef, registry: &Registry, vectorized: bool) -> Result<ChunkFn> {
     match func {
         MapFn::Exprs { outputs, keep_input } => {
-            let (outputs, keep) = (outputs.clone(), *keep_input);
-            let out_schema = schema.clone();
-            let f: ChunkFn =
-                Arc::new(move |chunk| evaluate_map(&outputs, keep, chunk, &out_schema).map_err(Failure::Pure));
+            let map = FusedMap::new(outputs.clone(), *keep_input, schema.clone());
+            let f: ChunkFn = Arc::new(move |chunk| map.evaluate(chunk).map_err(Failure::Pure));
             if vectorized {
                 return Ok(f);
             }
@@ -156,8 +154,8 @@ pub type MaskFn = ChunkCall<BooleanArray>;
 pub fn mask_fn(predicate: &Predicate, operator: &str, registry: &Registry, vectorized: bool) -> Result<MaskFn> {
     match predicate {
         Predicate::Expr { expr } => {
-            let expr = expr.clone();
-            let f: MaskFn = Arc::new(move |chunk| evaluate_predicate(&expr, chunk).map_err(Failure::Pure));
+            let predicate = FusedPredicate::new(expr.clone());
+            let f: MaskFn = Arc::new(move |chunk| predicate.evaluate(chunk).map_err(Failure::Pure));
             if vectorized {
                 return Ok(f);
             }

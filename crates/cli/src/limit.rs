@@ -1,0 +1,303 @@
+//! The hand-written limit of each reference workload: a single-purpose program that does
+//! the workload's work and nothing else, on two threads, with no engine in between (no
+//! chunks, no schemas, no operators). It is what this machine can do at most, the yardstick
+//! flumen is reported against (`flumen bench W --limit`).
+//!
+//! Each computes the workload's checksum as WORKLOADS.md defines it, so a run shows the two
+//! agree. What a limit program leaves out, because it cannot change the checksum: w1's
+//! shuffle and batching, w6's padding and bucketing (w2's `drop_remainder` does change it,
+//! so the limit works out which rows the last partial batch held). Every value the workload
+//! computes is computed, even when the checksum reads only some of them.
+
+use std::hint::black_box;
+
+use flumen::crates::sources::tfrecord::masked_crc32c;
+
+/// What a limit program delivers: rows, batches and the checksum.
+pub struct Outcome {
+    /// Elements delivered.
+    pub rows: u64,
+    /// Batches delivered.
+    pub batches: u64,
+    /// The workload's checksum.
+    pub checksum: f64,
+}
+
+const THREADS: usize = 2;
+
+/// `work(i)` for each of `n` items, the items split over [`THREADS`] threads; results in
+/// item order.
+fn on_threads<T: Send>(n: usize, work: impl Fn(usize) -> Result<T, String> + Sync) -> Result<Vec<T>, String> {
+    let mut slots: Vec<Option<Result<T, String>>> = (0..n).map(|_| None).collect();
+    std::thread::scope(|s| {
+        let work = &work;
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| s.spawn(move || (t..n).step_by(THREADS).map(|i| (i, work(i))).collect::<Vec<_>>()))
+            .collect();
+        for h in handles {
+            for (i, r) in h.join().expect("a limit thread") {
+                slots[i] = Some(r);
+            }
+        }
+    });
+    slots.into_iter().map(|s| s.expect("every item ran")).collect()
+}
+
+/// w4: range(2M) → v = sqrt(3x+1)·0.5 → keep floor(v) mod 3 ≠ 0 → v·v+1, summed; batches
+/// of 4096.
+pub fn w4() -> Outcome {
+    const N: i64 = 2_000_000;
+    let halves = on_threads(THREADS, |t| {
+        let (lo, hi) = (N * t as i64 / THREADS as i64, N * (t as i64 + 1) / THREADS as i64);
+        let (mut sum, mut rows) = (0.0f64, 0u64);
+        for x in lo..hi {
+            let v = ((3 * x + 1) as f64).sqrt() * 0.5;
+            if v.floor() % 3.0 != 0.0 {
+                sum += v * v + 1.0;
+                rows += 1;
+            }
+        }
+        Ok((sum, rows))
+    })
+    .expect("w4 cannot fail");
+    let (checksum, rows) = halves.iter().fold((0.0, 0), |(s, r), (hs, hr)| (s + hs, r + hr));
+    Outcome { rows, batches: rows.div_ceil(4096), checksum }
+}
+
+/// w1: CSV rows f0..f15, label → x_j = (f_j − 0.5j)/(1 + 0.1j), cross = f0·f1 → keep x_0 >
+/// −1.5 and label ≠ 9; Σ cross; batches of 1024.
+pub fn w1(files: &[String]) -> Result<Outcome, String> {
+    let per_file = on_threads(files.len(), |i| {
+        let text = std::fs::read(&files[i]).map_err(|e| format!("{}: {e}", files[i]))?;
+        let mut lines = text.split(|b| *b == b'\n');
+        lines.next();
+        let (mut sum, mut rows) = (0.0f64, 0u64);
+        let mut x = [0.0f64; 16];
+        for line in lines.filter(|l| !l.is_empty()) {
+            let mut fields = line.split(|b| *b == b',');
+            let mut f = [0.0f64; 16];
+            for v in f.iter_mut() {
+                *v = number(fields.next(), &files[i])?;
+            }
+            let label = number::<i64>(fields.next(), &files[i])?;
+            for (j, (x, f)) in x.iter_mut().zip(&f).enumerate() {
+                *x = (f - 0.5 * j as f64) / (1.0 + 0.1 * j as f64);
+            }
+            black_box(&x);
+            if x[0] > -1.5 && label != 9 {
+                sum += f[0] * f[1];
+                rows += 1;
+            }
+        }
+        Ok((sum, rows))
+    })?;
+    let (checksum, rows) = per_file.iter().fold((0.0, 0), |(s, r), (fs, fr)| (s + fs, r + fr));
+    Ok(Outcome { rows, batches: rows.div_ceil(1024), checksum })
+}
+
+fn number<T: std::str::FromStr>(field: Option<&[u8]>, file: &str) -> Result<T, String> {
+    let text = field.and_then(|f| std::str::from_utf8(f).ok()).map(|t| t.trim_matches('"'));
+    text.and_then(|t| t.parse().ok()).ok_or_else(|| format!("{file}: a bad number {text:?}"))
+}
+
+/// The records of a TFRecord file, both checksums verified.
+fn records(path: &str, mut each: impl FnMut(&[u8]) -> Result<(), String>) -> Result<(), String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut at = 0;
+    while at < bytes.len() {
+        let header = bytes.get(at..at + 12).ok_or_else(|| format!("{path}: cut at byte {at}"))?;
+        let length = u64::from_le_bytes(header[..8].try_into().expect("8 bytes")) as usize;
+        let crc = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes"));
+        if masked_crc32c(&header[..8]) != crc(&header[8..12]) {
+            return Err(format!("{path}: bad length checksum at byte {at}"));
+        }
+        let body = bytes.get(at + 12..at + 12 + length + 4).ok_or_else(|| format!("{path}: cut at byte {at}"))?;
+        let (data, footer) = body.split_at(length);
+        if masked_crc32c(data) != crc(footer) {
+            return Err(format!("{path}: bad data checksum at byte {at}"));
+        }
+        each(data)?;
+        at += 16 + length;
+    }
+    Ok(())
+}
+
+/// A protobuf varint at `at`; the value and the next position.
+fn varint(b: &[u8], mut at: usize) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(at)?;
+        at += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return Some((v, at));
+        }
+    }
+    None
+}
+
+/// The length-delimited fields of a message: (field number, bytes).
+fn fields(mut b: &[u8]) -> impl Iterator<Item = Option<(u64, &[u8])>> {
+    std::iter::from_fn(move || {
+        if b.is_empty() {
+            return None;
+        }
+        let parsed = (|| {
+            let (key, at) = varint(b, 0)?;
+            let (len, at) = varint(b, at)?;
+            let end = at.checked_add(len as usize).filter(|e| *e <= b.len())?;
+            let field = (key >> 3, &b[at..end]);
+            b = &b[end..];
+            Some(field)
+        })();
+        if parsed.is_none() {
+            b = &[];
+        }
+        Some(parsed)
+    })
+}
+
+/// Calls `each(name, list)` for every feature of a serialized `tf.train.Example`, `list`
+/// being the bytes of its FloatList / Int64List / BytesList; `None` when malformed.
+fn each_feature<'a>(example: &'a [u8], mut each: impl FnMut(&'a [u8], &'a [u8]) -> Option<()>) -> Option<()> {
+    for field in fields(example) {
+        let (number, features) = field?;
+        if number != 1 {
+            continue;
+        }
+        for entry in fields(features) {
+            let (mut key, mut value) = (None, None);
+            for f in fields(entry?.1) {
+                match f? {
+                    (1, k) => key = Some(k),
+                    (2, v) => value = Some(v),
+                    _ => {}
+                }
+            }
+            let (_, list) = fields(value?).next()??;
+            each(key?, list)?;
+        }
+    }
+    Some(())
+}
+
+/// The values of a packed (or unpacked) Int64List message.
+fn int64s(list: &[u8], mut each: impl FnMut(i64)) -> Option<()> {
+    let mut at = 0;
+    while at < list.len() {
+        let (key, next) = varint(list, at)?;
+        if key == (1 << 3 | 2) {
+            let (len, start) = varint(list, next)?;
+            let end = start + len as usize;
+            let mut p = start;
+            while p < end {
+                let (v, n) = varint(list, p)?;
+                each(v as i64);
+                p = n;
+            }
+            at = end;
+        } else {
+            let (v, n) = varint(list, next)?;
+            each(v as i64);
+            at = n;
+        }
+    }
+    Some(())
+}
+
+/// The values of a packed FloatList message (TensorFlow writes them packed).
+fn float32s(list: &[u8]) -> Option<impl Iterator<Item = f32> + '_> {
+    let (key, at) = varint(list, 0)?;
+    let (len, start) = varint(list, at)?;
+    let bytes = list.get(start..start + len as usize).filter(|_| key == (1 << 3 | 2))?;
+    Some(bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))))
+}
+
+/// w2: TFRecord Examples → features f32[64] · weight → keep label < 8 → batches of 256 with
+/// the remainder dropped; Σ features[:, 0] of the rows in whole batches. Rows reach the
+/// batches in the interleave's order (one record from each of 8 files in turn).
+pub fn w2(files: &[String]) -> Result<Outcome, String> {
+    // Each file's records in order: features[0]·weight, or None for a filtered-out record.
+    let per_file = on_threads(files.len(), |i| {
+        let mut out: Vec<Option<f32>> = vec![];
+        let mut scaled = [0.0f32; 64];
+        records(&files[i], |record| {
+            let bad = || format!("{}: record {} is not a w2 Example", files[i], out.len());
+            let (mut label, mut weight, mut feats) = (None, None, None);
+            each_feature(record, |name, list| {
+                match name {
+                    b"label" => int64s(list, |v| label = Some(v))?,
+                    b"id" => int64s(list, |v| {
+                        black_box(v);
+                    })?,
+                    b"weight" => weight = float32s(list)?.next(),
+                    b"features" => feats = Some(list),
+                    _ => {}
+                }
+                Some(())
+            })
+            .ok_or_else(bad)?;
+            let (label, weight, feats) = (label.ok_or_else(bad)?, weight.ok_or_else(bad)?, feats.ok_or_else(bad)?);
+            let values = float32s(feats).ok_or_else(bad)?;
+            for (s, v) in scaled.iter_mut().zip(values) {
+                *s = v * weight;
+            }
+            black_box(&scaled);
+            out.push((label < 8).then_some(scaled[0]));
+            Ok(())
+        })?;
+        Ok(out)
+    })?;
+    let longest = per_file.iter().map(Vec::len).max().unwrap_or(0);
+    let kept: Vec<f32> =
+        (0..longest).flat_map(|r| per_file.iter().filter_map(move |f| f.get(r).copied().flatten())).collect();
+    let rows = kept.len() / 256 * 256;
+    let checksum = kept[..rows].iter().map(|v| f64::from(*v)).sum();
+    Ok(Outcome { rows: rows as u64, batches: rows as u64 / 256, checksum })
+}
+
+/// w6: TFRecord Examples → tokens (int64 varlen), label → keep ≥ 8 tokens; the number of
+/// non-zero tokens (padding adds only zeros, bucketing moves rows between batches).
+pub fn w6(files: &[String]) -> Result<Outcome, String> {
+    let per_file = on_threads(files.len(), |i| {
+        let (mut rows, mut non_zero, mut n) = (0u64, 0u64, 0u64);
+        let mut tokens: Vec<i64> = Vec::with_capacity(256);
+        records(&files[i], |record| {
+            let bad = || format!("{}: record {n} is not a w6 Example", files[i]);
+            tokens.clear();
+            let mut label = None;
+            each_feature(record, |name, list| {
+                match name {
+                    b"tokens" => int64s(list, |v| tokens.push(v))?,
+                    b"label" => int64s(list, |v| label = Some(v))?,
+                    _ => {}
+                }
+                Some(())
+            })
+            .ok_or_else(bad)?;
+            black_box(label.ok_or_else(bad)?);
+            n += 1;
+            if tokens.len() >= 8 {
+                rows += 1;
+                non_zero += tokens.iter().filter(|t| **t != 0).count() as u64;
+            }
+            Ok(())
+        })?;
+        Ok((rows, non_zero))
+    })?;
+    let (rows, non_zero) = per_file.iter().fold((0, 0), |(r, z), (fr, fz)| (r + fr, z + fz));
+    // Batches per bucket are not counted here: the bucket sizes depend on the order.
+    Ok(Outcome { rows, batches: 0, checksum: non_zero as f64 })
+}
+
+/// The limit program of `workload`; `find(dir, extension)` lists its files (w4 reads
+/// none).
+pub fn run(workload: &str, find: impl Fn(&str, &str) -> Result<Vec<String>, String>) -> Result<Outcome, String> {
+    match workload {
+        "w1" => w1(&find("csv_tabular", "csv")?),
+        "w2" => w2(&find("tfrecord_example", "tfrecord")?),
+        "w4" => Ok(w4()),
+        "w6" => w6(&find("tfrecord_text", "tfrecord")?),
+        other => Err(format!("no limit program for {other}")),
+    }
+}

@@ -1,0 +1,344 @@
+//! The hot loops of fused kernels: one operation over one tile of values, in `wide` SIMD
+//! types with a scalar tail.
+//!
+//! An operand is either a slice (an input column's values or a register) or one value
+//! splat over the tile, so a literal never becomes an array. Only operations whose SIMD
+//! result is bit-for-bit the scalar one run in SIMD (IEEE add, sub, mul, div, sqrt, floor,
+//! ceil, trunc, abs, neg); the others run as scalar loops calling the same functions the
+//! Arrow evaluation calls, which is what keeps a kernel's values equal to it.
+
+use std::ops::{Add, Div, Mul, Neg, Rem, Sub};
+
+use wide::{f32x8, f64x4};
+
+/// An operand of a tile operation.
+#[derive(Clone, Copy)]
+pub enum Src<'a, T> {
+    /// One value per row of the tile.
+    Slice(&'a [T]),
+    /// The same value for every row.
+    Splat(T),
+}
+
+impl<T: Copy> Src<'_, T> {
+    /// The operand's value at row `i`.
+    #[inline(always)]
+    pub fn at(&self, i: usize) -> T {
+        match self {
+            Src::Slice(s) => s[i],
+            Src::Splat(v) => *v,
+        }
+    }
+}
+
+/// A float type with its SIMD vector.
+pub trait FloatLanes:
+    Copy
+    + PartialOrd
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Rem<Output = Self>
+    + Neg<Output = Self>
+{
+    /// The vector of this type's lanes.
+    type V: Copy
+        + Add<Output = Self::V>
+        + Sub<Output = Self::V>
+        + Mul<Output = Self::V>
+        + Div<Output = Self::V>
+        + Neg<Output = Self::V>;
+    /// How many lanes a vector has.
+    const N: usize;
+    /// Loads `s` (exactly `N` values).
+    fn load(s: &[Self]) -> Self::V;
+    /// `v` in every lane.
+    fn splat(v: Self) -> Self::V;
+    /// Stores `v` into `out` (exactly `N` values).
+    fn store(v: Self::V, out: &mut [Self]);
+    /// Lane-wise square root.
+    fn sqrt(v: Self::V) -> Self::V;
+    /// Lane-wise floor.
+    fn floor(v: Self::V) -> Self::V;
+    /// Lane-wise ceiling.
+    fn ceil(v: Self::V) -> Self::V;
+    /// Lane-wise truncation toward zero.
+    fn trunc(v: Self::V) -> Self::V;
+    /// Lane-wise absolute value.
+    fn abs(v: Self::V) -> Self::V;
+    /// `x % b` (fmod) for a whole divisor `1 <= |b| <` [`FloatLanes::WHOLE`]; `None` unless
+    /// every lane of `x` is whole and under that bound, where it is exact.
+    fn rem_whole(x: Self::V, b: Self) -> Option<Self::V>;
+    /// The bound under which whole numbers keep the remainder exact: quotient times
+    /// divisor stays an exactly representable integer.
+    const WHOLE: Self;
+    /// One.
+    const ONE: Self;
+    /// The value truncated toward zero.
+    fn trunc_scalar(self) -> Self;
+    /// The absolute value.
+    fn abs_scalar(self) -> Self;
+}
+
+macro_rules! float_lanes {
+    ($t:ty, $v:ty, $n:expr, $whole:expr) => {
+        impl FloatLanes for $t {
+            type V = $v;
+            const N: usize = $n;
+            const WHOLE: $t = $whole;
+            const ONE: $t = 1.0;
+            #[inline(always)]
+            fn trunc_scalar(self) -> $t {
+                self.trunc()
+            }
+            #[inline(always)]
+            fn abs_scalar(self) -> $t {
+                self.abs()
+            }
+            #[inline(always)]
+            fn load(s: &[Self]) -> $v {
+                <$v>::new(s.try_into().expect("a full vector"))
+            }
+            #[inline(always)]
+            fn splat(v: Self) -> $v {
+                <$v>::splat(v)
+            }
+            #[inline(always)]
+            fn store(v: $v, out: &mut [Self]) {
+                out.copy_from_slice(&v.to_array());
+            }
+            #[inline(always)]
+            fn sqrt(v: $v) -> $v {
+                v.sqrt()
+            }
+            #[inline(always)]
+            fn floor(v: $v) -> $v {
+                v.floor()
+            }
+            #[inline(always)]
+            fn ceil(v: $v) -> $v {
+                v.ceil()
+            }
+            #[inline(always)]
+            fn trunc(v: $v) -> $v {
+                v.trunc()
+            }
+            #[inline(always)]
+            fn abs(v: $v) -> $v {
+                v.abs()
+            }
+            #[inline(always)]
+            fn rem_whole(x: $v, b: $t) -> Option<$v> {
+                let ax = x.abs();
+                if !(ax.simd_lt(<$v>::splat($whole)) & ax.simd_eq(ax.trunc())).all() {
+                    return None;
+                }
+                // |x| mod |b| from a quotient that may be one off either way, then the
+                // sign of x, as fmod has it (zero included).
+                let ab = <$v>::splat(b.abs());
+                let r = ax - (ax / ab).trunc() * ab;
+                let r = r.simd_lt(<$v>::splat(0.0)).select(r + ab, r);
+                let r = r.simd_ge(ab).select(r - ab, r);
+                Some(r.copysign(x))
+            }
+        }
+    };
+}
+
+// Whole numbers below 2^51 (2^22): a quotient one off times the divisor stays below 2^52
+// (2^23), where every integer is exact.
+float_lanes!(f64, f64x4, 4, 2_251_799_813_685_248.0);
+float_lanes!(f32, f32x8, 8, 4_194_304.0);
+
+/// `out[i] = a[i] % b` (fmod, exactly as Rust's `%`): in vectors when `b` is a whole number
+/// and the lanes are whole (the common `floor(v) % 3`), per value otherwise.
+pub fn rem_by<T: FloatLanes>(a: &[T], b: T, out: &mut [T]) {
+    let n = T::N;
+    let whole_divisor = b == b.trunc_scalar() && b.abs_scalar() >= T::ONE && b.abs_scalar() < T::WHOLE;
+    let a = &a[..out.len()];
+    let split = out.len() / n * n;
+    for (o, x) in out[..split].chunks_exact_mut(n).zip(a.chunks_exact(n)) {
+        match whole_divisor.then(|| T::rem_whole(T::load(x), b)).flatten() {
+            Some(r) => T::store(r, o),
+            None => {
+                for (o, x) in o.iter_mut().zip(x) {
+                    *o = *x % b;
+                }
+            }
+        }
+    }
+    for (o, x) in out[split..].iter_mut().zip(&a[split..]) {
+        *o = *x % b;
+    }
+}
+
+/// `out[i] = f(a[i], b[i])` in vectors of `T::N`, the tail with `s`.
+#[inline(always)]
+pub fn simd2<T: FloatLanes>(
+    a: Src<T>,
+    b: Src<T>,
+    out: &mut [T],
+    f: impl Fn(T::V, T::V) -> T::V,
+    s: impl Fn(T, T) -> T,
+) {
+    let n = T::N;
+    let whole = out.len() / n * n;
+    match (a, b) {
+        (Src::Slice(a), Src::Slice(b)) => {
+            let (a, b) = (&a[..out.len()], &b[..out.len()]);
+            for ((o, x), y) in out[..whole].chunks_exact_mut(n).zip(a.chunks_exact(n)).zip(b.chunks_exact(n)) {
+                T::store(f(T::load(x), T::load(y)), o);
+            }
+        }
+        (Src::Slice(a), Src::Splat(y)) => {
+            let (a, y) = (&a[..out.len()], T::splat(y));
+            for (o, x) in out[..whole].chunks_exact_mut(n).zip(a.chunks_exact(n)) {
+                T::store(f(T::load(x), y), o);
+            }
+        }
+        (Src::Splat(x), Src::Slice(b)) => {
+            let (b, x) = (&b[..out.len()], T::splat(x));
+            for (o, y) in out[..whole].chunks_exact_mut(n).zip(b.chunks_exact(n)) {
+                T::store(f(x, T::load(y)), o);
+            }
+        }
+        (Src::Splat(x), Src::Splat(y)) => {
+            out.fill(s(x, y));
+            return;
+        }
+    }
+    for (i, o) in out.iter_mut().enumerate().skip(whole) {
+        *o = s(a.at(i), b.at(i));
+    }
+}
+
+/// `out[i] = f(a[i])` in vectors of `T::N`, the tail with `s`.
+#[inline(always)]
+pub fn simd1<T: FloatLanes>(a: &[T], out: &mut [T], f: impl Fn(T::V) -> T::V, s: impl Fn(T) -> T) {
+    let n = T::N;
+    let whole = out.len() / n * n;
+    let a = &a[..out.len()];
+    for (o, x) in out[..whole].chunks_exact_mut(n).zip(a.chunks_exact(n)) {
+        T::store(f(T::load(x)), o);
+    }
+    for (o, x) in out[whole..].iter_mut().zip(&a[whole..]) {
+        *o = s(*x);
+    }
+}
+
+/// `out[i] = f(a[i], b[i])` as a scalar loop (simple enough for the compiler to vectorize
+/// where the operation allows).
+#[inline(always)]
+pub fn scalar2<A: Copy, B: Copy, O>(a: Src<A>, b: Src<B>, out: &mut [O], mut f: impl FnMut(A, B) -> O) {
+    match (a, b) {
+        (Src::Slice(a), Src::Slice(b)) => {
+            for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
+                *o = f(*x, *y);
+            }
+        }
+        (Src::Slice(a), Src::Splat(y)) => {
+            for (o, x) in out.iter_mut().zip(a) {
+                *o = f(*x, y);
+            }
+        }
+        (Src::Splat(x), Src::Slice(b)) => {
+            for (o, y) in out.iter_mut().zip(b) {
+                *o = f(x, *y);
+            }
+        }
+        (Src::Splat(x), Src::Splat(y)) => {
+            for o in out.iter_mut() {
+                *o = f(x, y);
+            }
+        }
+    }
+}
+
+/// `out[i] = f(a[i], b[i])` for a checked operation: `false` when any row's `f` is `None`.
+#[inline(always)]
+pub fn checked2<T: Copy + Default>(a: Src<T>, b: Src<T>, out: &mut [T], f: impl Fn(T, T) -> Option<T>) -> bool {
+    // Failures are counted, not branched on, so the loop stays straight.
+    let mut failed = false;
+    scalar2(a, b, out, |x, y| match f(x, y) {
+        Some(v) => v,
+        None => {
+            failed = true;
+            T::default()
+        }
+    });
+    !failed
+}
+
+/// The key that orders floats as Arrow's comparison kernels do (IEEE total order: -0 < +0,
+/// NaN above +inf): sign-magnitude bits turned two's complement.
+#[inline(always)]
+pub fn total_key64(v: f64) -> i64 {
+    let bits = v.to_bits() as i64;
+    bits ^ (((bits >> 63) as u64) >> 1) as i64
+}
+
+/// [`total_key64`] for float32.
+#[inline(always)]
+pub fn total_key32(v: f32) -> i32 {
+    let bits = v.to_bits() as i32;
+    bits ^ (((bits >> 31) as u32) >> 1) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simd_loops_cover_the_tail_and_every_operand_shape() {
+        let a: Vec<f64> = (0..11).map(f64::from).collect();
+        let b: Vec<f64> = (0..11).map(|v| f64::from(v) * 0.5).collect();
+        let mut out = vec![0.0; 11];
+        simd2(Src::Slice(&a), Src::Slice(&b), &mut out, |x, y| x + y, |x, y| x + y);
+        assert_eq!(out, (0..11).map(|v| f64::from(v) * 1.5).collect::<Vec<_>>());
+        simd2(Src::Splat(1.0), Src::Slice(&a), &mut out, |x, y| x - y, |x, y| x - y);
+        assert_eq!(out, (0..11).map(|v| 1.0 - f64::from(v)).collect::<Vec<_>>());
+        simd2(Src::Slice(&a), Src::Splat(2.0), &mut out, |x, y| x / y, |x, y| x / y);
+        assert_eq!(out[10], 5.0);
+        simd1(&a, &mut out, <f64 as FloatLanes>::sqrt, f64::sqrt);
+        assert_eq!(out, a.iter().map(|v| v.sqrt()).collect::<Vec<_>>());
+        let f: Vec<f32> = (0..19).map(|v| v as f32 - 9.5).collect();
+        let mut g = vec![0.0f32; 19];
+        simd1(&f, &mut g, <f32 as FloatLanes>::floor, f32::floor);
+        assert_eq!(g, f.iter().map(|v| v.floor()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn remainders_by_a_whole_divisor_are_fmod_exactly() {
+        let mut a: Vec<f64> = (-40..40).map(f64::from).collect();
+        a.extend([-0.0, 0.0, 2.5, -7.25, 1e15, -1e15 - 1.0, 2f64.powi(51) - 1.0, 2f64.powi(51), 1e300]);
+        a.extend([f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 9007199254740991.0]);
+        for b in [3.0, -3.0, 1.0, 7.0, 1e9, 0.0, 0.5, -2.5, f64::NAN, f64::INFINITY] {
+            let mut out = vec![0.0; a.len()];
+            rem_by(&a, b, &mut out);
+            for (x, r) in a.iter().zip(&out) {
+                let want = x % b;
+                assert!(r.to_bits() == want.to_bits() || r.is_nan() && want.is_nan(), "{x} % {b}: {r} vs {want}");
+            }
+            let a32: Vec<f32> = a.iter().map(|v| *v as f32).collect();
+            let mut out = vec![0.0f32; a.len()];
+            rem_by(&a32, b as f32, &mut out);
+            for (x, r) in a32.iter().zip(&out) {
+                let want = x % b as f32;
+                assert!(r.to_bits() == want.to_bits() || r.is_nan() && want.is_nan(), "{x} % {b}: {r} vs {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn total_keys_order_like_total_cmp() {
+        let values = [f64::NEG_INFINITY, -1.5, -0.0, 0.0, 1e-300, 2.0, f64::INFINITY, f64::NAN, -f64::NAN];
+        for a in values {
+            for b in values {
+                assert_eq!(total_key64(a).cmp(&total_key64(b)), a.total_cmp(&b), "{a} vs {b}");
+                let (x, y) = (a as f32, b as f32);
+                assert_eq!(total_key32(x).cmp(&total_key32(y)), x.total_cmp(&y), "{x} vs {y}");
+            }
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! Fused expression kernels: a map's or a filter's expressions compiled into one program
+//! that reads each input column once and writes each output once.
+//!
+//! The Arrow evaluation ([`crate::eval`]) runs one compute kernel per operation, each
+//! allocating and writing a whole column that the next one reads back. A kernel instead
+//! runs the whole program over a tile of rows at a time ([`TILE`]), keeping intermediates
+//! in a few tile-sized registers that stay in the L1 cache, with the hot loops in `wide`
+//! SIMD types ([`lanes`]). Nulls are handled outside the loops: values are computed for
+//! every row, and an output's validity is the union of its input columns' validities.
+//!
+//! A kernel computes exactly the values the Arrow evaluation computes, bit for bit (the
+//! tests compare the two on random expressions and data). Whatever it cannot decide alone
+//! it hands back: expressions it does not compile (strings, lists, `case`, null tests,
+//! other number types), Kleene `and`/`or` over inputs with nulls, and chunks where an
+//! operation fails (integer overflow, division by zero, a float out of an integer's range),
+//! which the Arrow evaluation then reports with the row and the expression.
+//!
+//! [`FusedMap`] and [`FusedPredicate`] are what the runtime calls: they compile on the
+//! first chunk and fall back to the Arrow evaluation per chunk.
+
+pub mod exec;
+pub mod lanes;
+pub mod program;
+
+use std::sync::{Arc, OnceLock};
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray, RecordBatch};
+use arrow::buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
+use arrow::datatypes::{ArrowPrimitiveType, DataType, Float32Type, Float64Type, Int32Type, Int64Type, SchemaRef};
+use flumen_ir::{Expr, NamedExpr, Result};
+
+use exec::{exec, Buf, Elem, Input, Tile};
+use program::{compile, Arg, Konst, Program, Ty};
+
+/// Rows per tile: 512 float64 values are 4 KiB, so a program's registers and the tile's
+/// inputs fit in the L1 cache together.
+pub const TILE: usize = 512;
+
+/// A compiled program over chunks of one schema.
+#[derive(Debug)]
+pub struct Kernel {
+    program: Program,
+    schema: SchemaRef,
+}
+
+impl Kernel {
+    /// Compiles `exprs` over chunks of `schema`; `None` when one of them uses something
+    /// kernels do not compute (see the module overview).
+    pub fn compile(exprs: &[&Expr], schema: &SchemaRef) -> Option<Kernel> {
+        Some(Kernel { program: compile(exprs, schema)?, schema: schema.clone() })
+    }
+
+    /// The outputs over `chunk`, one array per expression; `None` when the chunk is one the
+    /// kernel hands back (another schema, nulls under `and`/`or`, a failing operation).
+    pub fn run(&self, chunk: &RecordBatch) -> Option<Vec<ArrayRef>> {
+        let schema = chunk.schema();
+        if !Arc::ptr_eq(&schema, &self.schema) && *schema != *self.schema {
+            return None;
+        }
+        let p = &self.program;
+        let columns: Vec<&ArrayRef> = p.inputs.iter().map(|(i, _)| chunk.column(*i)).collect();
+        let nulls: Vec<Option<&NullBuffer>> = columns.iter().map(|c| c.nulls()).collect();
+        if p.kleene && nulls.iter().any(Option::is_some) {
+            return None;
+        }
+        let inputs: Vec<Input> = columns.iter().zip(&p.inputs).map(|(c, (_, ty))| input(c, *ty)).collect();
+        let rows = chunk.num_rows();
+        let mut regs: Vec<Buf> = p.regs.iter().map(|ty| Buf::new(*ty, TILE.min(rows))).collect();
+        let mut outs: Vec<Option<Buf>> =
+            p.outputs.iter().map(|(arg, ty, _)| matches!(arg, Arg::Val(_)).then(|| Buf::new(*ty, rows))).collect();
+        let mut start = 0;
+        while start < rows {
+            let len = TILE.min(rows - start);
+            for (instr, direct) in p.instrs.iter().zip(&p.direct) {
+                let ok = match direct {
+                    Some(k) => {
+                        let tile = Tile { inputs: &inputs, regs: &regs, reg_of: &p.reg_of, start, len };
+                        exec(instr, &tile, outs[*k].as_mut().expect("a computed output"), start)
+                    }
+                    None => {
+                        // The result's register leaves the set while the operands are
+                        // read: a result never shares a register with its operands.
+                        let r = p.reg_of[instr.out];
+                        let mut out = std::mem::replace(&mut regs[r], Buf::Bool(Vec::new()));
+                        let tile = Tile { inputs: &inputs, regs: &regs, reg_of: &p.reg_of, start, len };
+                        let ok = exec(instr, &tile, &mut out, 0);
+                        regs[r] = out;
+                        ok
+                    }
+                };
+                if !ok {
+                    return None;
+                }
+            }
+            for (k, ((arg, _, _), out)) in p.outputs.iter().zip(&mut outs).enumerate() {
+                if let (Arg::Val(v), Some(out)) = (arg, out) {
+                    if !p.direct.contains(&Some(k)) {
+                        copy_tile(&regs[p.reg_of[*v]], out, start, len);
+                    }
+                }
+            }
+            start += len;
+        }
+        let arrays = p.outputs.iter().zip(outs).map(|((arg, ty, deps), out)| match (arg, out) {
+            (Arg::Val(_), Some(out)) => {
+                let validity = deps_nulls(&nulls, *deps);
+                array(out, validity)
+            }
+            (Arg::Col(c), _) => columns[*c].clone(),
+            (Arg::Const(k), _) => array(splat(*k, rows), None),
+            (Arg::Val(_), None) => unreachable!("every computed output has a buffer, of type {ty:?}"),
+        });
+        Some(arrays.collect())
+    }
+}
+
+/// A column's values as a kernel input of type `ty` (checked at compile time).
+fn input<'a>(column: &'a ArrayRef, ty: Ty) -> Input<'a> {
+    match ty {
+        Ty::F64 => Input::F64(column.as_primitive::<Float64Type>().values()),
+        Ty::F32 => Input::F32(column.as_primitive::<Float32Type>().values()),
+        Ty::I64 => Input::I64(column.as_primitive::<Int64Type>().values()),
+        Ty::I32 => Input::I32(column.as_primitive::<Int32Type>().values()),
+        Ty::Bool => Input::Bool(column.as_boolean().values().iter().map(u8::from).collect()),
+    }
+}
+
+fn copy_tile(reg: &Buf, out: &mut Buf, start: usize, len: usize) {
+    fn copy<T: Elem>(reg: &Buf, out: &mut Buf, start: usize, len: usize) {
+        T::buf_mut(out)[start..start + len].copy_from_slice(&T::buf(reg)[..len]);
+    }
+    match out {
+        Buf::F64(_) => copy::<f64>(reg, out, start, len),
+        Buf::F32(_) => copy::<f32>(reg, out, start, len),
+        Buf::I64(_) => copy::<i64>(reg, out, start, len),
+        Buf::I32(_) => copy::<i32>(reg, out, start, len),
+        Buf::Bool(_) => copy::<u8>(reg, out, start, len),
+    }
+}
+
+fn splat(k: Konst, rows: usize) -> Buf {
+    match k {
+        Konst::F64(v) => Buf::F64(vec![v; rows]),
+        Konst::F32(v) => Buf::F32(vec![v; rows]),
+        Konst::I64(v) => Buf::I64(vec![v; rows]),
+        Konst::I32(v) => Buf::I32(vec![v; rows]),
+        Konst::Bool(v) => Buf::Bool(vec![v; rows]),
+    }
+}
+
+/// The union of the validities of the inputs in `deps` (a bit per input).
+fn deps_nulls(nulls: &[Option<&NullBuffer>], deps: u64) -> Option<NullBuffer> {
+    let mut out: Option<NullBuffer> = None;
+    for (i, n) in nulls.iter().enumerate() {
+        if deps & (1 << i) != 0 {
+            out = NullBuffer::union(out.as_ref(), *n);
+        }
+    }
+    out
+}
+
+fn array(buf: Buf, nulls: Option<NullBuffer>) -> ArrayRef {
+    fn primitive<T: ArrowPrimitiveType>(values: Vec<T::Native>, nulls: Option<NullBuffer>) -> ArrayRef {
+        Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::from(values), nulls))
+    }
+    match buf {
+        Buf::F64(v) => primitive::<Float64Type>(v, nulls),
+        Buf::F32(v) => primitive::<Float32Type>(v, nulls),
+        Buf::I64(v) => primitive::<Int64Type>(v, nulls),
+        Buf::I32(v) => primitive::<Int32Type>(v, nulls),
+        Buf::Bool(v) => Arc::new(BooleanArray::new(BooleanBuffer::collect_bool(v.len(), |i| v[i] != 0), nulls)),
+    }
+}
+
+/// Compiles on the first chunk, keeping the kernel (or that there is none) for the rest.
+#[derive(Debug, Default)]
+struct Compiled(OnceLock<Option<Kernel>>);
+
+impl Compiled {
+    fn get(&self, exprs: &[&Expr], schema: &SchemaRef) -> Option<&Kernel> {
+        self.0.get_or_init(|| Kernel::compile(exprs, schema)).as_ref()
+    }
+}
+
+/// An expression `map` run by a fused kernel where it compiles, by the Arrow evaluation
+/// otherwise (see [`crate::eval::evaluate_map`] for what the outputs are).
+#[derive(Debug)]
+pub struct FusedMap {
+    outputs: Vec<NamedExpr>,
+    keep_input: bool,
+    out_schema: SchemaRef,
+    kernel: Compiled,
+}
+
+impl FusedMap {
+    /// The map computing `outputs` (keeping the input columns when `keep_input`) into
+    /// chunks of `out_schema`.
+    pub fn new(outputs: Vec<NamedExpr>, keep_input: bool, out_schema: SchemaRef) -> Self {
+        FusedMap { outputs, keep_input, out_schema, kernel: Compiled::default() }
+    }
+
+    /// The output chunk of `chunk`.
+    pub fn evaluate(&self, chunk: &RecordBatch) -> Result<RecordBatch> {
+        // Kernels compute flat columns: an output the schema wants batched (list-wrapped)
+        // is left to the Arrow evaluation, which wraps it.
+        let flat = self.outputs.iter().all(|o| {
+            self.out_schema.field_with_name(&o.name).is_ok_and(|f| !matches!(f.data_type(), DataType::List(_)))
+        });
+        let exprs: Vec<&Expr> = self.outputs.iter().map(|o| &o.expr).collect();
+        let values = flat.then(|| self.kernel.get(&exprs, &chunk.schema())?.run(chunk)).flatten();
+        match values {
+            Some(values) => crate::eval::assemble_map(&self.outputs, self.keep_input, chunk, &self.out_schema, values),
+            None => crate::eval::evaluate_map(&self.outputs, self.keep_input, chunk, &self.out_schema),
+        }
+    }
+}
+
+/// A filter predicate run by a fused kernel where it compiles, by the Arrow evaluation
+/// otherwise (see [`crate::eval::evaluate_predicate`]).
+#[derive(Debug)]
+pub struct FusedPredicate {
+    expr: Expr,
+    kernel: Compiled,
+}
+
+impl FusedPredicate {
+    /// The predicate `expr`.
+    pub fn new(expr: Expr) -> Self {
+        FusedPredicate { expr, kernel: Compiled::default() }
+    }
+
+    /// One bool per row of `chunk`, null counting as false.
+    pub fn evaluate(&self, chunk: &RecordBatch) -> Result<BooleanArray> {
+        let kernel = self.kernel.get(&[&self.expr], &chunk.schema());
+        let mask = kernel.and_then(|k| k.run(chunk)).and_then(|mut v| v.pop());
+        match mask.as_ref().and_then(|m| m.as_boolean_opt()) {
+            Some(mask) if mask.null_count() == 0 => Ok(mask.clone()),
+            Some(mask) => Ok(arrow::compute::prep_null_mask_filter(mask)),
+            None => crate::eval::evaluate_predicate(&self.expr, chunk),
+        }
+    }
+}

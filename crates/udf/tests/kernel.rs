@@ -1,0 +1,268 @@
+//! Fused kernels against the Arrow evaluation: random expressions over random columns
+//! (zeros of both signs, NaN, infinities, integer extremes, nulls) must give the same
+//! values bit for bit, and a kernel must never succeed where the Arrow evaluation fails.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array};
+use arrow::datatypes::{DataType, Float32Type, Float64Type, Int32Type, Int64Type};
+use arrow::record_batch::RecordBatch;
+use flumen_ir::{BinaryOp, DType, ElementSpec, Expr, FieldSpec, Func, NamedExpr, Scalar, UnaryOp};
+use flumen_udf::eval::{evaluate, evaluate_map, evaluate_predicate};
+use flumen_udf::kernel::{FusedMap, FusedPredicate, Kernel};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// A seeded generator (ChaCha8: the same draws on every platform).
+struct Rng(ChaCha8Rng);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(ChaCha8Rng::seed_from_u64(seed))
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0.next_u64()
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+        from[self.below(from.len() as u64) as usize]
+    }
+}
+
+const ROWS: usize = 1200;
+
+fn float(rng: &mut Rng) -> f64 {
+    match rng.below(12) {
+        0 => 0.0,
+        1 => -0.0,
+        2 => f64::NAN,
+        3 => f64::INFINITY,
+        4 => f64::NEG_INFINITY,
+        5 => 1e300,
+        6 => (rng.below(20) as f64) - 10.0,
+        _ => (rng.next() as f64 / u64::MAX as f64 - 0.5) * 200.0,
+    }
+}
+
+fn int(rng: &mut Rng) -> i64 {
+    match rng.below(10) {
+        0 => 0,
+        1 => i64::MIN,
+        2 => i64::MAX,
+        3 => -1,
+        _ => rng.below(2000) as i64 - 1000,
+    }
+}
+
+/// Columns a, b (float64), c (float32), i (int64), j (int32), p (bool); with `nulls`, some
+/// rows of each are null.
+fn chunk(rng: &mut Rng, nulls: bool) -> RecordBatch {
+    let valid = |rng: &mut Rng| !nulls || rng.below(7) != 0;
+    let a: Float64Array = (0..ROWS).map(|_| valid(rng).then(|| float(rng))).collect();
+    let b: Float64Array = (0..ROWS).map(|_| valid(rng).then(|| float(rng))).collect();
+    let c: Float32Array = (0..ROWS).map(|_| valid(rng).then(|| float(rng) as f32)).collect();
+    let i: Int64Array = (0..ROWS).map(|_| valid(rng).then(|| int(rng))).collect();
+    let j: Int32Array = (0..ROWS).map(|_| valid(rng).then(|| int(rng) as i32)).collect();
+    let p: BooleanArray = (0..ROWS).map(|_| valid(rng).then(|| rng.below(2) == 0)).collect();
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("a", Arc::new(a)),
+        ("b", Arc::new(b)),
+        ("c", Arc::new(c)),
+        ("i", Arc::new(i)),
+        ("j", Arc::new(j)),
+        ("p", Arc::new(p)),
+    ];
+    RecordBatch::try_from_iter(columns).unwrap()
+}
+
+fn spec() -> ElementSpec {
+    ElementSpec::new(vec![
+        FieldSpec::scalar("a", DType::Float64),
+        FieldSpec::scalar("b", DType::Float64),
+        FieldSpec::scalar("c", DType::Float32),
+        FieldSpec::scalar("i", DType::Int64),
+        FieldSpec::scalar("j", DType::Int32),
+        FieldSpec::scalar("p", DType::Bool),
+    ])
+    .unwrap()
+}
+
+fn numeric(rng: &mut Rng, depth: u32) -> Expr {
+    let leaf = depth == 0 || rng.below(4) == 0;
+    if leaf {
+        return match rng.below(6) {
+            0 => Expr::Literal(Scalar::Float(float(rng), DType::Float64)),
+            1 => Expr::Literal(Scalar::Int(rng.below(7) as i64 - 3, DType::Int64)),
+            _ => Expr::col(rng.pick(&["a", "b", "c", "i", "j"])),
+        };
+    }
+    match rng.below(5) {
+        0 | 1 => {
+            let op = rng.pick(&[BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Mod]);
+            Expr::binary(op, numeric(rng, depth - 1), numeric(rng, depth - 1))
+        }
+        2 => Expr::Unary { op: UnaryOp::Neg, arg: Box::new(numeric(rng, depth - 1)) },
+        3 => {
+            let func = rng.pick(&[
+                Func::Sqrt,
+                Func::Floor,
+                Func::Ceil,
+                Func::Trunc,
+                Func::Round,
+                Func::Abs,
+                Func::Signum,
+                Func::Exp,
+                Func::Ln,
+                Func::Sin,
+                Func::Tanh,
+            ]);
+            Expr::Call { func, args: vec![numeric(rng, depth - 1)] }
+        }
+        _ => {
+            let to = rng.pick(&[DType::Float64, DType::Float32, DType::Int64, DType::Int32]);
+            Expr::Cast { arg: Box::new(numeric(rng, depth - 1)), to }
+        }
+    }
+}
+
+fn boolean(rng: &mut Rng, depth: u32) -> Expr {
+    match rng.below(if depth == 0 { 2 } else { 5 }) {
+        0 => Expr::col("p"),
+        1 => {
+            let op =
+                rng.pick(&[BinaryOp::Eq, BinaryOp::NotEq, BinaryOp::Lt, BinaryOp::LtEq, BinaryOp::Gt, BinaryOp::GtEq]);
+            Expr::binary(op, numeric(rng, depth.min(2)), numeric(rng, depth.min(2)))
+        }
+        2 => Expr::binary(rng.pick(&[BinaryOp::And, BinaryOp::Or]), boolean(rng, depth - 1), boolean(rng, depth - 1)),
+        3 => Expr::Unary { op: UnaryOp::Not, arg: Box::new(boolean(rng, depth - 1)) },
+        _ => Expr::Cast { arg: Box::new(numeric(rng, depth - 1)), to: DType::Bool },
+    }
+}
+
+/// Whether `a` and `b` hold the same values (bits, for floats) wherever `a` is valid, and
+/// the same validity.
+fn same(a: &ArrayRef, b: &ArrayRef) -> bool {
+    if a.data_type() != b.data_type() || a.len() != b.len() || a.logical_nulls() != b.logical_nulls() {
+        return false;
+    }
+    let valid = |i: usize| a.is_valid(i);
+    let all = |eq: &dyn Fn(usize) -> bool| (0..a.len()).filter(|i| valid(*i)).all(eq);
+    match a.data_type() {
+        DataType::Float64 => {
+            let (x, y) = (a.as_primitive::<Float64Type>(), b.as_primitive::<Float64Type>());
+            all(&|i| x.value(i).to_bits() == y.value(i).to_bits() || x.value(i).is_nan() && y.value(i).is_nan())
+        }
+        DataType::Float32 => {
+            let (x, y) = (a.as_primitive::<Float32Type>(), b.as_primitive::<Float32Type>());
+            all(&|i| x.value(i).to_bits() == y.value(i).to_bits() || x.value(i).is_nan() && y.value(i).is_nan())
+        }
+        DataType::Int64 => all(&|i| a.as_primitive::<Int64Type>().value(i) == b.as_primitive::<Int64Type>().value(i)),
+        DataType::Int32 => all(&|i| a.as_primitive::<Int32Type>().value(i) == b.as_primitive::<Int32Type>().value(i)),
+        DataType::Boolean => all(&|i| a.as_boolean().value(i) == b.as_boolean().value(i)),
+        other => panic!("unexpected output type {other}"),
+    }
+}
+
+#[test]
+fn kernels_compute_what_the_arrow_evaluation_computes() {
+    let mut rng = Rng::new(7);
+    let spec = spec();
+    let (mut ran, mut handed_back, mut failed) = (0, 0, 0);
+    for case in 0..600 {
+        let nulls = case % 3 == 0;
+        let batch = chunk(&mut rng, nulls);
+        let expr = if case % 2 == 0 { numeric(&mut rng, 4) } else { boolean(&mut rng, 3) };
+        if expr.data_type(&spec).is_err() {
+            continue;
+        }
+        let kernel = Kernel::compile(&[&expr], &batch.schema()).unwrap_or_else(|| panic!("{expr} compiles"));
+        let arrow = evaluate(&expr, &batch);
+        match (kernel.run(&batch), arrow) {
+            (Some(values), Ok(expected)) => {
+                assert!(same(&values[0], &expected), "{expr}: kernel {:?}\nArrow {:?}", values[0], expected);
+                ran += 1;
+            }
+            (Some(_), Err(e)) => panic!("{expr}: the kernel succeeded where Arrow failed with {e}"),
+            (None, Ok(_)) => handed_back += 1,
+            (None, Err(_)) => failed += 1,
+        }
+    }
+    // Most expressions run in the kernel; the rest are chunks it rightly hands back (nulls
+    // under and/or, overflows met on null rows) or that fail in Arrow too.
+    assert!(ran > 300, "ran {ran}, handed back {handed_back}, failing {failed}");
+}
+
+#[test]
+fn a_failing_chunk_falls_back_to_the_arrow_error() {
+    let mut rng = Rng::new(11);
+    let batch = chunk(&mut rng, false);
+    // i has i64::MIN and i64::MAX rows: doubling overflows.
+    let twice = Expr::binary(BinaryOp::Mul, Expr::col("i"), Expr::Literal(Scalar::Int(2, DType::Int64)));
+    let outputs = vec![NamedExpr { name: "x".into(), expr: twice }];
+    let schema = ElementSpec::new(vec![FieldSpec::scalar("x", DType::Int64)]).unwrap().arrow_schema();
+    let fused = FusedMap::new(outputs.clone(), false, schema.clone()).evaluate(&batch).unwrap_err();
+    let arrow = evaluate_map(&outputs, false, &batch, &schema).unwrap_err();
+    assert_eq!(fused.to_string(), arrow.to_string());
+    assert!(fused.to_string().contains("overflow"), "{fused}");
+}
+
+#[test]
+fn fused_maps_and_predicates_equal_the_arrow_evaluation() {
+    let mut rng = Rng::new(3);
+    let spec = spec();
+    for case in 0..100 {
+        let batch = chunk(&mut rng, case % 2 == 0).slice(5, ROWS - 10);
+        let x = numeric(&mut rng, 3);
+        let keep = case % 3 == 0;
+        let Ok(xt) = x.data_type(&spec) else { continue };
+        let outputs = vec![
+            NamedExpr { name: "x".into(), expr: x.clone() },
+            NamedExpr { name: "a".into(), expr: Expr::col("b") },
+            NamedExpr { name: "k".into(), expr: Expr::Literal(Scalar::Int(4, DType::Int64)) },
+        ];
+        let schema = if keep {
+            let mut f = vec![];
+            for n in ["a", "b", "c", "i", "j", "p"] {
+                f.push(if n == "a" { FieldSpec::scalar("a", DType::Float64) } else { spec.field(n).unwrap().clone() });
+            }
+            f.push(FieldSpec::scalar("x", xt));
+            f.push(FieldSpec::scalar("k", DType::Int64));
+            ElementSpec::new(f).unwrap().arrow_schema()
+        } else {
+            let f = vec![
+                FieldSpec::scalar("x", xt),
+                FieldSpec::scalar("a", DType::Float64),
+                FieldSpec::scalar("k", DType::Int64),
+            ];
+            ElementSpec::new(f).unwrap().arrow_schema()
+        };
+        let fused = FusedMap::new(outputs.clone(), keep, schema.clone()).evaluate(&batch);
+        let arrow = evaluate_map(&outputs, keep, &batch, &schema);
+        match (fused, arrow) {
+            (Ok(f), Ok(a)) => {
+                assert_eq!(f.schema(), a.schema());
+                for (x, y) in f.columns().iter().zip(a.columns()) {
+                    assert!(same(x, y), "{x:?} vs {y:?}");
+                }
+            }
+            (Err(f), Err(a)) => assert_eq!(f.to_string(), a.to_string()),
+            (f, a) => panic!("{x}: fused {f:?}, Arrow {a:?}"),
+        }
+        let p = boolean(&mut rng, 3);
+        if p.data_type(&spec).is_err() {
+            continue;
+        }
+        let fused = FusedPredicate::new(p.clone()).evaluate(&batch);
+        let arrow = evaluate_predicate(&p, &batch);
+        match (fused, arrow) {
+            (Ok(f), Ok(a)) => assert_eq!(f, a, "{p}"),
+            (Err(f), Err(a)) => assert_eq!(f.to_string(), a.to_string()),
+            (f, a) => panic!("{p}: fused {f:?}, Arrow {a:?}"),
+        }
+    }
+}
