@@ -627,3 +627,43 @@ fn per_element_closures_are_called_once_per_element_even_when_one_fails() {
     assert_eq!(ints(&ds, "value"), vec![0, 2, 6, 8]);
     assert_eq!(seen.load(Ordering::SeqCst), 10);
 }
+
+#[test]
+fn maps_compute_elementwise_over_tensor_fields() {
+    use arrow::array::{Array, AsArray, FixedSizeListArray, Float32Array};
+    use arrow::datatypes::{DataType, Field, Float32Type};
+
+    // 10 elements: t = [3r, 3r+1, 3r+2] as float32[3], w = r + 1.
+    let item = Arc::new(Field::new("item", DataType::Float32, true));
+    let t = FixedSizeListArray::new(item, 3, Arc::new(Float32Array::from_iter_values((0..30).map(|v| v as f32))), None);
+    let w = Float32Array::from_iter_values((0..10).map(|r| r as f32 + 1.0));
+    let chunk = arrow::record_batch::RecordBatch::try_from_iter([
+        ("t", Arc::new(t) as arrow::array::ArrayRef),
+        ("w", Arc::new(w) as arrow::array::ArrayRef),
+    ])
+    .unwrap();
+    // Two maps, which the optimizer fuses into one, then a batch it vectorizes.
+    let ds = Dataset::from_batches(vec![chunk.slice(0, 4), chunk.slice(4, 6)])
+        .unwrap()
+        .map(MapFunction::select([("y", col("t") * col("w")), ("w", col("w"))]))
+        .unwrap()
+        .map(MapFunction::select([("z", col("y") - lit(1.0))]))
+        .unwrap()
+        .batch(4)
+        .unwrap();
+    let z = ds.element_spec().field("z").unwrap().clone();
+    assert_eq!((z.dtype, z.shape), (DType::Float32, vec![-1, 3]));
+    let mut got = vec![];
+    for batch in ds.iter() {
+        let column = batch.unwrap().column(0).clone();
+        let rows = column.as_fixed_size_list();
+        for r in 0..rows.len() {
+            got.extend(rows.value(r).as_primitive::<Float32Type>().values().iter().copied());
+        }
+    }
+    let want: Vec<f32> = (0..30).map(|v| v as f32 * ((v / 3) as f32 + 1.0) - 1.0).collect();
+    assert_eq!(got, want);
+    // A filter takes scalars only.
+    let err = Dataset::from_batches(vec![chunk]).unwrap().filter(col("t").gt(lit(1.0))).unwrap_err();
+    assert!(err.to_string().contains("tensor"), "{err}");
+}

@@ -10,7 +10,7 @@
 //! - w2: TFRecord files `tfrecord_example/*.tfrecord` → interleave(cycle 8, parallel) →
 //!   map(parse_example: features f32[64], label, id, weight) → map(features × weight) →
 //!   filter(label < 8) → batch(256, drop_remainder) → prefetch; checksum Σ features[:, 0].
-//!   The scaling is a batch closure until expressions take tensor fields.
+//!   The scaling is a tensor expression: `features * weight` broadcasts the weight.
 //! - w4: range(2,000,000) → map(f64(3x+1)) → map(sqrt(v)·0.5) → filter(floor(v) mod 3 ≠ 0) →
 //!   map(v·v+1) → batch(4096); checksum Σ v.
 //!
@@ -103,7 +103,12 @@ fn w2(data: &Path) -> Result<Dataset, String> {
         FeatureSpec::fixed("weight", DType::Float32, vec![]),
     ];
     let parse = MapFunction::parse_example("record", features).map_err(|e| e.to_string())?;
-    let scale = features_times_weight()?;
+    // features *= weight: a tensor times a per-element scalar, elementwise.
+    let scale = MapFunction::select([
+        ("features", col("features") * col("weight")),
+        ("label", col("label")),
+        ("id", col("id")),
+    ]);
     let ds = Dataset::splits(&paths, read.clone())
         .and_then(|d| d.interleave_with(DatasetFunction::ReadSplit(read), Tunable::Fixed(8), 1, autotuned()))
         .and_then(|d| d.map(parse))
@@ -112,35 +117,6 @@ fn w2(data: &Path) -> Result<Dataset, String> {
         .and_then(|d| d.batch_with(256, true))
         .and_then(|d| d.prefetch(Tunable::Autotune));
     ds.map_err(|e| e.to_string())
-}
-
-/// w2's `features *= weight`, as a batch closure: expressions do not take tensor fields yet
-/// (issue 6's tensor kernels), so this is the one step written by hand.
-fn features_times_weight() -> Result<MapFunction, String> {
-    use std::sync::Arc;
-
-    use arrow::array::{FixedSizeListArray, Float32Array};
-    use arrow::record_batch::RecordBatch;
-    let out = ElementSpec::new(vec![
-        FieldSpec::tensor("features", DType::Float32, vec![64]),
-        FieldSpec::scalar("label", DType::Int64),
-        FieldSpec::scalar("id", DType::Int64),
-    ])
-    .map_err(|e| e.to_string())?;
-    let schema = out.arrow_schema();
-    let scale = move |chunk: &RecordBatch| {
-        let rows = chunk.column(0).as_fixed_size_list();
-        let width = rows.value_length() as usize;
-        let values = rows.values().as_primitive::<Float32Type>().values();
-        let weights = chunk.column(3).as_primitive::<Float32Type>().values();
-        let start = rows.offset() * width;
-        let scaled: Float32Array = (0..rows.len() * width).map(|i| values[start + i] * weights[i / width]).collect();
-        let field = Arc::new(arrow::datatypes::Field::new("item", DataType::Float32, true));
-        let features = FixedSizeListArray::new(field, width as i32, Arc::new(scaled), None);
-        let columns = vec![Arc::new(features) as ArrayRef, chunk.column(1).clone(), chunk.column(2).clone()];
-        Ok(RecordBatch::try_new(schema.clone(), columns)?)
-    };
-    Ok(MapFunction::batch(Some("features_times_weight"), out, scale))
 }
 
 fn w6(data: &Path) -> Result<Dataset, String> {

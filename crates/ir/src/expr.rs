@@ -391,6 +391,41 @@ impl Expr {
         }
     }
 
+    /// The type and tensor shape of this expression as a `map` output: besides scalar
+    /// fields it may read fixed-shape tensor fields (every dim known) of unbatched elements,
+    /// and then applies elementwise over the tensor's values, a scalar (a per-element field
+    /// or a literal) standing for every value (`features * weight`). The tensor fields it
+    /// reads must share one shape, which is the result's; the shape is empty otherwise.
+    pub fn value_type(&self, spec: &ElementSpec) -> Result<(DType, Vec<i64>)> {
+        let mut shape: Option<(String, Vec<i64>)> = None;
+        let mut elements = spec.clone();
+        for name in self.columns() {
+            let Some(i) = spec.fields.iter().position(|f| f.name == name) else { continue };
+            let field = &spec.fields[i];
+            if !field.is_fixed_tensor(spec.batch_dims) {
+                continue;
+            }
+            if spec.batch_dims > 0 {
+                return Err(Error::Expr(format!(
+                    "field '{name}' is a tensor ({field}) of a batched element; tensor expressions \
+                     take unbatched elements (map before batch)"
+                )));
+            }
+            match &shape {
+                Some((other, dims)) if *dims != field.shape => {
+                    return Err(Error::Expr(format!(
+                        "tensor fields '{other}' {dims:?} and '{name}' {:?} have different shapes in {self}",
+                        field.shape
+                    )))
+                }
+                _ => shape = Some((name.clone(), field.shape.clone())),
+            }
+            // Typed as one of its values.
+            elements.fields[i].shape = Vec::new();
+        }
+        Ok((self.data_type(&elements)?, shape.map(|(_, dims)| dims).unwrap_or_default()))
+    }
+
     /// The type of this expression over elements of `spec`, or why it is ill-typed.
     ///
     /// Fields must be scalars per element, or fields whose every dim comes from batching

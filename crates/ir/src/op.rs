@@ -618,8 +618,9 @@ fn map_output(func: &MapFn, input: &ElementSpec) -> Result<ElementSpec> {
                     return Err(Error::plan("map", format!("field '{}' is assigned twice", o.name)));
                 }
                 seen.push(&o.name);
-                let t = o.expr.data_type(input).map_err(|e| Error::plan("map", format!("field '{}': {e}", o.name)))?;
-                let shape = expr_shape(&o.expr, input);
+                let (t, tensor) =
+                    o.expr.value_type(input).map_err(|e| Error::plan("map", format!("field '{}': {e}", o.name)))?;
+                let shape = if tensor.is_empty() { expr_shape(&o.expr, input) } else { tensor };
                 let field = FieldSpec { name: o.name.clone(), dtype: t, shape, kind: FieldKind::Dense };
                 match fields.iter_mut().find(|f| f.name == o.name) {
                     Some(slot) => *slot = field,

@@ -51,6 +51,14 @@ fn is_dense(kind: &FieldKind) -> bool {
 }
 
 impl FieldSpec {
+    /// Whether this is a dense tensor beyond the `batch_dims` leading dims, every dim of it
+    /// known: its values are stored as fixed-size lists.
+    pub fn is_fixed_tensor(&self, batch_dims: usize) -> bool {
+        self.kind == FieldKind::Dense
+            && self.shape.len() > batch_dims
+            && self.shape[batch_dims..].iter().all(|d| *d >= 0)
+    }
+
     /// A scalar field.
     pub fn scalar(name: impl Into<String>, dtype: DType) -> Self {
         FieldSpec { name: name.into(), dtype, shape: vec![], kind: FieldKind::Dense }

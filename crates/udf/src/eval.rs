@@ -77,10 +77,99 @@ pub fn evaluate_map(
 ) -> Result<RecordBatch> {
     let mut values = Vec::with_capacity(outputs.len());
     for out in outputs {
-        let field = out_field(out, out_schema)?;
-        values.push(evaluate_with_batch_dims(&out.expr, batch, list_depth(field.data_type()))?);
+        let dims = list_depth(out_field(out, out_schema)?.data_type());
+        let value = match Tensors::flatten(&out.expr, batch, dims)? {
+            Some(flat) => flat.wrap(evaluate_with_batch_dims(&out.expr, &flat.batch, 0)?, &out.expr)?,
+            None => evaluate_with_batch_dims(&out.expr, batch, dims)?,
+        };
+        values.push(value);
     }
     assemble_map(outputs, keep_input, batch, out_schema, values)
+}
+
+/// A tensor expression's chunk made flat: each tensor column replaced by its values, each
+/// per-row scalar column repeated once per value of its row's tensors, so that the
+/// expression runs elementwise over plain columns; [`Tensors::wrap`] puts the tensor shape
+/// back on the result.
+#[derive(Debug)]
+pub struct Tensors {
+    /// The flat chunk: one row per tensor value.
+    pub batch: RecordBatch,
+    levels: Vec<Level>,
+}
+
+impl Tensors {
+    /// The flat form of `batch` for `expr` when its value is a tensor of `dims` dimensions
+    /// (fixed-size lists) and it reads at least one tensor field; `None` otherwise (scalar
+    /// outputs, batched elements with ragged lists, `length`), for the other evaluation.
+    pub fn flatten(expr: &Expr, batch: &RecordBatch, dims: usize) -> Result<Option<Tensors>> {
+        if dims == 0 {
+            return Ok(None);
+        }
+        let refs = column_refs(expr);
+        if refs.iter().any(|(_, counted)| *counted) {
+            return Ok(None);
+        }
+        let mut levels: Option<Vec<Level>> = None;
+        let mut columns: Vec<(&str, ArrayRef)> = Vec::new();
+        let mut scalars: Vec<(&str, &ArrayRef)> = Vec::new();
+        for (name, _) in &refs {
+            let Some(array) = batch.column_by_name(name) else {
+                return Ok(None);
+            };
+            match list_depth(array.data_type()) {
+                0 => scalars.push((name, array)),
+                d if d == dims && fixed_only(array.data_type()) => {
+                    let (these, values) = peel(array, dims).expect("a fixed-size list of that depth");
+                    match &levels {
+                        Some(first) if !same_levels(first, &these) => {
+                            return Err(Error::Expr(format!("tensor fields of different shapes in {expr}")))
+                        }
+                        Some(_) => {}
+                        None => levels = Some(these),
+                    }
+                    columns.push((name, values));
+                }
+                _ => return Ok(None),
+            }
+        }
+        let Some(levels) = levels else { return Ok(None) };
+        let width: usize = levels
+            .iter()
+            .map(|l| match l {
+                Level::Fixed { size, .. } => *size as usize,
+                Level::List { .. } => unreachable!("fixed-size levels only"),
+            })
+            .product();
+        let rows = batch.num_rows();
+        if !scalars.is_empty() {
+            let mut index = Vec::with_capacity(rows * width);
+            for r in 0..rows as u32 {
+                index.extend(std::iter::repeat_n(r, width));
+            }
+            let index = UInt32Array::from(index);
+            for (name, array) in scalars {
+                columns.push((name, take(array, &index, None).map_err(|e| at(e, expr))?));
+            }
+        }
+        let flat = RecordBatch::try_from_iter(columns.into_iter().map(|(n, a)| (n.to_string(), a)))
+            .map_err(|e| at(e, expr))?;
+        Ok(Some(Tensors { batch: flat, levels }))
+    }
+
+    /// The flat result `values` of the expression, shaped as its tensors again.
+    pub fn wrap(&self, values: ArrayRef, expr: &Expr) -> Result<ArrayRef> {
+        rewrap(&self.levels, values).map_err(|e| at(e, expr))
+    }
+}
+
+/// Whether every list level of `dt` has a fixed size (a tensor's, not a ragged batch's).
+fn fixed_only(dt: &DataType) -> bool {
+    match dt {
+        DataType::FixedSizeList(item, _) => fixed_only(item.data_type()),
+        DataType::List(_) => false,
+        _ => true,
+    }
 }
 
 /// The field of `out_schema` that map output `out` fills.
@@ -286,7 +375,7 @@ fn has_columns(expr: &Expr) -> bool {
 }
 
 /// How many `List`/`FixedSizeList` levels wrap the values of a column of type `dt`.
-fn list_depth(dt: &DataType) -> usize {
+pub(crate) fn list_depth(dt: &DataType) -> usize {
     match dt {
         DataType::List(item) | DataType::FixedSizeList(item, _) => 1 + list_depth(item.data_type()),
         _ => 0,

@@ -266,3 +266,86 @@ fn fused_maps_and_predicates_equal_the_arrow_evaluation() {
         }
     }
 }
+
+/// A chunk of `rows` elements: `t` float32[4, 3], `u` float32[4, 3], `w` float32, `k` int64.
+fn tensor_chunk(rows: usize) -> (RecordBatch, ElementSpec) {
+    let spec = ElementSpec::new(vec![
+        FieldSpec::tensor("t", DType::Float32, vec![4, 3]),
+        FieldSpec::tensor("u", DType::Float32, vec![4, 3]),
+        FieldSpec::scalar("w", DType::Float32),
+        FieldSpec::scalar("k", DType::Int64),
+    ])
+    .unwrap();
+    let schema = spec.arrow_schema();
+    let tensor = |f: &dyn Fn(usize) -> f32| {
+        let DataType::FixedSizeList(outer, 4) = schema.field(0).data_type() else { unreachable!() };
+        let DataType::FixedSizeList(inner, 3) = outer.data_type() else { unreachable!() };
+        let values = Arc::new(Float32Array::from_iter_values((0..rows * 12).map(f)));
+        let rows3 = arrow::array::FixedSizeListArray::new(inner.clone(), 3, values, None);
+        Arc::new(arrow::array::FixedSizeListArray::new(outer.clone(), 4, Arc::new(rows3), None)) as ArrayRef
+    };
+    let columns = vec![
+        tensor(&|i| i as f32 * 0.5 - 7.0),
+        tensor(&|i| (i % 5) as f32),
+        Arc::new(Float32Array::from_iter_values((0..rows).map(|r| 1.0 + r as f32))) as ArrayRef,
+        Arc::new(Int64Array::from_iter_values((0..rows).map(|r| r as i64 * 3))) as ArrayRef,
+    ];
+    (RecordBatch::try_new(schema, columns).unwrap(), spec)
+}
+
+#[test]
+fn tensor_outputs_apply_elementwise_with_per_row_scalars_broadcast() {
+    let (whole, spec) = tensor_chunk(50);
+    // A slice, so that the tensors' values start at an offset.
+    let batch = whole.slice(7, 30);
+    let t = || Expr::col("t");
+    let expr = Expr::binary(
+        BinaryOp::Add,
+        Expr::binary(BinaryOp::Mul, t(), Expr::col("w")),
+        Expr::binary(BinaryOp::Sub, Expr::col("u"), Expr::Cast { arg: Box::new(Expr::col("k")), to: DType::Float32 }),
+    );
+    let (dtype, shape) = expr.value_type(&spec).unwrap();
+    assert_eq!((dtype, shape.clone()), (DType::Float32, vec![4, 3]));
+    let out = ElementSpec::new(vec![FieldSpec::tensor("y", DType::Float32, shape)]).unwrap().arrow_schema();
+    let outputs = vec![NamedExpr { name: "y".into(), expr }];
+    let fused = FusedMap::new(outputs.clone(), false, out.clone()).evaluate(&batch).unwrap();
+    let arrow = evaluate_map(&outputs, false, &batch, &out).unwrap();
+    assert_eq!(fused, arrow);
+    // Against a loop over the rows of the slice.
+    let y = fused.column(0).as_fixed_size_list();
+    for row in 0..30 {
+        let r = row + 7;
+        let matrix = y.value(row);
+        let matrix = matrix.as_fixed_size_list();
+        for i in 0..4 {
+            let values = matrix.value(i);
+            for (j, v) in values.as_primitive::<Float32Type>().values().iter().enumerate() {
+                let at = r * 12 + i * 3 + j;
+                let want = (at as f32 * 0.5 - 7.0) * (1.0 + r as f32) + ((at % 5) as f32 - (r * 3) as f32);
+                assert_eq!(*v, want, "row {row} [{i}, {j}]");
+            }
+        }
+    }
+}
+
+#[test]
+fn tensor_expressions_are_typed_by_their_shapes() {
+    let (_, spec) = tensor_chunk(1);
+    let other = ElementSpec::new(vec![
+        FieldSpec::tensor("t", DType::Float32, vec![4, 3]),
+        FieldSpec::tensor("v", DType::Float32, vec![12]),
+    ])
+    .unwrap();
+    let mixed = Expr::binary(BinaryOp::Add, Expr::col("t"), Expr::col("v"));
+    let err = mixed.value_type(&other).unwrap_err().to_string();
+    assert!(err.contains("different shapes"), "{err}");
+    // Scalar-only expressions keep an empty shape; plain typing still rejects tensors.
+    assert_eq!(Expr::col("w").value_type(&spec).unwrap(), (DType::Float32, vec![]));
+    assert!(Expr::col("t").data_type(&spec).is_err());
+    let batched = ElementSpec {
+        batch_dims: 1,
+        ..ElementSpec::new(vec![FieldSpec::tensor("t", DType::Float32, vec![8, 4])]).unwrap()
+    };
+    let err = Expr::col("t").value_type(&batched).unwrap_err().to_string();
+    assert!(err.contains("batched element"), "{err}");
+}

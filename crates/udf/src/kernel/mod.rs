@@ -26,8 +26,10 @@ use std::sync::{Arc, OnceLock};
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray, RecordBatch};
 use arrow::buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
-use arrow::datatypes::{ArrowPrimitiveType, DataType, Float32Type, Float64Type, Int32Type, Int64Type, SchemaRef};
+use arrow::datatypes::{ArrowPrimitiveType, Float32Type, Float64Type, Int32Type, Int64Type, SchemaRef};
 use flumen_ir::{Expr, NamedExpr, Result};
+
+use crate::eval::{assemble_map, evaluate_with_batch_dims, list_depth, Tensors};
 
 use exec::{exec, Buf, Elem, Input, Tile};
 use program::{compile, Arg, Konst, Program, Ty};
@@ -182,36 +184,62 @@ impl Compiled {
     }
 }
 
-/// An expression `map` run by a fused kernel where it compiles, by the Arrow evaluation
-/// otherwise (see [`crate::eval::evaluate_map`] for what the outputs are).
+/// An expression `map` run by fused kernels where they compile, by the Arrow evaluation
+/// otherwise (see [`crate::eval::evaluate_map`] for what the outputs are). The scalar
+/// outputs share one kernel over the chunk; a tensor output has a kernel of its own over the
+/// chunk made flat ([`Tensors`]).
 #[derive(Debug)]
 pub struct FusedMap {
     outputs: Vec<NamedExpr>,
     keep_input: bool,
     out_schema: SchemaRef,
-    kernel: Compiled,
+    /// Each output's list depth in the output schema: 0 for a scalar.
+    depths: Vec<usize>,
+    scalars: Compiled,
+    tensors: Vec<Compiled>,
 }
 
 impl FusedMap {
     /// The map computing `outputs` (keeping the input columns when `keep_input`) into
     /// chunks of `out_schema`.
     pub fn new(outputs: Vec<NamedExpr>, keep_input: bool, out_schema: SchemaRef) -> Self {
-        FusedMap { outputs, keep_input, out_schema, kernel: Compiled::default() }
+        let depths = outputs
+            .iter()
+            .map(|o| out_schema.field_with_name(&o.name).map_or(0, |f| list_depth(f.data_type())))
+            .collect();
+        let tensors = outputs.iter().map(|_| Compiled::default()).collect();
+        FusedMap { outputs, keep_input, out_schema, depths, scalars: Compiled::default(), tensors }
     }
 
     /// The output chunk of `chunk`.
     pub fn evaluate(&self, chunk: &RecordBatch) -> Result<RecordBatch> {
-        // Kernels compute flat columns: an output the schema wants batched (list-wrapped)
-        // is left to the Arrow evaluation, which wraps it.
-        let flat = self.outputs.iter().all(|o| {
-            self.out_schema.field_with_name(&o.name).is_ok_and(|f| !matches!(f.data_type(), DataType::List(_)))
-        });
-        let exprs: Vec<&Expr> = self.outputs.iter().map(|o| &o.expr).collect();
-        let values = flat.then(|| self.kernel.get(&exprs, &chunk.schema())?.run(chunk)).flatten();
-        match values {
-            Some(values) => crate::eval::assemble_map(&self.outputs, self.keep_input, chunk, &self.out_schema, values),
-            None => crate::eval::evaluate_map(&self.outputs, self.keep_input, chunk, &self.out_schema),
+        let scalar: Vec<&Expr> =
+            self.outputs.iter().zip(&self.depths).filter(|(_, d)| **d == 0).map(|(o, _)| &o.expr).collect();
+        let mut fused = if scalar.is_empty() {
+            None
+        } else {
+            self.scalars.get(&scalar, &chunk.schema()).and_then(|k| k.run(chunk)).map(Vec::into_iter)
+        };
+        let mut values = Vec::with_capacity(self.outputs.len());
+        for ((out, depth), tensor) in self.outputs.iter().zip(&self.depths).zip(&self.tensors) {
+            let value = if *depth == 0 {
+                match fused.as_mut().and_then(Iterator::next) {
+                    Some(value) => value,
+                    None => evaluate_with_batch_dims(&out.expr, chunk, 0)?,
+                }
+            } else if let Some(flat) = Tensors::flatten(&out.expr, chunk, *depth)? {
+                let run = tensor.get(&[&out.expr], &flat.batch.schema()).and_then(|k| k.run(&flat.batch));
+                let value = match run.and_then(|mut v| v.pop()) {
+                    Some(value) => value,
+                    None => evaluate_with_batch_dims(&out.expr, &flat.batch, 0)?,
+                };
+                flat.wrap(value, &out.expr)?
+            } else {
+                evaluate_with_batch_dims(&out.expr, chunk, *depth)?
+            };
+            values.push(value);
         }
+        assemble_map(&self.outputs, self.keep_input, chunk, &self.out_schema, values)
     }
 }
 
