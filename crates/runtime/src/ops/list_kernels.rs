@@ -15,12 +15,13 @@
 
 use std::sync::Arc;
 
+use arrow::array::{make_array, MutableArrayData, UInt32Array};
 use arrow::array::{
     new_empty_array, new_null_array, Array, ArrayRef, AsArray, BinaryArray, BooleanArray, FixedSizeListArray,
     Float64Array, Int64Array, LargeListArray, ListArray, StringArray, UInt64Array,
 };
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
-use arrow::compute::{cast_with_options, interleave, CastOptions};
+use arrow::compute::{cast_with_options, interleave, take, CastOptions};
 use arrow::datatypes::DataType;
 use flumen_ir::{DType, Error, Result, Scalar};
 
@@ -266,6 +267,9 @@ pub fn pad_groups(
     let rank = groups.first().map(|g| g.dims.len()).unwrap_or(0);
     let types = level_types(out_type, rank + 1, field)?;
     let (nests, leaf) = decompose(column, rank, op, field)?;
+    if let [nest] = nests.as_slice() {
+        return pad_rank1(column.len(), groups, pad, &types, nest, &leaf, op, field);
+    }
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); rank + 1];
     let mut indices: Vec<(usize, usize)> = Vec::new();
     let mut cur: Vec<Option<usize>> = Vec::new();
@@ -319,6 +323,61 @@ pub fn pad_groups(
         gather(&[leaf.as_ref(), pad.as_ref()], &indices)?
     };
     for k in (0..=rank).rev() {
+        values = wrap(&types[k], values, &runs[k])?;
+    }
+    Ok(values)
+}
+
+/// [`pad_groups`] for one element dimension (padded token lists): a row's values are copied
+/// as one range and its padding as one range of a column of pad values, with no index per
+/// value.
+#[allow(clippy::too_many_arguments)]
+fn pad_rank1(
+    rows: usize,
+    groups: &[PadGroup<'_>],
+    pad: &ArrayRef,
+    types: &[DataType],
+    nest: &Nest,
+    leaf: &ArrayRef,
+    op: &str,
+    field: &str,
+) -> Result<ArrayRef> {
+    let mut runs = [Vec::new(), Vec::new()];
+    let mut targets = Vec::with_capacity(groups.len());
+    let mut total = 0;
+    for g in groups {
+        if g.dims.len() != 1 || g.start + g.len > rows {
+            return Err(Error::execution(op, format!("internal: bad pad group for field '{field}'")));
+        }
+        let longest = (g.start..g.start + g.len).map(|p| nest.len(p)).max().unwrap_or(0);
+        let target = match g.dims[0] {
+            Some(d) if longest > d => {
+                return Err(Error::execution(op, format!("field '{field}' has length {longest} > padded length {d}")))
+            }
+            Some(d) => d,
+            None => longest,
+        };
+        runs[0].push(Run::new(g.len, 1));
+        push_runs(&mut runs[1], Run::new(target, g.len));
+        targets.push(target);
+        total += target * g.len;
+    }
+    let widest = targets.iter().copied().max().unwrap_or(0);
+    let pad = conform_array(pad.clone(), leaf.data_type())?;
+    let pads = take(&pad, &UInt32Array::from(vec![0u32; widest]), None)?.to_data();
+    let leaf_data = leaf.to_data();
+    let mut out = MutableArrayData::new(vec![&leaf_data, &pads], false, total);
+    for (g, target) in groups.iter().zip(&targets) {
+        for p in g.start..g.start + g.len {
+            let (s, l) = nest.range(p);
+            out.try_extend(0, s, s + l)?;
+            if *target > l {
+                out.try_extend(1, 0, target - l)?;
+            }
+        }
+    }
+    let mut values = make_array(out.freeze());
+    for k in (0..2).rev() {
         values = wrap(&types[k], values, &runs[k])?;
     }
     Ok(values)
@@ -497,6 +556,26 @@ mod tests {
         assert_eq!(fmt_array(pad_value(DType::Utf8, None, "t", "x").unwrap().as_ref()), vec![""]);
         assert_eq!(fmt_array(pad_value(DType::Bool, None, "t", "x").unwrap().as_ref()), vec!["false"]);
         assert!(pad_value(DType::Int8, Some(&Scalar::Int(1000, DType::Int64)), "t", "x").is_err());
+    }
+
+    #[test]
+    fn pad_groups_rank1_copies_rows_and_padding_as_ranges() {
+        // Rows ["a"], null, ["b", "c", "d"], ["e", "f"]; groups of rows 0..3 and 3..4.
+        let values: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "c", "d", "e", "f"]));
+        let item = Arc::new(arrow::datatypes::Field::new("item", DataType::Utf8, true));
+        let offsets = OffsetBuffer::new(vec![0, 1, 1, 4, 6].into());
+        let nulls = Some(arrow::buffer::NullBuffer::from(vec![true, false, true, true]));
+        let column: ArrayRef = Arc::new(ListArray::new(item, offsets, values, nulls));
+        let out_type = list_type(column.data_type().clone(), None);
+        let pad: ArrayRef = Arc::new(StringArray::from(vec!["_"]));
+        let dims = [None];
+        let groups = [PadGroup { start: 0, len: 3, dims: &dims }, PadGroup { start: 3, len: 1, dims: &dims }];
+        let out = pad_groups(&column.slice(0, 4), &groups, &pad, &out_type, "t", "x").unwrap();
+        assert_eq!(fmt_array(out.as_ref()), vec!["[[a, _, _], [_, _, _], [b, c, d]]", "[[e, f]]"]);
+        let fixed = [Some(2)];
+        let groups = [PadGroup { start: 0, len: 4, dims: &fixed }];
+        let err = pad_groups(&column, &groups, &pad, &out_type, "t", "x").unwrap_err().to_string();
+        assert!(err.contains("field 'x' has length 3 > padded length 2"), "{err}");
     }
 
     #[test]
