@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, BooleanArray};
-use arrow::compute::filter_record_batch;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{ClosureKind, Error, MapFn, Predicate, Result};
@@ -17,6 +16,7 @@ use flumen_udf::kernel::{FusedMap, FusedPredicate};
 use flumen_udf::registry::Registry;
 
 use crate::conform::conform_chunk;
+use crate::ops::filter_rows::filter_rows;
 use crate::rows::concat;
 
 /// How a chunk function failed.
@@ -212,7 +212,7 @@ pub fn concat_masks(parts: &[BooleanArray]) -> BooleanArray {
 pub fn filter_fn(predicate: &Predicate, registry: &Registry, vectorized: bool) -> Result<ChunkFn> {
     let mask = mask_fn(predicate, "filter", registry, vectorized)?;
     Ok(Arc::new(move |chunk| {
-        let apply = |rows: &RecordBatch, m: &BooleanArray| filter_record_batch(rows, m).map_err(Error::from);
+        let apply = |rows: &RecordBatch, m: &BooleanArray| filter_rows(rows, m);
         match mask(chunk) {
             Ok(m) => apply(chunk, &m).map_err(Failure::Whole),
             Err(Failure::AtRow { done, row, error }) => {

@@ -5,6 +5,7 @@ pub mod cache;
 pub mod concatenate;
 pub mod count;
 pub mod file_cache;
+pub mod filter_rows;
 pub mod fold;
 pub mod function;
 pub mod group_by_window;
