@@ -70,7 +70,7 @@ mod tests {
         .unwrap();
         // A slice, so that the list offsets do not start at zero.
         let chunk = chunk.slice(3, 30);
-        for keep in [|r: usize| r % 3 != 0, |r: usize| r > 20, |_| true, |_| false] {
+        for keep in [|r: usize| !r.is_multiple_of(3), |r: usize| r > 20, |_| true, |_| false] {
             let mask = BooleanArray::from_iter((0..30).map(|r| Some(keep(r))));
             assert_eq!(filter_rows(&chunk, &mask).unwrap(), filter_record_batch(&chunk, &mask).unwrap());
         }
