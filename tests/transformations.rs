@@ -663,6 +663,37 @@ fn maps_compute_elementwise_over_tensor_fields() {
     }
     let want: Vec<f32> = (0..30).map(|v| v as f32 * ((v / 3) as f32 + 1.0) - 1.0).collect();
     assert_eq!(got, want);
+    // clip and bucketize apply to every value of a tensor.
+    let features = Dataset::from_batches(vec![chunk.clone()])
+        .unwrap()
+        .map(MapFunction::select([
+            ("c", clip(col("t"), lit(2.0), lit(20.0))),
+            ("b", bucketize(col("t"), &[5.0, 10.0])),
+        ]))
+        .unwrap();
+    let spec = features.element_spec();
+    assert_eq!(spec.field("b").map(|f| (f.dtype, f.shape.clone())), Some((DType::Int32, vec![3])));
+    let (mut clipped, mut buckets) = (vec![], vec![]);
+    for element in features.iter() {
+        let element = element.unwrap();
+        let c = element.column(0).as_fixed_size_list().value(0);
+        clipped.extend(c.as_primitive::<Float32Type>().values().iter().copied());
+        let b = element.column(1).as_fixed_size_list().value(0);
+        buckets.extend(b.as_primitive::<arrow::datatypes::Int32Type>().values().iter().copied());
+    }
+    assert_eq!(clipped, (0..30).map(|v| (v as f32).clamp(2.0, 20.0)).collect::<Vec<_>>());
+    assert_eq!(
+        buckets,
+        (0..30)
+            .map(|v| if v < 5 {
+                0
+            } else if v < 10 {
+                1
+            } else {
+                2
+            })
+            .collect::<Vec<_>>()
+    );
     // A filter takes scalars only.
     let err = Dataset::from_batches(vec![chunk]).unwrap().filter(col("t").gt(lit(1.0))).unwrap_err();
     assert!(err.to_string().contains("tensor"), "{err}");

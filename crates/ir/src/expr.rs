@@ -202,6 +202,13 @@ pub enum Func {
     Coalesce,
     /// Length in characters of a string, or of a ragged/list field's leading dimension.
     Length,
+    /// `clip(x, lo, hi)`: `lo` where `x < lo`, `hi` where `x > hi`, else `x` (tf.clip_by_value;
+    /// a NaN stays NaN).
+    Clip,
+    /// `bucketize(x, b1, b2, ...)` over sorted literal boundaries: the index of the first
+    /// boundary greater than `x`, as int32 (tf's Bucketize: values below `b1` are in bucket 0,
+    /// NaN in the last).
+    Bucketize,
 }
 
 impl Func {
@@ -229,11 +236,13 @@ impl Func {
             Func::Greatest => "greatest",
             Func::Coalesce => "coalesce",
             Func::Length => "length",
+            Func::Clip => "clip",
+            Func::Bucketize => "bucketize",
         }
     }
 
     /// Every function, in declaration order.
-    pub const ALL: [Func; 21] = [
+    pub const ALL: [Func; 23] = [
         Func::Abs,
         Func::Sqrt,
         Func::Exp,
@@ -255,6 +264,8 @@ impl Func {
         Func::Greatest,
         Func::Coalesce,
         Func::Length,
+        Func::Clip,
+        Func::Bucketize,
     ];
 
     /// The function named `name` (as [`Func::name`] writes it).
@@ -564,6 +575,39 @@ impl Expr {
                 let t = common_type(typed[0].0, typed[0].1, typed[1].0, typed[1].1)
                     .ok_or_else(|| Error::Expr(format!("{} cannot combine its arguments in {self}", func.name())))?;
                 float_of(numeric(t)?)
+            }
+            Func::Clip => {
+                arity(3)?;
+                let mut acc = typed[0];
+                for t in &typed[1..] {
+                    let c = common_type(acc.0, acc.1, t.0, t.1)
+                        .ok_or_else(|| Error::Expr(format!("clip cannot combine {} and {} in {self}", acc.0, t.0)))?;
+                    acc = (c, acc.1 && t.1);
+                }
+                numeric(acc.0)?
+            }
+            Func::Bucketize => {
+                if typed.len() < 2 {
+                    return Err(Error::Expr(format!("bucketize takes a value and boundaries in {self}")));
+                }
+                numeric(typed[0].0)?;
+                let mut last = f64::NEG_INFINITY;
+                for b in &args[1..] {
+                    let value = match b {
+                        Expr::Literal(Scalar::Float(v, _)) => *v,
+                        Expr::Literal(Scalar::Int(v, _)) => *v as f64,
+                        other => {
+                            return Err(Error::Expr(format!(
+                                "bucketize boundaries must be number literals, got {other} in {self}"
+                            )))
+                        }
+                    };
+                    if value < last || value.is_nan() {
+                        return Err(Error::Expr(format!("bucketize boundaries must be sorted in {self}")));
+                    }
+                    last = value;
+                }
+                DType::Int32
             }
             Func::Least | Func::Greatest | Func::Coalesce => {
                 if typed.is_empty() {

@@ -25,7 +25,8 @@ use arrow::compute::{
     binary, cast_with_options, filter, interleave, prep_null_mask_filter, take, try_unary, unary, CastOptions,
 };
 use arrow::datatypes::{
-    ArrowNativeTypeOp, ArrowPrimitiveType, DataType, Field, Float32Type, Float64Type, SchemaRef, UInt32Type,
+    ArrowNativeTypeOp, ArrowPrimitiveType, DataType, Field, Float32Type, Float64Type, Int64Type, SchemaRef, UInt32Type,
+    UInt64Type,
 };
 use arrow::error::ArrowError;
 use arrow::util::display::FormatOptions;
@@ -675,6 +676,10 @@ impl Env {
             (Func::Least | Func::Greatest | Func::Coalesce, [first, rest @ ..]) => {
                 self.eval_variadic(expr, func, first, rest)
             }
+            (Func::Clip, [x, lo, hi]) => self.eval_clip(expr, x, lo, hi),
+            (Func::Bucketize, [x, boundaries @ ..]) if !boundaries.is_empty() => {
+                self.eval_bucketize(expr, x, boundaries)
+            }
             (Func::Power | Func::Atan2, [a, b]) => {
                 let (a, b) = (self.eval(a)?, self.eval(b)?);
                 let (at_, bt) = (a.dtype(expr)?, b.dtype(expr)?);
@@ -729,6 +734,64 @@ impl Env {
         Ok(Value { array: Arc::new(counts), lit: v.lit })
     }
 
+    fn eval_clip(&self, expr: &Expr, x: &Expr, lo: &Expr, hi: &Expr) -> Result<Value> {
+        let values = [self.eval(x)?, self.eval(lo)?, self.eval(hi)?];
+        let (mut t, mut lit) = (values[0].dtype(expr)?, values[0].lit);
+        for v in &values[1..] {
+            let vt = v.dtype(expr)?;
+            t = common_type(t, lit, vt, v.lit)
+                .filter(|c| c.is_numeric())
+                .ok_or_else(|| at(format!("clip cannot combine {t} and {vt}"), expr))?;
+            lit &= v.lit;
+        }
+        // Computed in float64 or int64 (uint64 for uint64), which hold every value of `t`
+        // exactly, and cast back: the result is always one of the three inputs.
+        let wide = if t.is_float() {
+            DType::Float64
+        } else if t == DType::UInt64 {
+            DType::UInt64
+        } else {
+            DType::Int64
+        };
+        let [x, lo, hi] = values.map(|v| v.cast(wide, expr)?.into_array(self.len));
+        let (x, lo, hi) = (x?, lo?, hi?);
+        let nulls = NullBuffer::union(NullBuffer::union(x.nulls(), lo.nulls()).as_ref(), hi.nulls());
+        let out: ArrayRef = match wide {
+            DType::Float64 => {
+                let [x, lo, hi] = [&x, &lo, &hi].map(|a| a.as_primitive::<Float64Type>().values());
+                Arc::new(Float64Array::new(clip_values(x, lo, hi).into(), nulls))
+            }
+            DType::UInt64 => {
+                let [x, lo, hi] = [&x, &lo, &hi].map(|a| a.as_primitive::<UInt64Type>().values());
+                Arc::new(UInt64Array::new(clip_values(x, lo, hi).into(), nulls))
+            }
+            _ => {
+                let [x, lo, hi] = [&x, &lo, &hi].map(|a| a.as_primitive::<Int64Type>().values());
+                Arc::new(Int64Array::new(clip_values(x, lo, hi).into(), nulls))
+            }
+        };
+        Value { array: out, lit }.cast(t, expr)
+    }
+
+    fn eval_bucketize(&self, expr: &Expr, x: &Expr, boundaries: &[Expr]) -> Result<Value> {
+        let bounds = boundaries
+            .iter()
+            .map(|b| match b {
+                Expr::Literal(Scalar::Float(v, _)) => Ok(*v),
+                Expr::Literal(Scalar::Int(v, _)) => Ok(*v as f64),
+                other => Err(at(format!("bucketize boundaries must be number literals, got {other}"), expr)),
+            })
+            .collect::<Result<Vec<f64>>>()?;
+        let v = self.eval(x)?;
+        let lit = v.lit;
+        let x = v.cast(DType::Float64, expr)?.into_array(self.len)?;
+        let x = x.as_primitive::<Float64Type>();
+        // tf's upper_bound: the first boundary `b` with `x < b` (none for NaN).
+        let below = |v: f64, b: f64| v.partial_cmp(&b) == Some(std::cmp::Ordering::Less);
+        let buckets: Vec<i32> = x.values().iter().map(|v| bounds.partition_point(|b| !below(*v, *b)) as i32).collect();
+        Ok(Value { array: Arc::new(arrow::array::Int32Array::new(buckets.into(), x.nulls().cloned())), lit })
+    }
+
     fn eval_variadic(&self, expr: &Expr, func: Func, first: &Expr, rest: &[Expr]) -> Result<Value> {
         let first = self.eval(first)?;
         let rest = rest.iter().map(|a| self.eval(a)).collect::<Result<Vec<_>>>()?;
@@ -761,6 +824,24 @@ impl Env {
         };
         Ok(Value { array: out.map_err(|e| at(e, expr))?, lit })
     }
+}
+
+/// `lo` where `x < lo`, `hi` where `x > hi`, else `x`, row by row (a NaN `x` stays NaN: both
+/// comparisons are false).
+fn clip_values<T: Copy + PartialOrd>(x: &[T], lo: &[T], hi: &[T]) -> Vec<T> {
+    x.iter()
+        .zip(lo)
+        .zip(hi)
+        .map(|((x, lo), hi)| {
+            if x < lo {
+                *lo
+            } else if x > hi {
+                *hi
+            } else {
+                *x
+            }
+        })
+        .collect()
 }
 
 /// The kernel family of a binary operator.
@@ -1167,6 +1248,45 @@ mod tests {
         assert_eq!(out.as_string::<i32>(), &StringArray::from(vec!["1.7", "-1.7"]));
         let msg = err(&cast(c("bad"), DType::Int64), &batch);
         assert!(msg.contains("cast(bad as int64)"), "{msg}");
+    }
+
+    #[test]
+    fn clip_and_bucketize_follow_tensorflow() {
+        let x = chunk(vec![
+            (
+                "d",
+                Arc::new(Float64Array::from(vec![Some(-3.0), Some(0.5), Some(9.0), Some(f64::NAN), None])) as ArrayRef,
+            ),
+            ("f", Arc::new(Float32Array::from(vec![-3.0, 0.5, 9.0, 2.0, 1.0]))),
+            ("i", Arc::new(Int64Array::from(vec![-3, 0, 9, 2, 1]))),
+            ("lo", Arc::new(Int64Array::from(vec![0, 1, 0, 0, 0]))),
+        ]);
+        // Literal bounds adopt the column's type; NaN and nulls pass through.
+        let out = floats(&eval(&call(Func::Clip, vec![c("d"), f(0.0), f(1.0)]), &x));
+        assert_eq!(out[..3], [Some(0.0), Some(0.5), Some(1.0)]);
+        assert!(out[3].unwrap().is_nan() && out[4].is_none());
+        let out = eval(&call(Func::Clip, vec![c("f"), f(0.0), f(1.0)]), &x);
+        assert_eq!(out.as_primitive::<Float32Type>().values()[..], [0.0, 0.5, 1.0, 1.0, 1.0]);
+        // A bound may be a column.
+        assert_eq!(ints(&eval(&call(Func::Clip, vec![c("i"), c("lo"), i(5)]), &x)), [0, 1, 5, 2, 1].map(Some));
+        // tf's upper bound: the first boundary greater than the value; NaN in the last bucket.
+        let b = eval(&call(Func::Bucketize, vec![c("d"), f(0.0), f(0.5), f(10.0)]), &x);
+        assert_eq!(
+            b.as_primitive::<arrow::datatypes::Int32Type>().iter().collect::<Vec<_>>(),
+            [Some(0), Some(2), Some(2), Some(3), None]
+        );
+        let b = eval(&call(Func::Bucketize, vec![c("i"), i(0), i(2)]), &x);
+        assert_eq!(b.as_primitive::<arrow::datatypes::Int32Type>().values()[..], [0, 1, 2, 2, 1]);
+        // Boundaries must be sorted literals; clip takes three numbers.
+        let spec = ElementSpec::from_arrow_schema(&x.schema()).unwrap();
+        for bad in [
+            call(Func::Bucketize, vec![c("d"), f(1.0), f(0.0)]),
+            call(Func::Bucketize, vec![c("d"), c("i")]),
+            call(Func::Bucketize, vec![c("d")]),
+            call(Func::Clip, vec![c("d"), f(0.0)]),
+        ] {
+            assert!(bad.data_type(&spec).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -53,6 +53,7 @@ impl ScalarUDFImpl for Builtin {
         let first = arg_types.first().cloned().unwrap_or(DataType::Null);
         Ok(match self.func {
             Func::Length => DataType::Int64,
+            Func::Bucketize => DataType::Int32,
             f if f.is_unary_math() || matches!(f, Func::Power | Func::Atan2) => {
                 if first == DataType::Float32 {
                     DataType::Float32
@@ -75,7 +76,10 @@ impl ScalarUDFImpl for Builtin {
 
 fn call(func: Func, args: Vec<Expr>) -> Expr {
     let signature = match func {
-        Func::Least | Func::Greatest | Func::Coalesce => Signature::variadic_any(Volatility::Immutable),
+        Func::Least | Func::Greatest | Func::Coalesce | Func::Bucketize => {
+            Signature::variadic_any(Volatility::Immutable)
+        }
+        Func::Clip => Signature::any(3, Volatility::Immutable),
         Func::Power | Func::Atan2 => Signature::any(2, Volatility::Immutable),
         _ => Signature::any(1, Volatility::Immutable),
     };
@@ -186,6 +190,20 @@ pub fn coalesce(args: Vec<Expr>) -> Expr {
 /// (the tokens of a ragged sequence).
 pub fn length(e: Expr) -> Expr {
     call(Func::Length, vec![e])
+}
+
+/// `e` limited to `[lo, hi]`, as tf.clip_by_value: `lo` where `e < lo`, `hi` where `e > hi`,
+/// `e` otherwise (a NaN stays NaN). Elementwise over a tensor field.
+pub fn clip(e: Expr, lo: Expr, hi: Expr) -> Expr {
+    call(Func::Clip, vec![e, lo, hi])
+}
+
+/// The bucket of `e` among sorted `boundaries`, as tf's Bucketize: the index of the first
+/// boundary greater than `e` (0 below the first, `boundaries.len()` from the last on, and
+/// for NaN), as int32. Elementwise over a tensor field.
+pub fn bucketize(e: Expr, boundaries: &[f64]) -> Expr {
+    let args = std::iter::once(e).chain(boundaries.iter().map(|b| datafusion_expr::lit(*b))).collect();
+    call(Func::Bucketize, args)
 }
 
 #[cfg(test)]

@@ -172,6 +172,8 @@ fn func_by_name(name: &str) -> Option<Func> {
         "greatest" => Func::Greatest,
         "coalesce" => Func::Coalesce,
         "length" | "character_length" | "char_length" => Func::Length,
+        "clip" => Func::Clip,
+        "bucketize" => Func::Bucketize,
         _ => return None,
     })
 }
