@@ -694,6 +694,38 @@ fn maps_compute_elementwise_over_tensor_fields() {
             })
             .collect::<Vec<_>>()
     );
+    // Reductions give one value per element, usable in scalar and tensor expressions and in
+    // filters; the element r has t = [3r, 3r+1, 3r+2] and w = r + 1.
+    let reduced = Dataset::from_batches(vec![chunk.slice(0, 4), chunk.slice(4, 6)])
+        .unwrap()
+        .filter(reduce_mean(col("t")).gt(lit(4.0)))
+        .unwrap()
+        .map(MapFunction::select([
+            ("s", reduce_sum(col("t"))),
+            ("m", reduce_max(col("t") * col("w")) - reduce_min(col("t"))),
+            ("n", col("t") / reduce_sum(col("t"))),
+        ]))
+        .unwrap();
+    let spec = reduced.element_spec();
+    assert_eq!(spec.field("s").map(|f| (f.dtype, f.shape.clone())), Some((DType::Float32, vec![])));
+    assert_eq!(spec.field("n").map(|f| f.shape.clone()), Some(vec![3]));
+    let mut rows = vec![];
+    for element in reduced.iter() {
+        let element = element.unwrap();
+        let s = element.column(0).as_primitive::<Float32Type>().value(0);
+        let m = element.column(1).as_primitive::<Float32Type>().value(0);
+        let n = element.column(2).as_fixed_size_list().value(0);
+        rows.push((s, m, n.as_primitive::<Float32Type>().values().to_vec()));
+    }
+    // Mean 3r + 1 > 4 keeps r >= 2.
+    let want: Vec<(f32, f32, Vec<f32>)> = (2..10)
+        .map(|r| {
+            let t = [3.0 * r as f32, 3.0 * r as f32 + 1.0, 3.0 * r as f32 + 2.0];
+            let s: f32 = t.iter().sum();
+            (s, t[2] * (r as f32 + 1.0) - t[0], t.iter().map(|v| v / s).collect())
+        })
+        .collect();
+    assert_eq!(rows, want);
     // A filter takes scalars only.
     let err = Dataset::from_batches(vec![chunk]).unwrap().filter(col("t").gt(lit(1.0))).unwrap_err();
     assert!(err.to_string().contains("tensor"), "{err}");

@@ -209,6 +209,14 @@ pub enum Func {
     /// boundary greater than `x`, as int32 (tf's Bucketize: values below `b1` are in bucket 0,
     /// NaN in the last).
     Bucketize,
+    /// The sum of a tensor's values, one per element (tf.reduce_sum over every dim).
+    ReduceSum,
+    /// The mean of a tensor's values, as a float (tf.reduce_mean over every dim).
+    ReduceMean,
+    /// The largest of a tensor's values (tf.reduce_max over every dim; NaN if one is).
+    ReduceMax,
+    /// The smallest of a tensor's values (tf.reduce_min over every dim; NaN if one is).
+    ReduceMin,
 }
 
 impl Func {
@@ -238,11 +246,15 @@ impl Func {
             Func::Length => "length",
             Func::Clip => "clip",
             Func::Bucketize => "bucketize",
+            Func::ReduceSum => "reduce_sum",
+            Func::ReduceMean => "reduce_mean",
+            Func::ReduceMax => "reduce_max",
+            Func::ReduceMin => "reduce_min",
         }
     }
 
     /// Every function, in declaration order.
-    pub const ALL: [Func; 23] = [
+    pub const ALL: [Func; 27] = [
         Func::Abs,
         Func::Sqrt,
         Func::Exp,
@@ -266,7 +278,16 @@ impl Func {
         Func::Length,
         Func::Clip,
         Func::Bucketize,
+        Func::ReduceSum,
+        Func::ReduceMean,
+        Func::ReduceMax,
+        Func::ReduceMin,
     ];
+
+    /// True for the reductions of a tensor to one value per element.
+    pub fn is_reduction(self) -> bool {
+        matches!(self, Func::ReduceSum | Func::ReduceMean | Func::ReduceMax | Func::ReduceMin)
+    }
 
     /// The function named `name` (as [`Func::name`] writes it).
     pub fn from_name(name: &str) -> Option<Func> {
@@ -359,27 +380,40 @@ impl Expr {
         out
     }
 
+    /// The fields this expression reads other than through a reduction (whose value is one
+    /// per element whatever it reads), sorted.
+    pub fn columns_outside_reductions(&self) -> BTreeSet<String> {
+        fn walk(e: &Expr, out: &mut BTreeSet<String>) {
+            match e {
+                Expr::Column(c) => {
+                    out.insert(c.clone());
+                }
+                Expr::Call { func, .. } if func.is_reduction() => {}
+                _ => e.children().into_iter().for_each(|c| walk(c, out)),
+            }
+        }
+        let mut out = BTreeSet::new();
+        walk(self, &mut out);
+        out
+    }
+
+    /// The direct sub-expressions, in order.
+    pub fn children(&self) -> Vec<&Expr> {
+        match self {
+            Expr::Column(_) | Expr::Literal(_) => Vec::new(),
+            Expr::Unary { arg, .. } | Expr::Cast { arg, .. } => vec![arg],
+            Expr::Binary { left, right, .. } => vec![left, right],
+            Expr::Case { branches, otherwise } => {
+                branches.iter().flat_map(|(c, v)| [c, v]).chain(otherwise.as_deref()).collect()
+            }
+            Expr::Call { args, .. } => args.iter().collect(),
+        }
+    }
+
     /// Calls `f` on this expression and every sub-expression, parents first.
     pub fn visit(&self, f: &mut impl FnMut(&Expr)) {
         f(self);
-        match self {
-            Expr::Column(_) | Expr::Literal(_) => {}
-            Expr::Unary { arg, .. } | Expr::Cast { arg, .. } => arg.visit(f),
-            Expr::Binary { left, right, .. } => {
-                left.visit(f);
-                right.visit(f);
-            }
-            Expr::Case { branches, otherwise } => {
-                for (c, v) in branches {
-                    c.visit(f);
-                    v.visit(f);
-                }
-                if let Some(o) = otherwise {
-                    o.visit(f);
-                }
-            }
-            Expr::Call { args, .. } => args.iter().for_each(|a| a.visit(f)),
-        }
+        self.children().into_iter().for_each(|c| c.visit(f));
     }
 
     /// The expression with every column reference replaced by `f(name)`
@@ -410,7 +444,7 @@ impl Expr {
     pub fn value_type(&self, spec: &ElementSpec) -> Result<(DType, Vec<i64>)> {
         let mut shape: Option<(String, Vec<i64>)> = None;
         let mut elements = spec.clone();
-        for name in self.columns() {
+        for name in self.columns_outside_reductions() {
             let Some(i) = spec.fields.iter().position(|f| f.name == name) else { continue };
             let field = &spec.fields[i];
             if !field.is_fixed_tensor(spec.batch_dims) {
@@ -536,6 +570,28 @@ impl Expr {
     fn typed_call(&self, func: Func, args: &[Expr], spec: &ElementSpec) -> Result<(DType, bool)> {
         if func == Func::Length {
             return self.typed_length(args, spec);
+        }
+        if func.is_reduction() {
+            if spec.batch_dims > 0 {
+                return Err(Error::Expr(format!(
+                    "{} takes unbatched elements (reduce before batch) in {self}",
+                    func.name()
+                )));
+            }
+            // The argument is typed as one of its values: it may read tensor fields.
+            let [arg] = args else {
+                return Err(Error::Expr(format!("{} takes 1 argument, got {} in {self}", func.name(), args.len())));
+            };
+            let (t, lit) = arg.typed(&spec.values_of_tensors())?;
+            if !t.is_numeric() {
+                return Err(Error::Expr(format!("{} takes numbers, got {t} in {self}", func.name())));
+            }
+            let t = match (func, t) {
+                (Func::ReduceMean, DType::Float32) => DType::Float32,
+                (Func::ReduceMean, _) => DType::Float64,
+                _ => t,
+            };
+            return Ok((t, lit));
         }
         let typed = args.iter().map(|a| a.typed(spec)).collect::<Result<Vec<_>>>()?;
         let lit = typed.iter().all(|(_, l)| *l);

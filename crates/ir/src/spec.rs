@@ -207,6 +207,18 @@ impl ElementSpec {
         Ok(())
     }
 
+    /// This spec with each fixed-shape tensor field (beyond the batch dims) seen as one of
+    /// its values: how an expression applied to every value of a tensor is typed.
+    pub fn values_of_tensors(&self) -> ElementSpec {
+        let mut out = self.clone();
+        for f in &mut out.fields {
+            if f.is_fixed_tensor(self.batch_dims) {
+                f.shape.truncate(self.batch_dims);
+            }
+        }
+        out
+    }
+
     /// The field called `name`.
     pub fn field(&self, name: &str) -> Option<&FieldSpec> {
         self.fields.iter().find(|f| f.name == name)

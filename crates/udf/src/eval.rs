@@ -79,13 +79,127 @@ pub fn evaluate_map(
     let mut values = Vec::with_capacity(outputs.len());
     for out in outputs {
         let dims = list_depth(out_field(out, out_schema)?.data_type());
-        let value = match Tensors::flatten(&out.expr, batch, dims)? {
-            Some(flat) => flat.wrap(evaluate_with_batch_dims(&out.expr, &flat.batch, 0)?, &out.expr)?,
-            None => evaluate_with_batch_dims(&out.expr, batch, dims)?,
+        let lifted = with_reductions(&out.expr, batch)?;
+        let (expr, chunk) = lifted.as_ref().map_or((&out.expr, batch), |(e, b)| (e, b));
+        let value = match Tensors::flatten(expr, chunk, dims)? {
+            Some(flat) => flat.wrap(evaluate_with_batch_dims(expr, &flat.batch, 0)?, expr)?,
+            None => evaluate_with_batch_dims(expr, chunk, dims)?,
         };
         values.push(value);
     }
     assemble_map(outputs, keep_input, batch, out_schema, values)
+}
+
+/// `expr` with every reduction (`reduce_sum(t)`, ...) computed first, over the whole chunk,
+/// as a column added to `batch` and read in its place; `None` when there is none.
+///
+/// A reduction's value is one per element, so the rest of the expression sees a scalar
+/// field, which is broadcast if the expression is itself over a tensor (`t / reduce_sum(t)`).
+/// Reductions inside a reduction's argument are computed before it.
+pub fn with_reductions(expr: &Expr, batch: &RecordBatch) -> Result<Option<(Expr, RecordBatch)>> {
+    let mut found = false;
+    expr.visit(&mut |e| found |= matches!(e, Expr::Call { func, .. } if func.is_reduction()));
+    if !found {
+        return Ok(None);
+    }
+    let mut batch = batch.clone();
+    let expr = lift_reductions(expr, &mut batch)?;
+    Ok(Some((expr, batch)))
+}
+
+fn lift_reductions(expr: &Expr, batch: &mut RecordBatch) -> Result<Expr> {
+    let mut lift = |e: &Expr| lift_reductions(e, batch);
+    Ok(match expr {
+        Expr::Column(_) | Expr::Literal(_) => expr.clone(),
+        Expr::Unary { op, arg } => Expr::Unary { op: *op, arg: Box::new(lift(arg)?) },
+        Expr::Cast { arg, to } => Expr::Cast { arg: Box::new(lift(arg)?), to: *to },
+        Expr::Binary { op, left, right } => {
+            let left = lift(left)?;
+            Expr::Binary { op: *op, left: Box::new(left), right: Box::new(lift(right)?) }
+        }
+        Expr::Case { branches, otherwise } => {
+            let branches = branches.iter().map(|(c, v)| Ok((lift(c)?, lift(v)?))).collect::<Result<Vec<_>>>()?;
+            let otherwise = otherwise.as_ref().map(|o| lift(o).map(Box::new)).transpose()?;
+            Expr::Case { branches, otherwise }
+        }
+        Expr::Call { func, args } if func.is_reduction() => {
+            let [arg] = args.as_slice() else {
+                return Err(at(format!("{} takes 1 argument", func.name()), expr));
+            };
+            let arg = lift(arg)?;
+            let value = reduce(*func, &arg, batch).map_err(|e| at(e, expr))?;
+            let name = format!("\u{1}reduced {}", batch.num_columns());
+            let mut fields: Vec<Field> = batch.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+            fields.push(Field::new(&name, value.data_type().clone(), true));
+            let mut columns = batch.columns().to_vec();
+            columns.push(value);
+            let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+            *batch =
+                RecordBatch::try_new_with_options(Arc::new(arrow::datatypes::Schema::new(fields)), columns, &options)
+                    .map_err(|e| at(e, expr))?;
+            Expr::Column(name)
+        }
+        Expr::Call { func, args } => Expr::Call { func: *func, args: args.iter().map(lift).collect::<Result<_>>()? },
+    })
+}
+
+/// One value per row of `batch`: `func` over the values `arg` takes on each row's tensors.
+fn reduce(func: Func, arg: &Expr, batch: &RecordBatch) -> Result<ArrayRef> {
+    let rows = batch.num_rows();
+    let dims = arg.columns().iter().filter_map(|c| batch.column_by_name(c)).map(|c| list_depth(c.data_type())).max();
+    let (values, width) = match Tensors::flatten(arg, batch, dims.unwrap_or(0))? {
+        Some(flat) => {
+            let width = flat.batch.num_rows().checked_div(rows).unwrap_or(0);
+            (evaluate_with_batch_dims(arg, &flat.batch, 0)?, width)
+        }
+        // A scalar per element: its own reduction.
+        None => (evaluate_with_batch_dims(arg, batch, 0)?, 1),
+    };
+    if values.null_count() > 0 {
+        return Err(Error::Expr(format!("{} over null values", func.name())));
+    }
+    let float32 = values.data_type() == &DataType::Float32;
+    let out: ArrayRef = if values.data_type().is_floating() || func == Func::ReduceMean {
+        let values = cast_with_options(&values, &DataType::Float64, &strict())?;
+        let values = values.as_primitive::<Float64Type>().values();
+        let per_row = (0..rows).map(|r| {
+            let row = &values[r * width..(r + 1) * width];
+            match func {
+                Func::ReduceSum => row.iter().sum(),
+                Func::ReduceMean => row.iter().sum::<f64>() / width as f64,
+                Func::ReduceMax => {
+                    row.iter()
+                        .fold(f64::NEG_INFINITY, |m, v| if v.is_nan() || m.is_nan() { f64::NAN } else { m.max(*v) })
+                }
+                _ => row.iter().fold(f64::INFINITY, |m, v| if v.is_nan() || m.is_nan() { f64::NAN } else { m.min(*v) }),
+            }
+        });
+        let out = Arc::new(Float64Array::from_iter_values(per_row)) as ArrayRef;
+        if float32 {
+            cast_with_options(&out, &DataType::Float32, &strict())?
+        } else {
+            out
+        }
+    } else {
+        let original = values.data_type().clone();
+        let values = cast_with_options(&values, &DataType::Int64, &strict())?;
+        let values = values.as_primitive::<Int64Type>().values();
+        let mut per_row = Vec::with_capacity(rows);
+        for r in 0..rows {
+            let row = &values[r * width..(r + 1) * width];
+            per_row.push(match func {
+                Func::ReduceSum => row
+                    .iter()
+                    .try_fold(0i64, |s, v| s.checked_add(*v))
+                    .ok_or_else(|| Error::Expr(format!("reduce_sum overflows at row {r}")))?,
+                Func::ReduceMax => row.iter().copied().max().unwrap_or(i64::MIN),
+                _ => row.iter().copied().min().unwrap_or(i64::MAX),
+            });
+        }
+        let out = Arc::new(Int64Array::from(per_row)) as ArrayRef;
+        cast_with_options(&out, &original, &strict())?
+    };
+    Ok(out)
 }
 
 /// A tensor expression's chunk made flat: each tensor column replaced by its values, each
@@ -242,6 +356,9 @@ fn strict() -> CastOptions<'static> {
 }
 
 fn evaluate_at(expr: &Expr, batch: &RecordBatch, batch_dims: Option<usize>) -> Result<ArrayRef> {
+    if let Some((expr, batch)) = with_reductions(expr, batch)? {
+        return evaluate_at(&expr, &batch, batch_dims);
+    }
     let refs = column_refs(expr)
         .into_iter()
         .map(|(name, counted)| {
@@ -346,22 +463,7 @@ fn column_refs(expr: &Expr) -> Vec<(&str, bool)> {
                 [Expr::Column(c)] => note(c, true),
                 _ => args.iter().for_each(|a| walk(a, out)),
             },
-            Expr::Literal(_) => {}
-            Expr::Unary { arg, .. } | Expr::Cast { arg, .. } => walk(arg, out),
-            Expr::Binary { left, right, .. } => {
-                walk(left, out);
-                walk(right, out);
-            }
-            Expr::Case { branches, otherwise } => {
-                for (c, v) in branches {
-                    walk(c, out);
-                    walk(v, out);
-                }
-                if let Some(o) = otherwise {
-                    walk(o, out);
-                }
-            }
-            Expr::Call { args, .. } => args.iter().for_each(|a| walk(a, out)),
+            other => other.children().into_iter().for_each(|a| walk(a, out)),
         }
     }
     let mut out = Vec::new();
@@ -1248,6 +1350,34 @@ mod tests {
         assert_eq!(out.as_string::<i32>(), &StringArray::from(vec!["1.7", "-1.7"]));
         let msg = err(&cast(c("bad"), DType::Int64), &batch);
         assert!(msg.contains("cast(bad as int64)"), "{msg}");
+    }
+
+    #[test]
+    fn reductions_give_one_value_per_element() {
+        // Rows [1, 2, 3], [-4, 5, 6] as int64[3]; k = 10, 20.
+        let item = Arc::new(Field::new("item", DataType::Int64, true));
+        let values = Arc::new(Int64Array::from(vec![1, 2, 3, -4, 5, 6]));
+        let t: ArrayRef = Arc::new(FixedSizeListArray::new(item, 3, values, None));
+        let x = chunk(vec![("t", t), ("k", Arc::new(Int64Array::from(vec![10, 20])))]);
+        let red = |func| call(func, vec![c("t")]);
+        assert_eq!(ints(&evaluate(&red(Func::ReduceSum), &x).unwrap()), [Some(6), Some(7)]);
+        assert_eq!(ints(&evaluate(&red(Func::ReduceMax), &x).unwrap()), [Some(3), Some(6)]);
+        assert_eq!(ints(&evaluate(&red(Func::ReduceMin), &x).unwrap()), [Some(1), Some(-4)]);
+        assert_eq!(floats(&evaluate(&red(Func::ReduceMean), &x).unwrap()), [Some(2.0), Some(7.0 / 3.0)]);
+        // Inside a scalar expression, and a reduction of a reduction's expression.
+        let e = bin(BinaryOp::Add, c("k"), red(Func::ReduceSum));
+        assert_eq!(ints(&evaluate(&e, &x).unwrap()), [Some(16), Some(27)]);
+        let nested = call(Func::ReduceSum, vec![bin(BinaryOp::Sub, c("t"), red(Func::ReduceMin))]);
+        assert_eq!(ints(&evaluate(&nested, &x).unwrap()), [Some(3), Some(19)]);
+        // Typed as one value per element; batched elements are refused.
+        let spec = ElementSpec::new(vec![FieldSpec::tensor("t", DType::Int64, vec![3])]).unwrap();
+        assert_eq!(red(Func::ReduceSum).data_type(&spec).unwrap(), DType::Int64);
+        assert_eq!(red(Func::ReduceMean).data_type(&spec).unwrap(), DType::Float64);
+        let batched = ElementSpec {
+            batch_dims: 1,
+            ..ElementSpec::new(vec![FieldSpec::tensor("t", DType::Int64, vec![4, 3])]).unwrap()
+        };
+        assert!(red(Func::ReduceSum).data_type(&batched).unwrap_err().to_string().contains("unbatched"));
     }
 
     #[test]

@@ -54,6 +54,7 @@ impl ScalarUDFImpl for Builtin {
         Ok(match self.func {
             Func::Length => DataType::Int64,
             Func::Bucketize => DataType::Int32,
+            Func::ReduceMean if first != DataType::Float32 => DataType::Float64,
             f if f.is_unary_math() || matches!(f, Func::Power | Func::Atan2) => {
                 if first == DataType::Float32 {
                     DataType::Float32
@@ -204,6 +205,26 @@ pub fn clip(e: Expr, lo: Expr, hi: Expr) -> Expr {
 pub fn bucketize(e: Expr, boundaries: &[f64]) -> Expr {
     let args = std::iter::once(e).chain(boundaries.iter().map(|b| datafusion_expr::lit(*b))).collect();
     call(Func::Bucketize, args)
+}
+
+/// The sum of the values of `e`, a tensor (field or expression), one per element.
+pub fn reduce_sum(e: Expr) -> Expr {
+    call(Func::ReduceSum, vec![e])
+}
+
+/// The mean of the values of `e`, a tensor, as a float (float32 stays float32).
+pub fn reduce_mean(e: Expr) -> Expr {
+    call(Func::ReduceMean, vec![e])
+}
+
+/// The largest value of `e`, a tensor (NaN if one of them is).
+pub fn reduce_max(e: Expr) -> Expr {
+    call(Func::ReduceMax, vec![e])
+}
+
+/// The smallest value of `e`, a tensor (NaN if one of them is).
+pub fn reduce_min(e: Expr) -> Expr {
+    call(Func::ReduceMin, vec![e])
 }
 
 #[cfg(test)]

@@ -174,6 +174,10 @@ fn func_by_name(name: &str) -> Option<Func> {
         "length" | "character_length" | "char_length" => Func::Length,
         "clip" => Func::Clip,
         "bucketize" => Func::Bucketize,
+        "reduce_sum" => Func::ReduceSum,
+        "reduce_mean" => Func::ReduceMean,
+        "reduce_max" => Func::ReduceMax,
+        "reduce_min" => Func::ReduceMin,
         _ => return None,
     })
 }
