@@ -79,15 +79,27 @@ pub fn evaluate_map(
     let mut values = Vec::with_capacity(outputs.len());
     for out in outputs {
         let dims = list_depth(out_field(out, out_schema)?.data_type());
-        let lifted = with_reductions(&out.expr, batch)?;
-        let (expr, chunk) = lifted.as_ref().map_or((&out.expr, batch), |(e, b)| (e, b));
-        let value = match Tensors::flatten(expr, chunk, dims)? {
-            Some(flat) => flat.wrap(evaluate_with_batch_dims(expr, &flat.batch, 0)?, expr)?,
-            None => evaluate_with_batch_dims(expr, chunk, dims)?,
-        };
-        values.push(value);
+        values.push(evaluate_output(&out.expr, batch, dims, |e, flat| evaluate_with_batch_dims(e, flat, 0))?);
     }
     assemble_map(outputs, keep_input, batch, out_schema, values)
+}
+
+/// One map output over `batch`, `dims` list levels deep in the output schema: reductions
+/// computed first ([`with_reductions`]), then a tensor expression evaluated by `flat` over
+/// the flattened chunk ([`Tensors`]: the Arrow evaluation here, a kernel in
+/// [`crate::kernel::FusedMap`]) and shaped again, anything else evaluated directly.
+pub fn evaluate_output(
+    expr: &Expr,
+    batch: &RecordBatch,
+    dims: usize,
+    flat: impl Fn(&Expr, &RecordBatch) -> Result<ArrayRef>,
+) -> Result<ArrayRef> {
+    let lifted = with_reductions(expr, batch)?;
+    let (expr, chunk) = lifted.as_ref().map_or((expr, batch), |(e, b)| (e, b));
+    match Tensors::flatten(expr, chunk, dims)? {
+        Some(tensors) => tensors.wrap(flat(expr, &tensors.batch)?, expr),
+        None => evaluate_with_batch_dims(expr, chunk, dims),
+    }
 }
 
 /// `expr` with every reduction (`reduce_sum(t)`, ...) computed first, over the whole chunk,

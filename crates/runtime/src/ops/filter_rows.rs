@@ -5,6 +5,8 @@
 //! of the filter. Here a list column is copied by the runs of kept rows into buffers sized
 //! from its offsets first; other columns go through Arrow's filter, built once per mask.
 
+use std::cell::OnceCell;
+
 use arrow::array::{make_array, Array, ArrayRef, AsArray, BooleanArray, Capacities, MutableArrayData};
 use arrow::compute::{FilterBuilder, SlicesIterator};
 use arrow::datatypes::DataType;
@@ -17,14 +19,18 @@ pub fn filter_rows(chunk: &RecordBatch, mask: &BooleanArray) -> Result<RecordBat
     if kept == chunk.num_rows() {
         return Ok(chunk.clone());
     }
-    let runs: Vec<(usize, usize)> = SlicesIterator::new(mask).collect();
-    let filter = FilterBuilder::new(mask).optimize().build();
+    // Each is built for the first column that needs it.
+    let runs = OnceCell::new();
+    let filter = OnceCell::new();
     let columns = chunk
         .columns()
         .iter()
         .map(|column| match column.data_type() {
-            DataType::List(_) => Ok(list_rows(column, &runs, kept)?),
-            _ => Ok(filter.filter(column)?),
+            DataType::List(_) => {
+                let runs: &Vec<(usize, usize)> = runs.get_or_init(|| SlicesIterator::new(mask).collect());
+                list_rows(column, runs, kept)
+            }
+            _ => Ok(filter.get_or_init(|| FilterBuilder::new(mask).optimize().build()).filter(column)?),
         })
         .collect::<Result<Vec<ArrayRef>>>()?;
     let options = RecordBatchOptions::new().with_row_count(Some(kept));

@@ -29,7 +29,7 @@ use arrow::buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use arrow::datatypes::{ArrowPrimitiveType, Float32Type, Float64Type, Int32Type, Int64Type, SchemaRef};
 use flumen_ir::{Expr, NamedExpr, Result};
 
-use crate::eval::{assemble_map, evaluate_with_batch_dims, list_depth, with_reductions, Tensors};
+use crate::eval::{assemble_map, evaluate_output, evaluate_with_batch_dims, list_depth};
 
 use exec::{exec, Buf, Elem, Input, Tile};
 use program::{compile, Arg, Konst, Program, Ty};
@@ -222,26 +222,15 @@ impl FusedMap {
         };
         let mut values = Vec::with_capacity(self.outputs.len());
         for ((out, depth), tensor) in self.outputs.iter().zip(&self.depths).zip(&self.tensors) {
-            let value = if *depth == 0 {
-                match fused.as_mut().and_then(Iterator::next) {
-                    Some(value) => value,
-                    None => evaluate_with_batch_dims(&out.expr, chunk, 0)?,
-                }
-            } else if let Some((expr, lifted)) = with_reductions(&out.expr, chunk)? {
-                // Reductions are computed first, over the whole chunk (Arrow path).
-                match Tensors::flatten(&expr, &lifted, *depth)? {
-                    Some(flat) => flat.wrap(evaluate_with_batch_dims(&expr, &flat.batch, 0)?, &expr)?,
-                    None => evaluate_with_batch_dims(&expr, &lifted, *depth)?,
-                }
-            } else if let Some(flat) = Tensors::flatten(&out.expr, chunk, *depth)? {
-                let run = tensor.get(&[&out.expr], &flat.batch.schema()).and_then(|k| k.run(&flat.batch));
-                let value = match run.and_then(|mut v| v.pop()) {
-                    Some(value) => value,
-                    None => evaluate_with_batch_dims(&out.expr, &flat.batch, 0)?,
-                };
-                flat.wrap(value, &out.expr)?
-            } else {
-                evaluate_with_batch_dims(&out.expr, chunk, *depth)?
+            let value = match fused.as_mut().filter(|_| *depth == 0).and_then(Iterator::next) {
+                Some(value) => value,
+                None => evaluate_output(&out.expr, chunk, *depth, |expr, flat| {
+                    let run = tensor.get(&[expr], &flat.schema()).and_then(|k| k.run(flat));
+                    match run.and_then(|mut v| v.pop()) {
+                        Some(value) => Ok(value),
+                        None => evaluate_with_batch_dims(expr, flat, 0),
+                    }
+                })?,
             };
             values.push(value);
         }
