@@ -581,7 +581,12 @@ impl Dataset {
     /// The fingerprint of the optimized plan (what checkpoints check options by).
     pub(crate) fn optimized_fingerprint(&self) -> Result<String> {
         let plan = self.optimized_plan()?;
-        Ok(self.optimized_print.get_or_init(|| flumen_ir::fingerprint::fingerprint(&plan)).clone())
+        // The operator tree a checkpoint mirrors also depends on stage fusion.
+        let unfused = if self.options.stage_fusion { "" } else { "-unfused" };
+        Ok(self
+            .optimized_print
+            .get_or_init(|| format!("{}{unfused}", flumen_ir::fingerprint::fingerprint(&plan)))
+            .clone())
     }
 
     /// A stable hash of the plan that ignores seeds.
@@ -619,7 +624,7 @@ impl Dataset {
     /// The explanation in `format`; `verbose` adds the plan after each stage.
     pub fn explain_with(&self, format: ExplainFormat, verbose: bool) -> Result<String> {
         let report = self.optimization_report()?;
-        Ok(crate::explain::render(&report, format, verbose))
+        Ok(crate::explain::render(&report, format, verbose, self.options.stage_fusion))
     }
 
     /// The options this dataset runs with.
@@ -643,6 +648,7 @@ impl Dataset {
             deterministic: o.deterministic,
             threads: o.threads,
             autotune: AutotuneOptions { enabled: o.optimization.autotune, ..o.autotune },
+            fuse_stages: o.stage_fusion,
             ..ExecOptions::default()
         };
         let mut ctx = ExecContext::new(self.registry.clone(), Arc::new(options), self.shared.clone(), iteration);
@@ -709,7 +715,12 @@ impl<C> Iter<C> {
     /// tuner gave them and when), and which operator is the bottleneck.
     pub fn analyze(&self) -> Result<String> {
         let ctx = self.ctx.as_ref().ok_or_else(|| Error::execution("analyze", "the iterator failed to start"))?;
-        Ok(flumen_runtime::analyze::analyze(&self.dataset.optimized_plan()?, &ctx.metrics, &ctx.budget))
+        Ok(flumen_runtime::analyze::analyze(
+            &self.dataset.optimized_plan()?,
+            &ctx.metrics,
+            &ctx.budget,
+            ctx.options.fuse_stages,
+        ))
     }
 }
 

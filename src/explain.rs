@@ -46,9 +46,9 @@ fn indent(text: &str) -> String {
 }
 
 /// Renders `report` in `format`; `verbose` adds the plan after each stage ("unchanged"
-/// when the stage changed nothing).
-pub fn render(report: &Report, format: ExplainFormat, verbose: bool) -> String {
-    let physical = flumen_runtime::physical::describe(&report.output);
+/// when the stage changed nothing). The physical plan fuses stages when `fuse`.
+pub fn render(report: &Report, format: ExplainFormat, verbose: bool, fuse: bool) -> String {
+    let physical = flumen_runtime::physical::describe(&report.output, fuse);
     match format {
         ExplainFormat::Text => {
             let mut out = format!("== Logical plan ==\n{}", report.input);

@@ -32,6 +32,11 @@ pub struct Options {
     /// `optimization.autotune`, which also decides whether the optimizer makes maps
     /// parallel and prefetches the output.
     pub autotune: AutotuneOptions,
+    /// Run each chain of maps and filters over whole chunks as one operator, its functions
+    /// called one after another in each task (default on; off with the optimizer). Results,
+    /// order and errors are the same either way; fusion saves the hand-offs between
+    /// operators (see `flumen_runtime::stage`).
+    pub stage_fusion: bool,
 }
 
 impl Default for Options {
@@ -44,6 +49,7 @@ impl Default for Options {
             symbolic_checkpoint: false,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             autotune: AutotuneOptions::default(),
+            stage_fusion: true,
         }
     }
 }
@@ -55,10 +61,17 @@ impl Options {
         self
     }
 
-    /// The same options with the optimizer off: the plan runs exactly as written, and
-    /// every expression function is called once per element.
+    /// The same options with the optimizer off: the plan runs exactly as written, one
+    /// operator per plan node, and every expression function is called once per element.
     pub fn without_optimizations(mut self) -> Self {
         self.optimization.enabled = false;
+        self.stage_fusion = false;
+        self
+    }
+
+    /// The same options with stage fusion on or off (see [`Options::stage_fusion`]).
+    pub fn with_stage_fusion(mut self, on: bool) -> Self {
+        self.stage_fusion = on;
         self
     }
 

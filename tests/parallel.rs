@@ -31,16 +31,6 @@ fn autotuned() -> Parallel {
     Parallel { num_parallel_calls: Tunable::Autotune, deterministic: None }
 }
 
-/// Items as text: values of field `field` per element, or the error's message.
-fn items(ds: &Dataset, field: &str) -> Vec<String> {
-    ds.iter()
-        .map(|item| match item {
-            Ok(b) => format!("{:?}", column_i64(&b, field)),
-            Err(e) => format!("Err: {e}"),
-        })
-        .collect()
-}
-
 /// A per-element closure computing `value * 3`, failing on multiples of 17 and panicking on
 /// 100 when `panics`.
 fn triple(panics: bool) -> MapFunction {
@@ -67,14 +57,14 @@ fn parallel_maps_give_the_sequential_sequence_with_errors_in_place() {
         let options = Options::default().with_chunk_rows(chunk_rows);
         for parallel in [calls(2, None), calls(4, Some(true)), autotuned()] {
             let closure = range(0, 300).map_with(triple(false), parallel).unwrap().with_options(options.clone());
-            let expected = items(&sequential(&closure), "value");
+            let expected = item_texts(&sequential(&closure), "value");
             assert!(expected.iter().any(|i| i.starts_with("Err")), "the closure fails on some elements");
-            assert_eq!(items(&closure, "value"), expected, "closure map, {parallel:?}, chunks of {chunk_rows}");
+            assert_eq!(item_texts(&closure, "value"), expected, "closure map, {parallel:?}, chunks of {chunk_rows}");
 
             let exprs = MapFunction::with_fields([("y", lit(1000i64) / (col("value") % lit(50i64)))]);
             let expr = range(0, 300).map_with(exprs, parallel).unwrap().with_options(options.clone());
-            let expected = items(&sequential(&expr), "y");
-            assert_eq!(items(&expr, "y"), expected, "expression map, {parallel:?}, chunks of {chunk_rows}");
+            let expected = item_texts(&sequential(&expr), "y");
+            assert_eq!(item_texts(&expr, "y"), expected, "expression map, {parallel:?}, chunks of {chunk_rows}");
         }
     }
 }
@@ -100,19 +90,19 @@ fn parallel_filters_give_the_sequential_sequence_with_errors_in_place() {
         let options = Options::default().with_chunk_rows(chunk_rows);
         for parallel in [calls(2, None), calls(4, Some(true)), autotuned()] {
             let closure = range(0, 300).filter_with(odd(false), parallel).unwrap().with_options(options.clone());
-            let expected = items(&sequential(&closure), "value");
+            let expected = item_texts(&sequential(&closure), "value");
             assert!(expected.iter().any(|i| i.starts_with("Err")), "the predicate fails on some elements");
-            assert_eq!(items(&closure, "value"), expected, "closure filter, {parallel:?}, chunks of {chunk_rows}");
+            assert_eq!(item_texts(&closure, "value"), expected, "closure filter, {parallel:?}, chunks of {chunk_rows}");
 
             let predicate = (lit(1000i64) / (col("value") % lit(50i64))).gt(lit(30i64));
             let expr = range(0, 300).filter_with(predicate, parallel).unwrap().with_options(options.clone());
-            let expected = items(&sequential(&expr), "value");
+            let expected = item_texts(&sequential(&expr), "value");
             assert!(expected.iter().any(|i| i.starts_with("Err")), "division by zero fails on some elements");
-            assert_eq!(items(&expr, "value"), expected, "expression filter, {parallel:?}, chunks of {chunk_rows}");
+            assert_eq!(item_texts(&expr, "value"), expected, "expression filter, {parallel:?}, chunks of {chunk_rows}");
         }
     }
     let panicking = range(0, 200).filter_with(odd(true), calls(3, None)).unwrap();
-    let out = items(&panicking.with_options(Options::default().with_chunk_rows(10)), "value");
+    let out = item_texts(&panicking.with_options(Options::default().with_chunk_rows(10)), "value");
     let panic = out.iter().position(|i| i.contains("panicked")).expect("the panic is an error");
     assert!(out[panic + 1..].iter().any(|i| i.contains("199")), "the filter goes on after the panic: {out:?}");
 }
@@ -120,8 +110,8 @@ fn parallel_filters_give_the_sequential_sequence_with_errors_in_place() {
 #[test]
 fn unordered_maps_give_the_same_elements() {
     let ds = range(0, 500).map_with(triple(false), calls(4, Some(false))).unwrap();
-    let mut got = items(&ds, "value");
-    let mut expected = items(&sequential(&ds), "value");
+    let mut got = item_texts(&ds, "value");
+    let mut expected = item_texts(&sequential(&ds), "value");
     got.sort();
     expected.sort();
     assert_eq!(got, expected);
@@ -130,7 +120,7 @@ fn unordered_maps_give_the_same_elements() {
 #[test]
 fn a_panic_on_a_worker_is_an_error_in_order() {
     let ds = range(0, 200).map_with(triple(true), calls(4, None)).unwrap().with_options(Options::default());
-    let got = items(&ds, "value");
+    let got = item_texts(&ds, "value");
     let at = got.iter().position(|i| i.contains("boom at 100")).expect("the panic is reported");
     // Every value gives one item (an element or an error), so value 100's is item 100; the
     // iterator goes on after it.
@@ -147,9 +137,9 @@ fn parallel_batches_and_map_and_batch_give_the_sequential_batches() {
         // map then batch: the optimizer fuses them into a parallel map_and_batch.
         let fused = mapped.batch(8).unwrap().with_options(options.clone());
         assert!(fused.explain().contains("MapAndBatchOp"), "{}", fused.explain());
-        assert_eq!(items(&fused, "value"), items(&sequential(&fused), "value"));
+        assert_eq!(item_texts(&fused, "value"), item_texts(&sequential(&fused), "value"));
         let batched = range(0, 250).batch_parallel(16, false, calls(3, None)).unwrap().with_options(options);
-        assert_eq!(items(&batched, "value"), items(&sequential(&batched), "value"));
+        assert_eq!(item_texts(&batched, "value"), item_texts(&sequential(&batched), "value"));
     }
 }
 
@@ -174,10 +164,10 @@ fn parallel_interleave_keeps_the_deterministic_order() {
     for chunk_rows in [1, 1000] {
         let ds = files().with_options(Options::default().with_chunk_rows(chunk_rows));
         assert!(ds.explain().contains("read ahead by its own producer"), "{}", ds.explain());
-        assert_eq!(items(&ds, "value"), items(&sequential(&ds), "value"));
+        assert_eq!(item_texts(&ds, "value"), item_texts(&sequential(&ds), "value"));
     }
     let sloppy = files().with_options(Options::default().with_deterministic(false));
-    let (mut got, mut expected) = (items(&sloppy, "value"), items(&sequential(&sloppy), "value"));
+    let (mut got, mut expected) = (item_texts(&sloppy, "value"), item_texts(&sequential(&sloppy), "value"));
     got.sort();
     expected.sort();
     assert_eq!(got, expected);
@@ -208,9 +198,9 @@ fn a_parallel_interleave_opens_its_whole_cycle_up_front_with_errors_in_place() {
     for chunk_rows in [1, 4, 1000] {
         let options = Options::default().with_chunk_rows(chunk_rows);
         let parallel = one_element_files(Arc::new(AtomicUsize::new(0)), calls(3, Some(true))).with_options(options);
-        let expected = items(&sequential(&parallel), "value");
+        let expected = item_texts(&sequential(&parallel), "value");
         assert!(expected.iter().any(|i| i.starts_with("Err")), "element 4 fails: {expected:?}");
-        assert_eq!(items(&parallel, "value"), expected, "chunks of {chunk_rows}");
+        assert_eq!(item_texts(&parallel, "value"), expected, "chunks of {chunk_rows}");
     }
 }
 

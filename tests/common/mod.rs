@@ -28,6 +28,17 @@ pub fn column_i64(batch: &RecordBatch, field: &str) -> Vec<i64> {
     col.values().to_vec()
 }
 
+/// Every item of a dataset as text: an element's values of int field `field`, or `Err: `
+/// and the error's message (for comparing sequences with their errors in place).
+pub fn item_texts(ds: &Dataset, field: &str) -> Vec<String> {
+    ds.iter()
+        .map(|item| match item {
+            Ok(b) => format!("{:?}", column_i64(&b, field)),
+            Err(e) => format!("Err: {e}"),
+        })
+        .collect()
+}
+
 /// A float column of a batch as values.
 pub fn column_f64(batch: &RecordBatch, field: &str) -> Vec<f64> {
     let col = batch.column_by_name(field).unwrap_or_else(|| panic!("no field {field}"));

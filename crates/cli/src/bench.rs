@@ -198,8 +198,9 @@ fn peak_rss_mb() -> f64 {
     kib * 1024.0 / 1e6
 }
 
-/// One pass of flumen's pipeline for `workload` over the files under `data`.
-fn run_flumen(workload: Workload, data: &Path) -> Result<Outcome, String> {
+/// One pass of flumen's pipeline for `workload` over the files under `data`; with `analyze`,
+/// its `explain analyze` goes to stderr afterwards.
+fn run_flumen(workload: Workload, data: &Path, analyze: bool) -> Result<Outcome, String> {
     let (ds, field) = match workload {
         Workload::W1 => (w1(data)?, "cross"),
         Workload::W2 => (w2(data)?, "features"),
@@ -207,7 +208,8 @@ fn run_flumen(workload: Workload, data: &Path) -> Result<Outcome, String> {
         Workload::W6 => (w6(data)?, "tokens"),
     };
     let (mut rows, mut batches, mut checksum) = (0u64, 0u64, 0.0f64);
-    for batch in ds.iter() {
+    let mut it = ds.iter();
+    for batch in &mut it {
         let batch = batch.map_err(|e| e.to_string())?;
         let column = batch.column_by_name(field).ok_or_else(|| format!("no field {field}"))?;
         checksum += match workload {
@@ -217,17 +219,20 @@ fn run_flumen(workload: Workload, data: &Path) -> Result<Outcome, String> {
         rows += batch.num_rows() as u64;
         batches += 1;
     }
+    if analyze {
+        eprint!("{}", it.analyze().map_err(|e| e.to_string())?);
+    }
     Ok(Outcome { rows, batches, checksum })
 }
 
 /// Runs one pass (flumen's pipeline, or its hand-written limit when `limit`) and returns
 /// its JSON line.
-fn pass(workload: Workload, data: &Path, limit: bool) -> Result<serde_json::Value, String> {
+fn pass(workload: Workload, data: &Path, limit: bool, analyze: bool) -> Result<serde_json::Value, String> {
     let start = Instant::now();
     let outcome = if limit {
         crate::limit::run(workload.id(), |dir, extension| files(data, dir, extension))?
     } else {
-        run_flumen(workload, data)?
+        run_flumen(workload, data, analyze)?
     };
     let seconds = start.elapsed().as_secs_f64();
     Ok(serde_json::json!({
@@ -246,16 +251,17 @@ fn pass(workload: Workload, data: &Path, limit: bool) -> Result<serde_json::Valu
 /// Runs `workload` over the files under `data` and prints its JSON line: flumen's pass, or
 /// the hand-written limit's when `limit`. With `rounds` > 1, alternates the two `rounds`
 /// times each, prints every line, then a summary line with each one's median rows/s and
-/// flumen's fraction of the limit.
-pub fn bench(workload: Workload, data: &Path, limit: bool, rounds: usize) -> Result<(), String> {
+/// flumen's fraction of the limit. `analyze` prints each flumen pass's `explain analyze`
+/// to stderr.
+pub fn bench(workload: Workload, data: &Path, limit: bool, rounds: usize, analyze: bool) -> Result<(), String> {
     if rounds <= 1 {
-        println!("{}", pass(workload, data, limit)?);
+        println!("{}", pass(workload, data, limit, analyze)?);
         return Ok(());
     }
     let (mut engine, mut hand, mut sums) = (vec![], vec![], vec![]);
     for _ in 0..rounds {
         for limit in [false, true] {
-            let line = pass(workload, data, limit)?;
+            let line = pass(workload, data, limit, analyze)?;
             println!("{line}");
             let speed = line["rows_per_s"].as_f64().unwrap_or(0.0);
             if limit {

@@ -73,6 +73,10 @@ enum Command {
         /// flumen's fraction of the limit.
         #[arg(long, default_value_t = 1)]
         rounds: usize,
+        /// After each flumen pass, print its `explain analyze` to stderr (per operator: time,
+        /// buffers, what the tuner chose, the bottleneck).
+        #[arg(long)]
+        analyze: bool,
     },
     /// Write the w1, w2 and w6 files of `../shared/bench/WORKLOADS.md` under a directory,
     /// without TensorFlow (same layout and distributions as gen_data.py, other draws).
@@ -214,7 +218,9 @@ fn main() -> ExitCode {
             run(pipeline, *show, *limit, saving, restore.as_ref(), *analyze)
         }
         Command::Explain { pipeline, format, verbose } => explain(pipeline, *format, *verbose),
-        Command::Bench { workload, data, limit, rounds } => bench::bench(*workload, data, *limit, *rounds),
+        Command::Bench { workload, data, limit, rounds, analyze } => {
+            bench::bench(*workload, data, *limit, *rounds, *analyze)
+        }
         Command::GenData { out, scale } => gen_data::generate(out, *scale),
     };
     match result {

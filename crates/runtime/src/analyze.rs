@@ -16,11 +16,13 @@ use flumen_ir::Plan;
 use crate::autotune::tuner::live_model;
 use crate::budget::MemoryBudget;
 use crate::metrics::{Metrics, StatsKey};
-use crate::physical::operator;
+use crate::physical::{fused_member, operator, stage_top};
+use crate::stage::Stage;
 
-/// Renders the analysis of `plan` as run with `metrics` and `budget`.
-pub fn analyze(plan: &Plan, metrics: &Metrics, budget: &MemoryBudget) -> String {
-    let live = live_model(plan, metrics);
+/// Renders the analysis of `plan` as run with `metrics` and `budget` (built with stage
+/// fusion when `fuse`).
+pub fn analyze(plan: &Plan, metrics: &Metrics, budget: &MemoryBudget, fuse: bool) -> String {
+    let live = live_model(plan, metrics, fuse);
     // Own time per parallel worker, per model node: the busiest node is the bottleneck.
     let busy: Vec<f64> = live
         .model
@@ -59,28 +61,46 @@ pub fn analyze(plan: &Plan, metrics: &Metrics, budget: &MemoryBudget) -> String 
         }
         found => found.map(|(i, _)| live.keys[i]),
     };
-    render(plan, 0, metrics, bottleneck, &live, &mut out);
+    let mut view = View { metrics, bottleneck, live: &live, fuse, out: &mut out };
+    view.render(plan, 0);
     out
 }
 
-fn render(
-    plan: &Plan,
-    depth: usize,
-    metrics: &Metrics,
+/// What rendering reads, and the text so far.
+struct View<'a> {
+    metrics: &'a Metrics,
     bottleneck: Option<StatsKey>,
-    live: &crate::autotune::tuner::LiveModel,
-    out: &mut String,
-) {
-    let indent = "  ".repeat(depth);
-    let key = StatsKey::Node(plan.node_id());
-    let _ = write!(out, "{indent}{}", operator(plan.op()));
-    line(key, metrics, bottleneck, live, out);
-    if metrics.get(StatsKey::Opened(plan.node_id())).is_some() {
-        let _ = write!(out, "{indent}  (opened datasets)");
-        line(StatsKey::Opened(plan.node_id()), metrics, bottleneck, live, out);
-    }
-    for input in plan.inputs() {
-        render(input, depth + 1, metrics, bottleneck, live, out);
+    live: &'a crate::autotune::tuner::LiveModel,
+    fuse: bool,
+    out: &'a mut String,
+}
+
+impl View<'_> {
+    fn render(&mut self, plan: &Plan, depth: usize) {
+        let indent = "  ".repeat(depth);
+        let key = StatsKey::Node(plan.node_id());
+        let stage = Stage::of(plan).filter(|_| self.fuse);
+        let _ = match &stage {
+            Some(stage) => write!(self.out, "{indent}{}", stage_top(stage)),
+            None => write!(self.out, "{indent}{}", operator(plan.op())),
+        };
+        line(key, self.metrics, self.bottleneck, self.live, self.out);
+        if self.metrics.get(StatsKey::Opened(plan.node_id())).is_some() {
+            let _ = write!(self.out, "{indent}  (opened datasets)");
+            line(StatsKey::Opened(plan.node_id()), self.metrics, self.bottleneck, self.live, self.out);
+        }
+        let Some(stage) = stage else {
+            for input in plan.inputs() {
+                self.render(input, depth + 1);
+            }
+            return;
+        };
+        // The fused members have no counters of their own: the top counts the stage.
+        for (depth, member) in (depth + 1..).zip(&stage.members[1..]) {
+            let _ =
+                writeln!(self.out, "{}{} fused into the stage above", "  ".repeat(depth), fused_member(member.op()));
+        }
+        self.render(stage.input, depth + stage.members.len());
     }
 }
 

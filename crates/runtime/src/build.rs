@@ -4,7 +4,9 @@
 //! Each node becomes one operator, wrapped in a [`Metered`] counter of its plan node;
 //! `repeat` keeps its input plan to rebuild it per epoch. A `num_parallel_calls` or a
 //! prefetch turns into an asynchronous operator whose parameters are [`Knob`]s: fixed when
-//! the plan gives a number, tuned live when it says `AUTOTUNE` (see `autotune`).
+//! the plan gives a number, tuned live when it says `AUTOTUNE` (see `autotune`). A chain of
+//! maps and filters over whole chunks becomes one operator, counted as its top node, when
+//! stage fusion is on (see `crate::stage`).
 
 use std::sync::Arc;
 
@@ -37,6 +39,7 @@ use crate::ops::source::build_source;
 use crate::ops::unbatch::{RebatchOp, UnbatchOp};
 use crate::ops::window::WindowOp;
 use crate::ops::zip::ZipOp;
+use crate::stage::{chain, Stage};
 
 /// The operator tree of an iterator over `plan`: [`build`], under the tuner when autotuning
 /// is on and the plan has `AUTOTUNE` parameters.
@@ -45,7 +48,7 @@ pub fn build_root(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
     if !ctx.options.autotune.enabled || !has_autotune(plan) {
         return Ok(root);
     }
-    Ok(Box::new(Tuned::new(root, plan.clone(), ctx.metrics.clone(), ctx.options.autotune)?))
+    Ok(Box::new(Tuned::new(root, plan.clone(), ctx.metrics.clone(), ctx.options.autotune, ctx.options.fuse_stages)?))
 }
 
 fn has_autotune(plan: &Plan) -> bool {
@@ -103,7 +106,53 @@ fn parallel_map(
     Box::new(ParallelMapOp::new(input, func, ctx.pool.clone(), knob, size, ordered, stats, ctx.budget.clone()))
 }
 
+/// The operator of a stage (see `crate::stage`): its members' functions chained in each task,
+/// counted as its top node. A `map_and_batch` top batches the chain's output; its tasks gather
+/// whole batches' rows unless a filter below makes the output rows unknown.
+fn build_stage(plan: &Plan, stage: &Stage, ctx: &ExecContext) -> Result<BoxOperator> {
+    let mut fns = Vec::with_capacity(stage.members.len());
+    let mut out_schema = plan.spec().arrow_schema();
+    for member in stage.members.iter().rev() {
+        out_schema = member.spec().arrow_schema();
+        fns.push(match member.op() {
+            Op::Map { func, vectorized, .. } => map_fn(func, out_schema.clone(), &ctx.registry, *vectorized)?,
+            Op::Filter { predicate, vectorized, .. } => filter_fn(predicate, &ctx.registry, *vectorized)?,
+            Op::MapAndBatch { func, vectorized, .. } => {
+                out_schema = member.spec().unbatched("map_and_batch")?.arrow_schema();
+                map_fn(func, out_schema.clone(), &ctx.registry, *vectorized)?
+            }
+            other => unreachable!("a stage member {}", other.name()),
+        });
+    }
+    let func = chain(fns, out_schema);
+    let input = build(stage.input, ctx)?;
+    let calls = stage.calls();
+    let parallel = is_parallel(&calls);
+    Ok(match plan.op() {
+        Op::MapAndBatch { batch_size, drop_remainder, deterministic, .. } => {
+            let map: BoxOperator = if !parallel {
+                Box::new(MapOp::new(input, func))
+            } else if stage.filters() {
+                parallel_map(plan, ctx, input, func, calls, *deterministic, TaskSize::Chunk)
+            } else {
+                let size = TaskSize::Rows(usize::try_from(*batch_size).unwrap_or(usize::MAX));
+                parallel_map(plan, ctx, input, func, calls, *deterministic, size)
+            };
+            Box::new(BatchOp::new(map, *batch_size, *drop_remainder, plan.spec().arrow_schema()))
+        }
+        Op::Map { deterministic, .. } | Op::Filter { deterministic, .. } if parallel => {
+            parallel_map(plan, ctx, input, func, calls, *deterministic, TaskSize::Chunk)
+        }
+        _ => Box::new(MapOp::new(input, func)),
+    })
+}
+
 fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
+    if ctx.options.fuse_stages {
+        if let Some(stage) = Stage::of(plan) {
+            return build_stage(plan, &stage, ctx);
+        }
+    }
     let schema = plan.spec().arrow_schema();
     let input = || build(plan.input(), ctx);
     let chunk_rows = ctx.options.chunk_rows;

@@ -26,6 +26,8 @@ pub struct ExecOptions {
     pub threads: usize,
     /// Autotuning of `AUTOTUNE` parameters.
     pub autotune: AutotuneOptions,
+    /// Run chains of maps and filters over whole chunks as one operator (`crate::stage`).
+    pub fuse_stages: bool,
 }
 
 impl Default for ExecOptions {
@@ -37,6 +39,7 @@ impl Default for ExecOptions {
             deterministic: true,
             threads: cores,
             autotune: AutotuneOptions::default(),
+            fuse_stages: true,
         }
     }
 }

@@ -11,7 +11,7 @@
 //! - [`checkpoint`]: saving and restoring a running operator tree (iterator checkpoints).
 //! - [`pool`]: the iterator's thread pool; [`budget`]: the bytes its buffers may hold;
 //!   [`metrics`]: live counters and tunable knobs; [`autotune`]: the model and the tuner;
-//!   [`mod@analyze`]: `explain analyze`.
+//!   [`mod@analyze`]: `explain analyze`; [`stage`]: which maps and filters run as one operator.
 
 #![warn(missing_docs)]
 
@@ -30,6 +30,7 @@ pub mod physical;
 pub mod pool;
 pub mod resume;
 pub mod rows;
+pub mod stage;
 
 pub use build::{build, build_root};
 pub use context::{ExecContext, ExecOptions, SharedState};

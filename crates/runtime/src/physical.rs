@@ -21,6 +21,10 @@
 //! - sources are `ReaderOp[...]` with what is pushed into the reader (projected columns, a
 //!   Parquet predicate), or `GeneratorOp[...]`.
 //!
+//! - a stage (maps and filters fused into one operator, `crate::stage`) is its top's
+//!   operator, ending `; stage of k operators`, with the fused nodes below it shown as
+//!   `map[...] fused into #n` or `filter[...] fused into #n`.
+//!
 //! A sub-plan used by several consumers is printed once and referenced afterwards as
 //! `(see #n, built again)`: [`build`](crate::build::build) lowers each use separately, so every
 //! consumer pulls from operators of its own.
@@ -28,19 +32,21 @@
 use std::collections::HashMap;
 
 use crate::build::is_parallel;
+use crate::stage::Stage;
 use flumen_ir::{ClosureKind, ClosureRef, DatasetFn, MapFn, Op, Plan, Predicate, SourceDesc, Tunable};
 
-/// The physical operator tree that [`build`](crate::build::build) creates for `plan`, one
-/// operator per line, output first, inputs indented by two spaces, each line ending with
-/// ` -> <element spec>`. See the [module documentation](self) for the notation.
-pub fn describe(plan: &Plan) -> String {
+/// The physical operator tree that [`build`](crate::build::build) creates for `plan` (with
+/// stage fusion when `fuse`), one operator per line, output first, inputs indented by two
+/// spaces, each line ending with ` -> <element spec>`. See the [module documentation](self)
+/// for the notation.
+pub fn describe(plan: &Plan, fuse: bool) -> String {
     let mut out = String::new();
     let mut seen = HashMap::new();
-    render(plan, 0, &mut out, &mut seen);
+    render(plan, 0, fuse, &mut out, &mut seen);
     out
 }
 
-fn render(plan: &Plan, depth: usize, out: &mut String, seen: &mut HashMap<usize, usize>) {
+fn render(plan: &Plan, depth: usize, fuse: bool, out: &mut String, seen: &mut HashMap<usize, usize>) {
     let indent = "  ".repeat(depth);
     if let Some(n) = seen.get(&plan.node_id()) {
         out.push_str(&format!("{indent}(see #{n}, built again)\n"));
@@ -48,9 +54,42 @@ fn render(plan: &Plan, depth: usize, out: &mut String, seen: &mut HashMap<usize,
     }
     let n = seen.len();
     seen.insert(plan.node_id(), n);
-    out.push_str(&format!("{indent}#{n} {} -> {}\n", operator(plan.op()), plan.spec()));
-    for input in plan.inputs() {
-        render(input, depth + 1, out, seen);
+    let Some(stage) = Stage::of(plan).filter(|_| fuse) else {
+        out.push_str(&format!("{indent}#{n} {} -> {}\n", operator(plan.op()), plan.spec()));
+        for input in plan.inputs() {
+            render(input, depth + 1, fuse, out, seen);
+        }
+        return;
+    };
+    out.push_str(&format!("{indent}#{n} {} -> {}\n", stage_top(&stage), plan.spec()));
+    for (depth, member) in (depth + 1..).zip(&stage.members[1..]) {
+        let m = seen.len();
+        seen.insert(member.node_id(), m);
+        let indent = "  ".repeat(depth);
+        out.push_str(&format!("{indent}#{m} {} fused into #{n} -> {}\n", fused_member(member.op()), member.spec()));
+    }
+    render(stage.input, depth + stage.members.len(), fuse, out, seen);
+}
+
+/// The operator that runs `stage`: its top's, with the stage's parallelism and the number
+/// of operators fused into its tasks.
+pub fn stage_top(stage: &Stage) -> String {
+    let mut top = stage.members[0].op().clone();
+    if let Op::Map { num_parallel_calls, .. }
+    | Op::Filter { num_parallel_calls, .. }
+    | Op::MapAndBatch { num_parallel_calls, .. } = &mut top
+    {
+        *num_parallel_calls = stage.calls();
+    }
+    format!("{}; stage of {} operators", operator(&top), stage.members.len())
+}
+
+/// A stage member below its top: what it computes in the top's tasks.
+pub fn fused_member(op: &Op) -> String {
+    match op {
+        Op::Map { func, vectorized, .. } => format!("map[{}]", map_strategy(func, *vectorized)),
+        Op::Filter { predicate, vectorized, .. } => format!("filter[{}]", predicate_strategy(predicate, *vectorized)),
+        other => other.name().to_string(),
     }
 }
 
@@ -328,13 +367,13 @@ mod tests {
     fn vectorized_and_per_row_maps() {
         let columnar = map(&range(10), "y", true, true);
         assert_eq!(
-            describe(&columnar),
+            describe(&columnar, true),
             "#0 MapOp[columnar expressions] -> {value: int64[], y: int64[]}\n\
              \x20 #1 ReaderOp[range: 0, 10, step 1] -> {value: int64[]}\n"
         );
         let per_row = map(&range(10), "y", false, false);
         assert_eq!(
-            describe(&per_row),
+            describe(&per_row, true),
             "#0 MapOp[per-row fallback: expressions] -> {y: int64[]}\n\
              \x20 #1 ReaderOp[range: 0, 10, step 1] -> {value: int64[]}\n"
         );
@@ -346,7 +385,7 @@ mod tests {
     #[test]
     fn closure_maps_and_filters() {
         assert_eq!(
-            describe(&closure_map(&range(4), ClosureKind::PerElement)),
+            describe(&closure_map(&range(4), ClosureKind::PerElement), true),
             "#0 MapOp[per-row fallback: closure 'normalize'] -> {value: float32[]}\n\
              \x20 #1 ReaderOp[range: 0, 4, step 1] -> {value: int64[]}\n"
         );
@@ -367,7 +406,7 @@ mod tests {
         let right = map(&source, "y", false, true);
         let zip = Plan::new(Op::Zip, vec![left, right]).unwrap();
         assert_eq!(
-            describe(&zip),
+            describe(&zip, true),
             "#0 ZipOp -> {x: int64[], y: int64[]}\n\
              \x20 #1 MapOp[columnar expressions] -> {x: int64[]}\n\
              \x20   #2 ReaderOp[range: 0, 5, step 1] -> {value: int64[]}\n\
@@ -376,7 +415,7 @@ mod tests {
         );
         let twice = Plan::new(Op::Concatenate, vec![source.clone(), source]).unwrap();
         assert_eq!(
-            describe(&twice),
+            describe(&twice, true),
             "#0 ConcatenateOp -> {value: int64[]}\n\
              \x20 #1 ReaderOp[range: 0, 5, step 1] -> {value: int64[]}\n\
              \x20 (see #1, built again)\n"
@@ -410,7 +449,7 @@ mod tests {
         .unwrap();
         let prefetch = Plan::new(Op::Prefetch { buffer_size: Tunable::Autotune }, vec![batch]).unwrap();
         assert_eq!(
-            describe(&prefetch),
+            describe(&prefetch, true),
             "#0 PrefetchOp(buffer autotuned) on a producer thread -> {a: int64[?], b: string[?]}\n\
              \x20 #1 BatchOp(1024) -> {a: int64[?], b: string[?]}\n\
              \x20   #2 ReaderOp[parquet: 4 files, columns [a, b], where (x > 1)] -> {a: int64[], b: string[]}\n"
@@ -440,7 +479,7 @@ mod tests {
         .unwrap();
         let repeated = Plan::new(Op::Repeat { count: 2 }, vec![mapped]).unwrap();
         assert_eq!(
-            describe(&repeated),
+            describe(&repeated, true),
             "#0 RepeatOp(2) rebuilds its input each epoch -> {value: int64[256]}\n\
              \x20 #1 MapAndBatchOp[columnar expressions] -> batch 256, drop_remainder, autotuned parallel calls, order \
              per options -> {value: int64[256]}\n\

@@ -23,6 +23,7 @@ use super::AutotuneOptions;
 use crate::checkpoint::{OpState, SaveMode};
 use crate::metrics::{Knob, Metrics, OpStats, StatsKey};
 use crate::operator::{BoxOperator, Operator};
+use crate::stage::operator_inputs;
 
 /// The model of a running pipeline and the knobs its tunable parameters belong to.
 pub struct LiveModel {
@@ -48,20 +49,21 @@ fn pulls_elsewhere(op: &Op, stats: &OpStats) -> bool {
 }
 
 /// Builds the model of `plan` from the counters in `metrics` (nodes not built yet are left
-/// out).
-pub fn live_model(plan: &Plan, metrics: &Metrics) -> LiveModel {
+/// out). With `fuse`, each stage (`crate::stage`) is one node, its top's.
+pub fn live_model(plan: &Plan, metrics: &Metrics, fuse: bool) -> LiveModel {
     let mut live = LiveModel { model: Model::new(), knobs: Vec::new(), keys: Vec::new() };
-    if let Some(root) = add(plan, metrics, &mut live) {
+    if let Some(root) = add(plan, metrics, fuse, &mut live) {
         live.model.set_root(root);
     }
     live
 }
 
-fn add(plan: &Plan, metrics: &Metrics, live: &mut LiveModel) -> Option<NodeId> {
+fn add(plan: &Plan, metrics: &Metrics, fuse: bool, live: &mut LiveModel) -> Option<NodeId> {
     let stats = metrics.get(StatsKey::Node(plan.node_id()))?;
+    let operator_inputs = operator_inputs(plan, fuse);
     let mut inputs: Vec<(NodeId, Arc<OpStats>)> = Vec::new();
-    for input in plan.inputs() {
-        if let Some(id) = add(input, metrics, live) {
+    for input in &operator_inputs {
+        if let Some(id) = add(input, metrics, fuse, live) {
             inputs.push((id, metrics.get(StatsKey::Node(input.node_id()))?));
         }
     }
@@ -98,7 +100,7 @@ fn add(plan: &Plan, metrics: &Metrics, live: &mut LiveModel) -> Option<NodeId> {
             let inner: f64 = if pulls_elsewhere(op, &stats) {
                 0.0
             } else {
-                plan.inputs()
+                operator_inputs
                     .iter()
                     .filter_map(|i| metrics.get(StatsKey::Node(i.node_id())))
                     .map(|s| nanos(&s.wall_ns))
@@ -138,9 +140,10 @@ pub fn consumer_period(plan: &Plan, metrics: &Metrics) -> f64 {
     outside / rows(&stats).max(1.0)
 }
 
-/// One round: model, optimize, set the knobs. Returns whether anything was tunable.
-pub fn tune_once(plan: &Plan, metrics: &Metrics, options: &AutotuneOptions) -> bool {
-    let mut live = live_model(plan, metrics);
+/// One round: model, optimize, set the knobs. Returns whether anything was tunable. `fuse`
+/// says whether the operators were built with stage fusion.
+pub fn tune_once(plan: &Plan, metrics: &Metrics, options: &AutotuneOptions, fuse: bool) -> bool {
+    let mut live = live_model(plan, metrics, fuse);
     if live.knobs.is_empty() || live.model.root().is_none() {
         return false;
     }
@@ -177,8 +180,15 @@ pub struct Tuned {
 }
 
 impl Tuned {
-    /// `input` (built for `plan` with `metrics`), tuned in the background.
-    pub fn new(input: BoxOperator, plan: Plan, metrics: Arc<Metrics>, options: AutotuneOptions) -> Result<Self> {
+    /// `input` (built for `plan` with `metrics`, with stage fusion when `fuse`), tuned in the
+    /// background.
+    pub fn new(
+        input: BoxOperator,
+        plan: Plan,
+        metrics: Arc<Metrics>,
+        options: AutotuneOptions,
+        fuse: bool,
+    ) -> Result<Self> {
         let stop = Arc::new(Stop { stopped: Mutex::new(false), wake: Condvar::new() });
         let signal = stop.clone();
         let thread = std::thread::Builder::new()
@@ -191,7 +201,7 @@ impl Tuned {
                     if *stopped {
                         return;
                     }
-                    tune_once(&plan, &metrics, &options);
+                    tune_once(&plan, &metrics, &options, fuse);
                     period = (period * 2).min(Duration::from_millis(500));
                 }
             })
@@ -270,7 +280,7 @@ mod tests {
     #[test]
     fn a_slow_map_gets_the_cpu_budget() {
         let (plan, metrics, parallelism, _) = measured(100, 1);
-        assert!(tune_once(&plan, &metrics, &options(4)));
+        assert!(tune_once(&plan, &metrics, &options(4), true));
         // Raised while under the budget of 4 cores, so the last step reaches one past it.
         assert_eq!(parallelism.get(), 5);
         assert_eq!(parallelism.history().last().map(|(_, v)| *v), Some(5));
@@ -281,14 +291,14 @@ mod tests {
         // The source takes 100 ms, the map 1 ms: past a few calls, each more gains under
         // the optimizer's threshold (0.1% of the latency), far below the budget of 16.
         let (plan, metrics, parallelism, _) = measured(1, 100);
-        tune_once(&plan, &metrics, &options(16));
+        tune_once(&plan, &metrics, &options(16), true);
         assert!(parallelism.get() <= 3, "parallelism {}", parallelism.get());
     }
 
     #[test]
     fn the_model_mirrors_the_plan() {
         let (plan, metrics, _, _) = measured(100, 10);
-        let live = live_model(&plan, &metrics);
+        let live = live_model(&plan, &metrics, true);
         let names: Vec<&str> = live.model.nodes().iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["range", "map", "prefetch"]);
         // The map's own time is its workers' compute time per element: 100 ms / 1000.
