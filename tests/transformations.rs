@@ -730,3 +730,97 @@ fn maps_compute_elementwise_over_tensor_fields() {
     let err = Dataset::from_batches(vec![chunk]).unwrap().filter(col("t").gt(lit(1.0))).unwrap_err();
     assert!(err.to_string().contains("tensor"), "{err}");
 }
+
+#[test]
+fn maps_compute_one_hot_hash_buckets_axis_reductions_and_normalize() {
+    use arrow::array::{Array, AsArray, FixedSizeListArray, Float32Array, Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Float32Type, Int64Type};
+
+    // 12 elements: idx = r % 6 - 1 (from -1 to 4: two out of range for depth 4), a word, and
+    // t: float32[2, 3] with t[i][j] = (6r + 3i + j) / 2 - 4.
+    let words = ["hello", "", "héllo wörld"];
+    // tf.strings.to_hash_bucket_fast(words, 1000) in TensorFlow 2.21.
+    let buckets = [296i64, 263, 627];
+    let value = |r: usize, i: usize, j: usize| (6 * r + 3 * i + j) as f32 / 2.0 - 4.0;
+    let flat: Vec<f32> = (0..12).flat_map(|r| (0..2).flat_map(move |i| (0..3).map(move |j| value(r, i, j)))).collect();
+    let item = Arc::new(Field::new("item", DataType::Float32, true));
+    let rows = FixedSizeListArray::new(item, 3, Arc::new(Float32Array::from(flat)), None);
+    let item = Arc::new(Field::new("item", rows.data_type().clone(), true));
+    let t = FixedSizeListArray::new(item, 2, Arc::new(rows), None);
+    let chunk = arrow::record_batch::RecordBatch::try_from_iter([
+        ("idx", Arc::new(Int64Array::from_iter_values((0..12).map(|r| r % 6 - 1))) as arrow::array::ArrayRef),
+        ("word", Arc::new(StringArray::from_iter_values((0..12).map(|r| words[r % 3])))),
+        ("t", Arc::new(t)),
+    ])
+    .unwrap();
+    let (means, stds) = ([0.5, -1.0, 2.0], [2.0, 0.5, 4.0]);
+    // A map computing all four, a map reading its tensors (the optimizer fuses the two), and a
+    // filter on a reduction over every dim: max over i of sum over j is 9r - 6 > 0 for r >= 1.
+    let ds = Dataset::from_batches(vec![chunk.slice(0, 5), chunk.slice(5, 7)])
+        .unwrap()
+        .map(MapFunction::select([
+            ("oh", one_hot(col("idx"), 4)),
+            ("h", hash_bucket(col("word"), 1000)),
+            ("rows", reduce_sum_axes(col("t"), &[-1])),
+            ("cols", reduce_max_axes(col("t"), &[0])),
+            ("mean", reduce_mean_axes(col("t"), &[0, 1])),
+            ("n", normalize(col("t"), &means, &stds)),
+        ]))
+        .unwrap()
+        .map(MapFunction::with_fields([("hot", reduce_sum(col("oh") * lit(2.0)))]))
+        .unwrap()
+        .filter(reduce_max_axes(col("rows"), &[0]).gt(lit(0.0)))
+        .unwrap();
+    let spec = ds.element_spec();
+    let shape = |name: &str| spec.field(name).map(|f| (f.dtype, f.shape.clone()));
+    assert_eq!(shape("oh"), Some((DType::Float32, vec![4])));
+    assert_eq!(shape("h"), Some((DType::Int64, vec![])));
+    assert_eq!(shape("rows"), Some((DType::Float32, vec![2])));
+    assert_eq!(shape("cols"), Some((DType::Float32, vec![3])));
+    assert_eq!(shape("mean"), Some((DType::Float32, vec![])));
+    assert_eq!(shape("n"), Some((DType::Float32, vec![2, 3])));
+    assert_eq!(shape("hot"), Some((DType::Float32, vec![])));
+
+    type Row = (Vec<f32>, i64, Vec<f32>, Vec<f32>, f32, Vec<f32>, f32);
+    let values = |element: &arrow::record_batch::RecordBatch, name: &str| -> Vec<f32> {
+        let mut column = element.column_by_name(name).unwrap().clone();
+        while let DataType::FixedSizeList(_, n) = column.data_type() {
+            let list = column.as_fixed_size_list().clone();
+            column = list.values().slice(0, list.len() * *n as usize);
+        }
+        column.as_primitive::<Float32Type>().values().to_vec()
+    };
+    let collect = |ds: &Dataset| -> Vec<Row> {
+        let mut got = vec![];
+        for element in ds.iter() {
+            let element = element.unwrap();
+            let h = element.column_by_name("h").unwrap().as_primitive::<Int64Type>().value(0);
+            got.push((
+                values(&element, "oh"),
+                h,
+                values(&element, "rows"),
+                values(&element, "cols"),
+                values(&element, "mean")[0],
+                values(&element, "n"),
+                values(&element, "hot")[0],
+            ));
+        }
+        got
+    };
+    let want: Vec<Row> = (1..12)
+        .map(|r| {
+            let idx = r as i64 % 6 - 1;
+            let oh: Vec<f32> = (0..4).map(|d| if d == idx { 1.0 } else { 0.0 }).collect();
+            let rows: Vec<f32> = (0..2).map(|i| (0..3).map(|j| value(r, i, j)).sum()).collect();
+            let cols: Vec<f32> = (0..3).map(|j| value(r, 0, j).max(value(r, 1, j))).collect();
+            let mean = rows.iter().sum::<f32>() / 6.0;
+            let n: Vec<f32> =
+                (0..2).flat_map(|i| (0..3).map(move |j| (value(r, i, j) - means[j] as f32) / stds[j] as f32)).collect();
+            let hot = if (0..4).contains(&idx) { 2.0 } else { 0.0 };
+            (oh, buckets[r % 3], rows, cols, mean, n, hot)
+        })
+        .collect();
+    assert_eq!(collect(&ds), want);
+    // The same, element by element, without the optimizer.
+    assert_eq!(collect(&ds.with_options(Options::default().without_optimizations())), want);
+}

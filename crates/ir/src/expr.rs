@@ -217,6 +217,32 @@ pub enum Func {
     ReduceMax,
     /// The smallest of a tensor's values (tf.reduce_min over every dim; NaN if one is).
     ReduceMin,
+    /// `one_hot(indices, depth)` (tf.one_hot, on 1.0, off 0.0): for integer indices of shape
+    /// `[d0..dk]` (`[]` for a scalar), the float32 tensor `[d0..dk, depth]` with a 1 at each
+    /// index; an index outside `[0, depth)` gives a row of zeros. `depth` is a positive
+    /// integer literal.
+    OneHot,
+    /// `hash_bucket(s, num_buckets)` (tf.strings.to_hash_bucket_fast): FarmHash
+    /// `Fingerprint64` of a string's UTF-8 bytes modulo `num_buckets` (a positive integer
+    /// literal), as int64. Elementwise.
+    HashBucket,
+    /// `reduce_sum_axes(t, a1, a2, ...)`: tf.reduce_sum(t, axis=[a1, a2, ...]) over integer
+    /// literal axes of each element's tensor (negative counting from the last dim, no
+    /// duplicates); the remaining dims are the result's shape (a scalar when none remain).
+    ReduceSumAxes,
+    /// `reduce_mean_axes(t, axes...)`: as [`Func::ReduceSumAxes`] for the mean, a float
+    /// (float32 stays float32, other types give float64).
+    ReduceMeanAxes,
+    /// `reduce_max_axes(t, axes...)`: as [`Func::ReduceSumAxes`] for the largest value (NaN
+    /// if one of the reduced values is).
+    ReduceMaxAxes,
+    /// `reduce_min_axes(t, axes...)`: as [`Func::ReduceSumAxes`] for the smallest value (NaN
+    /// if one of the reduced values is).
+    ReduceMinAxes,
+    /// `normalize(t, n, mean_1..mean_n, std_1..std_n)`: `(t[..., c] - mean_c) / std_c` along
+    /// the last dim of a float tensor, whose size must be `n` (`n` = 1 for a scalar); float32
+    /// stays float32. `n` and the means and standard deviations are number literals.
+    Normalize,
 }
 
 impl Func {
@@ -250,11 +276,18 @@ impl Func {
             Func::ReduceMean => "reduce_mean",
             Func::ReduceMax => "reduce_max",
             Func::ReduceMin => "reduce_min",
+            Func::OneHot => "one_hot",
+            Func::HashBucket => "hash_bucket",
+            Func::ReduceSumAxes => "reduce_sum_axes",
+            Func::ReduceMeanAxes => "reduce_mean_axes",
+            Func::ReduceMaxAxes => "reduce_max_axes",
+            Func::ReduceMinAxes => "reduce_min_axes",
+            Func::Normalize => "normalize",
         }
     }
 
     /// Every function, in declaration order.
-    pub const ALL: [Func; 27] = [
+    pub const ALL: [Func; 34] = [
         Func::Abs,
         Func::Sqrt,
         Func::Exp,
@@ -282,11 +315,49 @@ impl Func {
         Func::ReduceMean,
         Func::ReduceMax,
         Func::ReduceMin,
+        Func::OneHot,
+        Func::HashBucket,
+        Func::ReduceSumAxes,
+        Func::ReduceMeanAxes,
+        Func::ReduceMaxAxes,
+        Func::ReduceMinAxes,
+        Func::Normalize,
     ];
 
     /// True for the reductions of a tensor to one value per element.
     pub fn is_reduction(self) -> bool {
         matches!(self, Func::ReduceSum | Func::ReduceMean | Func::ReduceMax | Func::ReduceMin)
+    }
+
+    /// True for the reductions over chosen dims (`reduce_sum_axes`, ...).
+    pub fn is_axis_reduction(self) -> bool {
+        matches!(self, Func::ReduceSumAxes | Func::ReduceMeanAxes | Func::ReduceMaxAxes | Func::ReduceMinAxes)
+    }
+
+    /// The reduction over every dim that an axis reduction is when it reduces them all
+    /// (`reduce_sum` for `reduce_sum_axes`, ...).
+    pub fn whole_reduction(self) -> Option<Func> {
+        Some(match self {
+            Func::ReduceSumAxes => Func::ReduceSum,
+            Func::ReduceMeanAxes => Func::ReduceMean,
+            Func::ReduceMaxAxes => Func::ReduceMax,
+            Func::ReduceMinAxes => Func::ReduceMin,
+            _ => return None,
+        })
+    }
+
+    /// True for the functions of each element's whole tensor whose value may have another
+    /// shape than their argument, or depends on a value's position in it: `one_hot`, the
+    /// axis reductions and `normalize`. Like the reductions, they are computed first, over
+    /// the whole chunk, and an expression around them sees a field of their shape.
+    pub fn is_tensor_function(self) -> bool {
+        self.is_axis_reduction() || matches!(self, Func::OneHot | Func::Normalize)
+    }
+
+    /// True for the functions an expression evaluation computes before the rest of the
+    /// expression: reductions and tensor functions ([`Func::is_tensor_function`]).
+    pub fn is_computed_first(self) -> bool {
+        self.is_reduction() || self.is_tensor_function()
     }
 
     /// The function named `name` (as [`Func::name`] writes it).
@@ -441,7 +512,18 @@ impl Expr {
     /// and then applies elementwise over the tensor's values, a scalar (a per-element field
     /// or a literal) standing for every value (`features * weight`). The tensor fields it
     /// reads must share one shape, which is the result's; the shape is empty otherwise.
+    ///
+    /// A tensor function ([`Func::is_tensor_function`]: `one_hot`, an axis reduction,
+    /// `normalize`) counts as a tensor field of the shape it gives (`one_hot(k, 3) * w` has
+    /// shape `[3]`), as its evaluation computes it first into such a field.
     pub fn value_type(&self, spec: &ElementSpec) -> Result<(DType, Vec<i64>)> {
+        let mut found = false;
+        self.visit(&mut |e| found |= matches!(e, Expr::Call { func, .. } if func.is_tensor_function()));
+        if found {
+            let mut with_fields = spec.clone();
+            let expr = self.tensor_functions_as_fields(spec, &mut with_fields)?;
+            return expr.value_type(&with_fields);
+        }
         let mut shape: Option<(String, Vec<i64>)> = None;
         let mut elements = spec.clone();
         for name in self.columns_outside_reductions() {
@@ -469,6 +551,39 @@ impl Expr {
             elements.fields[i].shape = Vec::new();
         }
         Ok((self.data_type(&elements)?, shape.map(|(_, dims)| dims).unwrap_or_default()))
+    }
+
+    /// This expression with each outermost tensor function replaced by a field of its type
+    /// and shape, added to `fields` and named as the call is written (so messages read the
+    /// same).
+    fn tensor_functions_as_fields(&self, spec: &ElementSpec, fields: &mut ElementSpec) -> Result<Expr> {
+        if let Expr::Call { func, args } = self {
+            if func.is_tensor_function() {
+                let (dtype, shape) = self.tensor_call_type(*func, args, spec)?;
+                let mut name = self.to_string();
+                while fields.field(&name).is_some() {
+                    name.push('\u{1}');
+                }
+                fields.fields.push(crate::spec::FieldSpec::tensor(name.clone(), dtype, shape));
+                return Ok(Expr::Column(name));
+            }
+        }
+        let mut sub = |e: &Expr| e.tensor_functions_as_fields(spec, fields);
+        Ok(match self {
+            Expr::Column(_) | Expr::Literal(_) => self.clone(),
+            Expr::Unary { op, arg } => Expr::Unary { op: *op, arg: Box::new(sub(arg)?) },
+            Expr::Cast { arg, to } => Expr::Cast { arg: Box::new(sub(arg)?), to: *to },
+            Expr::Binary { op, left, right } => {
+                let left = sub(left)?;
+                Expr::Binary { op: *op, left: Box::new(left), right: Box::new(sub(right)?) }
+            }
+            Expr::Case { branches, otherwise } => {
+                let branches = branches.iter().map(|(c, v)| Ok((sub(c)?, sub(v)?))).collect::<Result<Vec<_>>>()?;
+                let otherwise = otherwise.as_ref().map(|o| sub(o).map(Box::new)).transpose()?;
+                Expr::Case { branches, otherwise }
+            }
+            Expr::Call { func, args } => Expr::Call { func: *func, args: args.iter().map(sub).collect::<Result<_>>()? },
+        })
     }
 
     /// The type of this expression over elements of `spec`, or why it is ill-typed.
@@ -578,11 +693,11 @@ impl Expr {
                     func.name()
                 )));
             }
-            // The argument is typed as one of its values: it may read tensor fields.
+            // The argument is typed as a tensor expression: it may read tensor fields.
             let [arg] = args else {
                 return Err(Error::Expr(format!("{} takes 1 argument, got {} in {self}", func.name(), args.len())));
             };
-            let (t, lit) = arg.typed(&spec.values_of_tensors())?;
+            let (t, _) = arg.value_type(spec)?;
             if !t.is_numeric() {
                 return Err(Error::Expr(format!("{} takes numbers, got {t} in {self}", func.name())));
             }
@@ -591,7 +706,19 @@ impl Expr {
                 (Func::ReduceMean, _) => DType::Float64,
                 _ => t,
             };
-            return Ok((t, lit));
+            // Computed first into a column, it never adopts another operand's type.
+            return Ok((t, false));
+        }
+        if func.is_tensor_function() {
+            let (t, shape) = self.tensor_call_type(func, args, spec)?;
+            if !shape.is_empty() {
+                return Err(Error::Expr(format!(
+                    "{self} is a tensor of shape {shape:?}: {} gives a tensor there, which only a map output \
+                     can be (filters and keys take scalars)",
+                    func.name()
+                )));
+            }
+            return Ok((t, false));
         }
         let typed = args.iter().map(|a| a.typed(spec)).collect::<Result<Vec<_>>>()?;
         let lit = typed.iter().all(|(_, l)| *l);
@@ -665,6 +792,19 @@ impl Expr {
                 }
                 DType::Int32
             }
+            Func::HashBucket => {
+                arity(2)?;
+                if typed[0].0 != DType::Utf8 {
+                    return Err(Error::Expr(format!("hash_bucket takes strings, got {} in {self}", typed[0].0)));
+                }
+                if int_literal(&args[1]).is_none_or(|n| n <= 0) {
+                    return Err(Error::Expr(format!(
+                        "hash_bucket's bucket count must be a positive integer literal, got {} in {self}",
+                        args[1]
+                    )));
+                }
+                DType::Int64
+            }
             Func::Least | Func::Greatest | Func::Coalesce => {
                 if typed.is_empty() {
                     return Err(Error::Expr(format!("{} needs arguments", func.name())));
@@ -685,6 +825,80 @@ impl Expr {
 }
 
 impl Expr {
+    /// The type and shape per element of a tensor function's value
+    /// ([`Func::is_tensor_function`]), its argument typed as a tensor expression.
+    fn tensor_call_type(&self, func: Func, args: &[Expr], spec: &ElementSpec) -> Result<(DType, Vec<i64>)> {
+        let name = func.name();
+        let fail = |message: String| Err(Error::Expr(format!("{message} in {self}")));
+        if spec.batch_dims > 0 {
+            return fail(format!("{name} takes unbatched elements (map before batch)"));
+        }
+        let Some((arg, rest)) = args.split_first() else {
+            return fail(format!("{name} takes a tensor and literal arguments, got none"));
+        };
+        let (t, mut shape) = arg.value_type(spec)?;
+        match func {
+            Func::OneHot => {
+                if !t.is_integer() {
+                    return fail(format!("one_hot takes integer indices, got {t}"));
+                }
+                let [depth] = rest else {
+                    return fail(format!("one_hot takes indices and a depth, got {} argument(s)", args.len()));
+                };
+                match int_literal(depth) {
+                    Some(d) if d > 0 && d <= i64::from(i32::MAX) => shape.push(d),
+                    _ => return fail(format!("one_hot's depth must be a positive integer literal, got {depth}")),
+                }
+                Ok((DType::Float32, shape))
+            }
+            Func::Normalize => {
+                if !t.is_float() {
+                    return fail(format!("normalize takes a float tensor, got {t} (cast it to float32 or float64)"));
+                }
+                let Some((n, values)) = rest.split_first() else {
+                    return fail("normalize takes a tensor, a channel count, means and standard deviations".into());
+                };
+                let n = match int_literal(n) {
+                    Some(n) if n > 0 => n,
+                    _ => return fail(format!("normalize's channel count must be a positive integer literal, got {n}")),
+                };
+                if values.len() as i64 != 2 * n {
+                    return fail(format!(
+                        "normalize takes as many standard deviations as means ({n}), got {} values in all",
+                        values.len()
+                    ));
+                }
+                if let Some(bad) = values.iter().find(|v| number_literal(v).is_none()) {
+                    return fail(format!(
+                        "normalize's means and standard deviations must be number literals, got {bad}"
+                    ));
+                }
+                let channels = shape.last().copied().unwrap_or(1);
+                if channels != n {
+                    return fail(format!(
+                        "normalize has {n} means and standard deviations but {arg} has {channels} channel(s) \
+                         (its last dim, 1 for a scalar): shape {shape:?}"
+                    ));
+                }
+                Ok((t, shape))
+            }
+            _ => {
+                if !t.is_numeric() {
+                    return fail(format!("{name} takes numbers, got {t}"));
+                }
+                let axes = reduced_axes(rest, shape.len())
+                    .map_err(|m| Error::Expr(format!("{name}: {m} (shape {shape:?}) in {self}")))?;
+                let kept = shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, d)| *d).collect();
+                let t = match (func, t) {
+                    (Func::ReduceMeanAxes, DType::Float32) => DType::Float32,
+                    (Func::ReduceMeanAxes, _) => DType::Float64,
+                    _ => t,
+                };
+                Ok((t, kept))
+            }
+        }
+    }
+
     /// `length(x)`: characters of a string, or the leading dimension of a rank-1 field
     /// (the tokens of a ragged sequence), which is why it looks at the field before typing.
     fn typed_length(&self, args: &[Expr], spec: &ElementSpec) -> Result<(DType, bool)> {
@@ -703,6 +917,45 @@ impl Expr {
         }
         Ok((DType::Int64, lit))
     }
+}
+
+/// The value of an integer literal.
+pub fn int_literal(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Literal(Scalar::Int(v, _)) => Some(*v),
+        _ => None,
+    }
+}
+
+/// The value of a number literal (integer or float), as f64.
+pub fn number_literal(e: &Expr) -> Option<f64> {
+    match e {
+        Expr::Literal(s @ (Scalar::Int(..) | Scalar::UInt64(_) | Scalar::Float(..))) => s.as_f64(),
+        _ => None,
+    }
+}
+
+/// The dims an axis reduction over a tensor of `rank` dims reduces, sorted: `axes` are
+/// integer literals in `[-rank, rank)`, a negative one counting from the last dim (as in
+/// tf), and no dim may be named twice. The message says what is wrong otherwise.
+pub fn reduced_axes(axes: &[Expr], rank: usize) -> std::result::Result<Vec<usize>, String> {
+    let mut out = Vec::with_capacity(axes.len());
+    for a in axes {
+        let Some(v) = int_literal(a) else {
+            return Err(format!("axes must be integer literals, got {a}"));
+        };
+        let r = rank as i64;
+        if v < -r || v >= r {
+            return Err(format!("axis {v} is out of range for a tensor of {rank} dim(s)"));
+        }
+        let dim = if v < 0 { v + r } else { v } as usize;
+        if out.contains(&dim) {
+            return Err(format!("dim {dim} is reduced twice (axis {v})"));
+        }
+        out.push(dim);
+    }
+    out.sort_unstable();
+    Ok(out)
 }
 
 /// A literal that adopts a narrower column type must hold its value exactly
@@ -814,6 +1067,147 @@ impl fmt::Display for Expr {
                 let a: Vec<String> = args.iter().map(|x| x.to_string()).collect();
                 write!(f, "{}({})", func.name(), a.join(", "))
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::FieldSpec;
+
+    fn c(name: &str) -> Expr {
+        Expr::col(name)
+    }
+
+    fn int(v: i64) -> Expr {
+        Expr::Literal(Scalar::Int(v, DType::Int64))
+    }
+
+    fn float(v: f64) -> Expr {
+        Expr::Literal(Scalar::Float(v, DType::Float64))
+    }
+
+    fn call(func: Func, args: Vec<Expr>) -> Expr {
+        Expr::Call { func, args }
+    }
+
+    /// k: int32, w: float32, s: utf8, words: utf8[2], idx: int64[2], t: float32[2, 3],
+    /// u: float64[2, 3], n: int64[2, 3].
+    fn spec() -> ElementSpec {
+        ElementSpec::new(vec![
+            FieldSpec::scalar("k", DType::Int32),
+            FieldSpec::scalar("w", DType::Float32),
+            FieldSpec::scalar("s", DType::Utf8),
+            FieldSpec::tensor("words", DType::Utf8, vec![2]),
+            FieldSpec::tensor("idx", DType::Int64, vec![2]),
+            FieldSpec::tensor("t", DType::Float32, vec![2, 3]),
+            FieldSpec::tensor("u", DType::Float64, vec![2, 3]),
+            FieldSpec::tensor("n", DType::Int64, vec![2, 3]),
+        ])
+        .unwrap()
+    }
+
+    fn normalize(arg: Expr, mean: &[f64], std: &[f64]) -> Expr {
+        let values = mean.iter().chain(std).map(|v| float(*v));
+        call(Func::Normalize, [arg, int(mean.len() as i64)].into_iter().chain(values).collect())
+    }
+
+    fn axes(func: Func, arg: Expr, axes: &[i64]) -> Expr {
+        call(func, std::iter::once(arg).chain(axes.iter().map(|a| int(*a))).collect())
+    }
+
+    #[test]
+    fn tensor_functions_type_with_their_shapes() {
+        let spec = spec();
+        let typed = |e: Expr| e.value_type(&spec).unwrap_or_else(|err| panic!("{e}: {err}"));
+        // one_hot appends the depth to the indices' shape.
+        assert_eq!(typed(call(Func::OneHot, vec![c("k"), int(3)])), (DType::Float32, vec![3]));
+        assert_eq!(typed(call(Func::OneHot, vec![c("idx"), int(4)])), (DType::Float32, vec![2, 4]));
+        // Axis reductions keep the other dims, negative axes counting from the last.
+        assert_eq!(typed(axes(Func::ReduceSumAxes, c("t"), &[0])), (DType::Float32, vec![3]));
+        assert_eq!(typed(axes(Func::ReduceMaxAxes, c("n"), &[-1])), (DType::Int64, vec![2]));
+        assert_eq!(typed(axes(Func::ReduceMinAxes, c("u"), &[-1, 0])), (DType::Float64, vec![]));
+        assert_eq!(typed(axes(Func::ReduceSumAxes, c("n"), &[])), (DType::Int64, vec![2, 3]));
+        assert_eq!(typed(axes(Func::ReduceMeanAxes, c("n"), &[1])), (DType::Float64, vec![2]));
+        assert_eq!(typed(axes(Func::ReduceMeanAxes, c("t"), &[1])), (DType::Float32, vec![2]));
+        // normalize keeps its argument's type and shape.
+        assert_eq!(typed(normalize(c("t"), &[0.0, 1.0, 2.0], &[1.0, 1.0, 1.0])), (DType::Float32, vec![2, 3]));
+        assert_eq!(typed(normalize(c("u"), &[0.0, 1.0, 2.0], &[1.0, 1.0, 1.0])), (DType::Float64, vec![2, 3]));
+        assert_eq!(typed(normalize(c("w"), &[0.5], &[2.0])), (DType::Float32, vec![]));
+        // hash_bucket is elementwise.
+        assert_eq!(typed(call(Func::HashBucket, vec![c("s"), int(10)])), (DType::Int64, vec![]));
+        assert_eq!(typed(call(Func::HashBucket, vec![c("words"), int(10)])), (DType::Int64, vec![2]));
+        // Around them, a tensor function is a tensor field of its shape.
+        let weighted = Expr::binary(BinaryOp::Mul, call(Func::OneHot, vec![c("k"), int(3)]), c("w"));
+        assert_eq!(typed(weighted), (DType::Float32, vec![3]));
+        let counts = axes(Func::ReduceSumAxes, call(Func::OneHot, vec![c("idx"), int(5)]), &[0]);
+        assert_eq!(typed(counts.clone()), (DType::Float32, vec![5]));
+        let centred = Expr::binary(BinaryOp::Sub, axes(Func::ReduceSumAxes, c("u"), &[0]), float(1.0));
+        assert_eq!(typed(centred), (DType::Float64, vec![3]));
+        // A whole reduction of a tensor function is one value per element.
+        let total = call(Func::ReduceSum, vec![counts]);
+        assert_eq!(typed(total.clone()), (DType::Float32, vec![]));
+        assert_eq!(total.data_type(&spec).unwrap(), DType::Float32);
+        // A reduction over every dim is a scalar anywhere, filters included.
+        assert_eq!(axes(Func::ReduceMaxAxes, c("t"), &[0, 1]).data_type(&spec).unwrap(), DType::Float32);
+    }
+
+    #[test]
+    fn tensor_function_misuse_is_a_type_error_naming_the_function() {
+        let spec = spec();
+        let err = |e: Expr| match e.value_type(&spec) {
+            Ok(t) => panic!("{e} typed as {t:?}"),
+            Err(err) => err.to_string(),
+        };
+        let cases = vec![
+            (call(Func::OneHot, vec![c("k"), int(0)]), "one_hot's depth must be a positive integer literal"),
+            (call(Func::OneHot, vec![c("k"), int(-2)]), "one_hot's depth"),
+            (call(Func::OneHot, vec![c("k"), c("k")]), "one_hot's depth"),
+            (call(Func::OneHot, vec![c("k"), float(3.0)]), "one_hot's depth"),
+            (call(Func::OneHot, vec![c("k")]), "one_hot takes indices and a depth"),
+            (call(Func::OneHot, vec![c("w"), int(3)]), "one_hot takes integer indices, got float32"),
+            (call(Func::HashBucket, vec![c("k"), int(3)]), "hash_bucket takes strings, got int32"),
+            (call(Func::HashBucket, vec![c("s"), int(0)]), "hash_bucket's bucket count"),
+            (call(Func::HashBucket, vec![c("s"), c("k")]), "hash_bucket's bucket count"),
+            (call(Func::HashBucket, vec![c("s")]), "hash_bucket takes 2 argument(s)"),
+            (axes(Func::ReduceSumAxes, c("t"), &[2]), "reduce_sum_axes: axis 2 is out of range"),
+            (axes(Func::ReduceMeanAxes, c("t"), &[-3]), "reduce_mean_axes: axis -3 is out of range"),
+            (axes(Func::ReduceMaxAxes, c("t"), &[1, -1]), "reduce_max_axes: dim 1 is reduced twice"),
+            (call(Func::ReduceMinAxes, vec![c("t"), c("k")]), "reduce_min_axes: axes must be integer literals"),
+            (axes(Func::ReduceSumAxes, c("s"), &[]), "reduce_sum_axes takes numbers, got string"),
+            (axes(Func::ReduceSumAxes, c("k"), &[0]), "axis 0 is out of range for a tensor of 0 dim(s)"),
+            (normalize(c("n"), &[0.0, 0.0, 0.0], &[1.0, 1.0, 1.0]), "normalize takes a float tensor, got int64"),
+            (normalize(c("t"), &[0.0, 0.0], &[1.0, 1.0]), "normalize has 2 means and standard deviations but t"),
+            (normalize(c("w"), &[0.0, 0.0], &[1.0, 1.0]), "1 for a scalar"),
+            (normalize(c("t"), &[0.0, 0.0, 0.0], &[1.0, 1.0]), "normalize takes as many standard deviations"),
+            (
+                call(Func::Normalize, vec![c("t"), int(3), c("w"), int(0), int(0), int(1), int(1), int(1)]),
+                "number literals",
+            ),
+            (call(Func::Normalize, vec![c("t")]), "normalize takes a tensor, a channel count"),
+            (
+                Expr::binary(BinaryOp::Mul, call(Func::OneHot, vec![c("idx"), int(4)]), c("t")),
+                "'one_hot(idx, 4)' [2, 4] and 't' [2, 3] have different shapes",
+            ),
+        ];
+        for (e, want) in cases {
+            let msg = err(e.clone());
+            assert!(msg.contains(want), "{e}: {msg}");
+        }
+        // A tensor-valued call is no scalar: filters and keys refuse it.
+        let msg = axes(Func::ReduceSumAxes, c("t"), &[0]).data_type(&spec).unwrap_err().to_string();
+        assert!(msg.contains("reduce_sum_axes gives a tensor") && msg.contains("[3]"), "{msg}");
+        let msg = call(Func::OneHot, vec![c("k"), int(3)]).data_type(&spec).unwrap_err().to_string();
+        assert!(msg.contains("one_hot gives a tensor"), "{msg}");
+        // Batched elements are refused, as for the whole reductions.
+        let batched = ElementSpec {
+            batch_dims: 1,
+            ..ElementSpec::new(vec![FieldSpec::tensor("t", DType::Float32, vec![4, 3])]).unwrap()
+        };
+        for e in [axes(Func::ReduceSumAxes, c("t"), &[0]), normalize(c("t"), &[0.0; 3], &[1.0; 3])] {
+            let msg = e.value_type(&batched).unwrap_err().to_string();
+            assert!(msg.contains("unbatched"), "{msg}");
         }
     }
 }

@@ -34,6 +34,8 @@ use flumen_ir::expr::common_type;
 use flumen_ir::UNKNOWN;
 use flumen_ir::{BinaryOp, DType, ElementSpec, Error, Expr, FieldSpec, Func, NamedExpr, Result, Scalar, UnaryOp};
 
+use crate::tensor_ops::TensorArg;
+
 /// Evaluates `expr` over `batch`: one value per row, or per leaf value when the referenced
 /// columns are batched (list-wrapped), with the result wrapped like the first of them.
 ///
@@ -96,21 +98,34 @@ pub fn evaluate_output(
 ) -> Result<ArrayRef> {
     let lifted = with_reductions(expr, batch)?;
     let (expr, chunk) = lifted.as_ref().map_or((expr, batch), |(e, b)| (e, b));
+    // An output that is a reduction or a tensor function is the column computed for it.
+    if let (Some(_), Expr::Column(name)) = (&lifted, expr) {
+        if let Some(column) = chunk.column_by_name(name).filter(|_| name.starts_with(LIFTED)) {
+            if list_depth(column.data_type()) == dims {
+                return Ok(column.clone());
+            }
+        }
+    }
     match Tensors::flatten(expr, chunk, dims)? {
         Some(tensors) => tensors.wrap(flat(expr, &tensors.batch)?, expr),
         None => evaluate_with_batch_dims(expr, chunk, dims),
     }
 }
 
-/// `expr` with every reduction (`reduce_sum(t)`, ...) computed first, over the whole chunk,
-/// as a column added to `batch` and read in its place; `None` when there is none.
+/// The prefix of the names of the columns [`with_reductions`] adds.
+const LIFTED: &str = "\u{1}reduced ";
+
+/// `expr` with every reduction (`reduce_sum(t)`, ...) and tensor function (`one_hot`,
+/// `reduce_sum_axes`, `normalize`: [`Func::is_tensor_function`]) computed first, over the
+/// whole chunk, as a column added to `batch` and read in its place; `None` when there is none.
 ///
 /// A reduction's value is one per element, so the rest of the expression sees a scalar
 /// field, which is broadcast if the expression is itself over a tensor (`t / reduce_sum(t)`).
-/// Reductions inside a reduction's argument are computed before it.
+/// A tensor function's value is a tensor field of the shape it gives (`one_hot(k, 3)` a
+/// `[3]` one). Those inside another's argument are computed before it.
 pub fn with_reductions(expr: &Expr, batch: &RecordBatch) -> Result<Option<(Expr, RecordBatch)>> {
     let mut found = false;
-    expr.visit(&mut |e| found |= matches!(e, Expr::Call { func, .. } if func.is_reduction()));
+    expr.visit(&mut |e| found |= matches!(e, Expr::Call { func, .. } if func.is_computed_first()));
     if !found {
         return Ok(None);
     }
@@ -140,34 +155,73 @@ fn lift_reductions(expr: &Expr, batch: &mut RecordBatch) -> Result<Expr> {
             };
             let arg = lift(arg)?;
             let value = reduce(*func, &arg, batch).map_err(|e| at(e, expr))?;
-            let name = format!("\u{1}reduced {}", batch.num_columns());
-            let mut fields: Vec<Field> = batch.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
-            fields.push(Field::new(&name, value.data_type().clone(), true));
-            let mut columns = batch.columns().to_vec();
-            columns.push(value);
-            let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-            *batch =
-                RecordBatch::try_new_with_options(Arc::new(arrow::datatypes::Schema::new(fields)), columns, &options)
-                    .map_err(|e| at(e, expr))?;
-            Expr::Column(name)
+            Expr::Column(add_column(batch, value, expr)?)
+        }
+        Expr::Call { func, args } if func.is_tensor_function() => {
+            let args = args.iter().map(&mut lift).collect::<Result<Vec<_>>>()?;
+            let value = crate::tensor_ops::evaluate(*func, &args, batch, expr)?;
+            Expr::Column(add_column(batch, value, expr)?)
         }
         Expr::Call { func, args } => Expr::Call { func: *func, args: args.iter().map(lift).collect::<Result<_>>()? },
     })
 }
 
-/// One value per row of `batch`: `func` over the values `arg` takes on each row's tensors.
-fn reduce(func: Func, arg: &Expr, batch: &RecordBatch) -> Result<ArrayRef> {
+/// `batch` with `value` added as a column of its own; the column's name.
+fn add_column(batch: &mut RecordBatch, value: ArrayRef, expr: &Expr) -> Result<String> {
+    let name = format!("{LIFTED}{}", batch.num_columns());
+    let mut fields: Vec<Field> = batch.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new(&name, value.data_type().clone(), true));
+    let mut columns = batch.columns().to_vec();
+    columns.push(value);
+    let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    *batch = RecordBatch::try_new_with_options(Arc::new(arrow::datatypes::Schema::new(fields)), columns, &options)
+        .map_err(|e| at(e, expr))?;
+    Ok(name)
+}
+
+/// The values `arg` takes on each row's tensors over `batch`, flat ([`TensorArg`]); a scalar
+/// per element is a tensor of shape `[]`.
+pub(crate) fn tensor_arg(arg: &Expr, batch: &RecordBatch) -> Result<TensorArg> {
     let rows = batch.num_rows();
     let dims = arg.columns().iter().filter_map(|c| batch.column_by_name(c)).map(|c| list_depth(c.data_type())).max();
-    let (values, width) = match Tensors::flatten(arg, batch, dims.unwrap_or(0))? {
+    let arg_value = match Tensors::flatten(arg, batch, dims.unwrap_or(0))? {
         Some(flat) => {
-            let width = flat.batch.num_rows().checked_div(rows).unwrap_or(0);
-            (evaluate_with_batch_dims(arg, &flat.batch, 0)?, width)
+            let shape = flat
+                .levels
+                .iter()
+                .map(|l| match l {
+                    Level::Fixed { size, .. } => Ok(*size as usize),
+                    Level::List { .. } => Err(at("a ragged list is not a tensor", arg)),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let nulls = match flat.levels.first() {
+                Some(Level::Fixed { nulls, .. }) => nulls.clone(),
+                _ => None,
+            };
+            TensorArg { values: evaluate_with_batch_dims(arg, &flat.batch, 0)?, shape, rows, nulls }
         }
-        // A scalar per element: its own reduction.
-        None => (evaluate_with_batch_dims(arg, batch, 0)?, 1),
+        None => TensorArg { values: evaluate_with_batch_dims(arg, batch, 0)?, shape: Vec::new(), rows, nulls: None },
     };
-    if values.null_count() > 0 {
+    if Some(arg_value.values.len()) != arg_value.width().checked_mul(rows) {
+        return Err(at(
+            format!("{} values for {rows} tensors of shape {:?}", arg_value.values.len(), arg_value.shape),
+            arg,
+        ));
+    }
+    Ok(arg_value)
+}
+
+/// One value per row of `batch`: `func` over the values `arg` takes on each row's tensors.
+fn reduce(func: Func, arg: &Expr, batch: &RecordBatch) -> Result<ArrayRef> {
+    reduce_whole(func, &tensor_arg(arg, batch)?)
+}
+
+/// One value per row of `arg`: `func`, a reduction over every dim, over the row's values. A
+/// null tensor gives null; a null value in another is an error.
+pub(crate) fn reduce_whole(func: Func, arg: &TensorArg) -> Result<ArrayRef> {
+    let (rows, width) = (arg.rows, arg.width());
+    let values = &arg.values;
+    if arg.null_values_in_valid_rows() {
         return Err(Error::Expr(format!("{} over null values", func.name())));
     }
     let float32 = values.data_type() == &DataType::Float32;
@@ -186,7 +240,7 @@ fn reduce(func: Func, arg: &Expr, batch: &RecordBatch) -> Result<ArrayRef> {
                 _ => row.iter().fold(f64::INFINITY, |m, v| if v.is_nan() || m.is_nan() { f64::NAN } else { m.min(*v) }),
             }
         });
-        let out = Arc::new(Float64Array::from_iter_values(per_row)) as ArrayRef;
+        let out = Arc::new(Float64Array::new(per_row.collect(), arg.nulls.clone())) as ArrayRef;
         if float32 {
             cast_with_options(&out, &DataType::Float32, &strict())?
         } else {
@@ -199,6 +253,10 @@ fn reduce(func: Func, arg: &Expr, batch: &RecordBatch) -> Result<ArrayRef> {
         let mut per_row = Vec::with_capacity(rows);
         for r in 0..rows {
             let row = &values[r * width..(r + 1) * width];
+            if arg.nulls.as_ref().is_some_and(|n| n.is_null(r)) {
+                per_row.push(0);
+                continue;
+            }
             per_row.push(match func {
                 Func::ReduceSum => row
                     .iter()
@@ -208,7 +266,7 @@ fn reduce(func: Func, arg: &Expr, batch: &RecordBatch) -> Result<ArrayRef> {
                 _ => row.iter().copied().min().unwrap_or(i64::MAX),
             });
         }
-        let out = Arc::new(Int64Array::from(per_row)) as ArrayRef;
+        let out = Arc::new(Int64Array::new(per_row.into(), arg.nulls.clone())) as ArrayRef;
         cast_with_options(&out, &original, &strict())?
     };
     Ok(out)
@@ -357,7 +415,7 @@ pub fn assemble_map(
 }
 
 /// An error about `expr`, keeping the cause's text.
-fn at(cause: impl Display, expr: &Expr) -> Error {
+pub(crate) fn at(cause: impl Display, expr: &Expr) -> Error {
     Error::Expr(format!("{cause} in {expr}"))
 }
 
@@ -791,6 +849,15 @@ impl Env {
                 self.eval_variadic(expr, func, first, rest)
             }
             (Func::Clip, [x, lo, hi]) => self.eval_clip(expr, x, lo, hi),
+            (Func::HashBucket, [strings, n]) => {
+                let n = flumen_ir::expr::int_literal(n)
+                    .and_then(|n| u64::try_from(n).ok())
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| at("hash_bucket's bucket count must be a positive integer literal", expr))?;
+                let v = self.eval(strings)?;
+                let array = crate::tensor_ops::hash_buckets(&v.array, n).map_err(|e| at(e, expr))?;
+                Ok(Value { array, lit: v.lit })
+            }
             (Func::Bucketize, [x, boundaries @ ..]) if !boundaries.is_empty() => {
                 self.eval_bucketize(expr, x, boundaries)
             }

@@ -54,7 +54,9 @@ impl ScalarUDFImpl for Builtin {
         Ok(match self.func {
             Func::Length => DataType::Int64,
             Func::Bucketize => DataType::Int32,
-            Func::ReduceMean if first != DataType::Float32 => DataType::Float64,
+            Func::OneHot => DataType::Float32,
+            Func::HashBucket => DataType::Int64,
+            Func::ReduceMean | Func::ReduceMeanAxes if first != DataType::Float32 => DataType::Float64,
             f if f.is_unary_math() || matches!(f, Func::Power | Func::Atan2) => {
                 if first == DataType::Float32 {
                     DataType::Float32
@@ -77,11 +79,12 @@ impl ScalarUDFImpl for Builtin {
 
 fn call(func: Func, args: Vec<Expr>) -> Expr {
     let signature = match func {
-        Func::Least | Func::Greatest | Func::Coalesce | Func::Bucketize => {
+        Func::Least | Func::Greatest | Func::Coalesce | Func::Bucketize | Func::Normalize => {
             Signature::variadic_any(Volatility::Immutable)
         }
+        f if f.is_axis_reduction() => Signature::variadic_any(Volatility::Immutable),
         Func::Clip => Signature::any(3, Volatility::Immutable),
-        Func::Power | Func::Atan2 => Signature::any(2, Volatility::Immutable),
+        Func::Power | Func::Atan2 | Func::OneHot | Func::HashBucket => Signature::any(2, Volatility::Immutable),
         _ => Signature::any(1, Volatility::Immutable),
     };
     ScalarUDF::new_from_impl(Builtin { func, signature }).call(args)
@@ -227,6 +230,62 @@ pub fn reduce_min(e: Expr) -> Expr {
     call(Func::ReduceMin, vec![e])
 }
 
+/// tf.one_hot(indices, depth) with on 1.0 and off 0.0: for integer `indices` of shape
+/// `[d0..dk]` per element (`[]` for a scalar field), the float32 tensor `[d0..dk, depth]`
+/// holding a 1 at each index. An index outside `[0, depth)` (negative included) gives a row
+/// of zeros; a null index makes the element null. `depth` must be positive.
+pub fn one_hot(indices: Expr, depth: i64) -> Expr {
+    call(Func::OneHot, vec![indices, datafusion_expr::lit(depth)])
+}
+
+/// tf.strings.to_hash_bucket_fast(strings, num_buckets): the FarmHash `Fingerprint64` of each
+/// string's UTF-8 bytes modulo `num_buckets` (positive), as int64; the buckets TensorFlow
+/// gives. Elementwise over a tensor of strings; a null string gives null.
+pub fn hash_bucket(strings: Expr, num_buckets: i64) -> Expr {
+    call(Func::HashBucket, vec![strings, datafusion_expr::lit(num_buckets)])
+}
+
+fn axis_reduction(func: Func, e: Expr, axes: &[i64]) -> Expr {
+    let args = std::iter::once(e).chain(axes.iter().map(|a| datafusion_expr::lit(*a))).collect();
+    call(func, args)
+}
+
+/// tf.reduce_sum(e, axis=axes) per element: the sum of `e`, a tensor of shape `[d0..dk]`,
+/// over the dims `axes` (negative ones count from the last; none twice). The result has the
+/// remaining dims as its shape, or is one value per element when every dim is reduced (then
+/// it is [`reduce_sum`]). An empty `axes` reduces nothing.
+pub fn reduce_sum_axes(e: Expr, axes: &[i64]) -> Expr {
+    axis_reduction(Func::ReduceSumAxes, e, axes)
+}
+
+/// tf.reduce_mean(e, axis=axes) per element, as a float (float32 stays float32, integers give
+/// float64); see [`reduce_sum_axes`] for the axes.
+pub fn reduce_mean_axes(e: Expr, axes: &[i64]) -> Expr {
+    axis_reduction(Func::ReduceMeanAxes, e, axes)
+}
+
+/// tf.reduce_max(e, axis=axes) per element (NaN where a reduced value is NaN); see
+/// [`reduce_sum_axes`] for the axes.
+pub fn reduce_max_axes(e: Expr, axes: &[i64]) -> Expr {
+    axis_reduction(Func::ReduceMaxAxes, e, axes)
+}
+
+/// tf.reduce_min(e, axis=axes) per element (NaN where a reduced value is NaN); see
+/// [`reduce_sum_axes`] for the axes.
+pub fn reduce_min_axes(e: Expr, axes: &[i64]) -> Expr {
+    axis_reduction(Func::ReduceMinAxes, e, axes)
+}
+
+/// Per-channel normalization along the last dim of a float tensor `e`:
+/// `(e[..., c] - mean[c]) / std[c]`, in float32 for float32 and float64 for float64 (as
+/// TensorFlow computes `(x - mean) / std` with broadcasting). `mean` and `std` must have as
+/// many values as the last dim (one each for a scalar). Null values stay null.
+pub fn normalize(e: Expr, mean: &[f64], std: &[f64]) -> Expr {
+    let values = mean.iter().chain(std).map(|v| datafusion_expr::lit(*v));
+    let args = [e, datafusion_expr::lit(mean.len() as i64)].into_iter().chain(values).collect();
+    call(Func::Normalize, args)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,6 +299,13 @@ mod tests {
             (atan2(col("y"), col("x")), "atan2", 2),
             (least(vec![col("a"), col("b"), col("c")]), "least", 3),
             (length(col("s")), "length", 1),
+            (one_hot(col("i"), 4), "one_hot", 2),
+            (hash_bucket(col("s"), 100), "hash_bucket", 2),
+            (reduce_sum_axes(col("t"), &[0, -1]), "reduce_sum_axes", 3),
+            (reduce_mean_axes(col("t"), &[1]), "reduce_mean_axes", 2),
+            (reduce_max_axes(col("t"), &[]), "reduce_max_axes", 1),
+            (reduce_min_axes(col("t"), &[0]), "reduce_min_axes", 2),
+            (normalize(col("t"), &[0.5, 1.0], &[2.0, 4.0]), "normalize", 6),
         ];
         for (e, name, arity) in cases {
             match e {
@@ -262,5 +328,11 @@ mod tests {
         assert_eq!(l.return_type(&[DataType::Utf8]).unwrap(), DataType::Int64);
         let g = Builtin { func: Func::Greatest, signature: Signature::variadic_any(Volatility::Immutable) };
         assert_eq!(g.return_type(&[DataType::Int16, DataType::Int16]).unwrap(), DataType::Int16);
+        let h = Builtin { func: Func::HashBucket, signature: Signature::any(2, Volatility::Immutable) };
+        assert_eq!(h.return_type(&[DataType::Utf8, DataType::Int64]).unwrap(), DataType::Int64);
+        let o = Builtin { func: Func::OneHot, signature: Signature::any(2, Volatility::Immutable) };
+        assert_eq!(o.return_type(&[DataType::Int32, DataType::Int64]).unwrap(), DataType::Float32);
+        let m = Builtin { func: Func::ReduceMeanAxes, signature: Signature::variadic_any(Volatility::Immutable) };
+        assert_eq!(m.return_type(&[DataType::Int32, DataType::Int64]).unwrap(), DataType::Float64);
     }
 }

@@ -12,16 +12,19 @@
 //! - [`closure`], [`registry`]: Rust closures as escape hatches, and the name → closure table
 //!   a plan's closure references resolve against.
 //! - [`example`]: `parse_example`, serialized `tf.train.Example`s into Arrow columns.
+//! - [`fingerprint64`]: FarmHash `Fingerprint64`, the string hash of `hash_bucket`.
 
 #![warn(missing_docs)]
 
 pub mod closure;
 pub mod eval;
 pub mod example;
+pub mod fingerprint64;
 pub mod functions;
 pub mod kernel;
 pub mod lower;
 pub mod registry;
+mod tensor_ops;
 
 pub use closure::guarded;
 pub use eval::{evaluate, evaluate_map, evaluate_predicate, evaluate_with_batch_dims};

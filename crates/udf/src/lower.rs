@@ -178,6 +178,13 @@ fn func_by_name(name: &str) -> Option<Func> {
         "reduce_mean" => Func::ReduceMean,
         "reduce_max" => Func::ReduceMax,
         "reduce_min" => Func::ReduceMin,
+        "one_hot" => Func::OneHot,
+        "hash_bucket" | "to_hash_bucket_fast" => Func::HashBucket,
+        "reduce_sum_axes" => Func::ReduceSumAxes,
+        "reduce_mean_axes" => Func::ReduceMeanAxes,
+        "reduce_max_axes" => Func::ReduceMaxAxes,
+        "reduce_min_axes" => Func::ReduceMinAxes,
+        "normalize" => Func::Normalize,
         _ => return None,
     })
 }
@@ -396,6 +403,22 @@ mod tests {
         assert_eq!(l(least(vec![col("a"), col("b")])), call(Func::Least, vec![c("a"), c("b")]));
         assert_eq!(l(greatest(vec![col("a"), col("b")])), call(Func::Greatest, vec![c("a"), c("b")]));
         assert_eq!(l(coalesce(vec![col("a"), lit(0i64)])), call(Func::Coalesce, vec![c("a"), int(0)]));
+        // The tensor functions lower with their literal arguments in order.
+        let float = |v: f64| Expr::Literal(Scalar::Float(v, DType::Float64));
+        assert_eq!(l(one_hot(col("i"), 3)), call(Func::OneHot, vec![c("i"), int(3)]));
+        assert_eq!(l(hash_bucket(col("s"), 10)), call(Func::HashBucket, vec![c("s"), int(10)]));
+        assert_eq!(l(reduce_sum_axes(col("t"), &[0, -1])), call(Func::ReduceSumAxes, vec![c("t"), int(0), int(-1)]));
+        assert_eq!(l(reduce_mean_axes(col("t"), &[1])), call(Func::ReduceMeanAxes, vec![c("t"), int(1)]));
+        assert_eq!(l(reduce_max_axes(col("t"), &[])), call(Func::ReduceMaxAxes, vec![c("t")]));
+        assert_eq!(l(reduce_min_axes(col("t"), &[2])), call(Func::ReduceMinAxes, vec![c("t"), int(2)]));
+        assert_eq!(
+            l(normalize(col("t"), &[0.5, 1.0], &[2.0, 4.0])),
+            call(Func::Normalize, vec![c("t"), int(2), float(0.5), float(1.0), float(2.0), float(4.0)])
+        );
+        // Every function lowers by its own name.
+        for func in Func::ALL {
+            assert_eq!(func_by_name(func.name()), Some(func), "{}", func.name());
+        }
         assert_eq!(func_by_name("pow"), Some(Func::Power));
         assert_eq!(func_by_name("character_length"), Some(Func::Length));
         assert_eq!(func_by_name("md5"), None);

@@ -187,7 +187,7 @@ impl Compiled {
 /// An expression `map` run by fused kernels where they compile, by the Arrow evaluation
 /// otherwise (see [`crate::eval::evaluate_map`] for what the outputs are). The scalar
 /// outputs share one kernel over the chunk; a tensor output has a kernel of its own over the
-/// chunk made flat ([`Tensors`]).
+/// chunk made flat ([`crate::eval::Tensors`]).
 #[derive(Debug)]
 pub struct FusedMap {
     outputs: Vec<NamedExpr>,
