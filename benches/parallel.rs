@@ -51,7 +51,8 @@
 //!   the allocator keeps: by default glibc serves 4 MB blocks from per-thread arenas that keep
 //!   freed memory resident, which the fixed threshold avoids.
 //!
-//! Scale: `FLUMEN_PARALLEL_ROUNDS` (default 3), `FLUMEN_PARALLEL_CSV_ROWS` (default 400000),
+//! Scale: `FLUMEN_PARALLEL_ROUNDS` (default 3; at least 31 for `autotune-w4` and 15 for
+//! `autotune-csv`, whose passes are short), `FLUMEN_PARALLEL_CSV_ROWS` (default 400000),
 //! `FLUMEN_PARALLEL_CLOSURE_ROWS` (default 50000). `FLUMEN_PARALLEL_ANALYZE=1` prints the
 //! `explain analyze` of each `AUTOTUNE` run and of each memory run (what the tuner chose,
 //! and when).
@@ -639,9 +640,10 @@ fn closure_workload(rows: i64, iters: u32, c: Config) -> Result<Dataset> {
 }
 
 fn autotune_w4_bench(rounds: usize) {
-    // A pass takes tens of milliseconds: more rounds cost little and steady the medians.
+    // A pass takes about 20 ms, so scheduling noise moves single passes by ±20%: 31 rounds
+    // (a few seconds) steady the medians enough to tell configs 5% apart.
     let title = "w4, range(2000000) -> 3 expression maps + filter -> batch(4096)";
-    compare(title, rounds.max(5), &grid(false), "v", w4);
+    compare(title, rounds.max(31), &grid(false), "v", w4);
 }
 
 fn autotune_csv_bench(rounds: usize) {
@@ -649,7 +651,8 @@ fn autotune_csv_bench(rounds: usize) {
     let dir = tempfile::tempdir().unwrap();
     w1_csv::write_csv(dir.path(), rows);
     let title = format!("w1-like, 4 CSV files ({rows} rows) -> interleave(cycle 4) -> map -> filter -> batch(1024)");
-    compare(&title, rounds, &grid(true), "cross", |c| w1(dir.path(), c));
+    // A pass takes about 0.1 s: 15 rounds cost half a minute.
+    compare(&title, rounds.max(15), &grid(true), "cross", |c| w1(dir.path(), c));
 }
 
 fn autotune_closure_bench(rounds: usize) {

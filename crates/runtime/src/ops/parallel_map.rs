@@ -8,8 +8,12 @@
 //!   chunk boundaries, so each worker produces one whole batch's rows in one allocation and
 //!   the batch above wraps them without a copy (tf.data's `map_and_batch`).
 //! - **Calls in flight.** At most `parallelism` tasks run at once, as `num_parallel_calls`
-//!   promises; a task that finishes frees its call for the next one even while the consumer
-//!   waits for an earlier result.
+//!   promises. Tasks dispatched while every call is busy are staged, and the worker that
+//!   finishes a task runs the next staged one itself, so a call does not sit idle until the
+//!   consumer thread wakes up to dispatch (two thread wake-ups per task, which on cheap
+//!   functions and busy cores cost as much as the work: on w4, 2 calls on 2 cores ran at
+//!   0.89 of 4 calls without staging, 0.98–1.00 with it). A finished task also wakes the
+//!   consumer, even while it waits for an earlier result, to stage more input.
 //! - **Order.** Deterministic mode numbers tasks and hands results out in input order;
 //!   at most `2 × parallelism` tasks are outstanding (running or finished but not handed
 //!   out), so one slow element holds back a bounded window, never unbounded memory.
@@ -101,8 +105,13 @@ struct Task {
 struct Finished {
     tasks: BTreeMap<u64, Vec<Segment>>,
     running: usize,
+    /// Tasks dispatched while every call was busy: the next worker to finish runs one
+    /// instead of returning to the pool, so no call waits for the consumer to wake up.
+    staged: VecDeque<Job>,
     /// The most output bytes per input row a task has given (none before the first ends).
     out_per_row: Option<u64>,
+    /// Tasks finished so far.
+    completed: u64,
 }
 
 #[derive(Default)]
@@ -111,10 +120,68 @@ struct Completions {
     changed: Condvar,
 }
 
+/// A dispatched task: its sequence number, input rows, and the bytes reserved for it.
+struct Job {
+    seq: u64,
+    rows: Vec<RecordBatch>,
+    estimate: u64,
+}
+
+/// What a worker needs to run a map's tasks.
+struct Runner {
+    func: ChunkFn,
+    completions: Arc<Completions>,
+    stats: Arc<OpStats>,
+    budget: Arc<MemoryBudget>,
+}
+
+impl Runner {
+    /// Runs `job`, then the staged tasks one after another while there are any.
+    fn run(&self, mut job: Job) {
+        loop {
+            let Job { seq, rows, estimate } = job;
+            let n: usize = rows.iter().map(|r| r.num_rows()).sum();
+            let begin = Instant::now();
+            let segments = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_task(&self.func, &rows)))
+                .unwrap_or_else(|panic| {
+                    let error = Error::execution("map", format!("a worker panicked: {panic:?}"));
+                    vec![Segment::new(Err(error), n)]
+                });
+            self.stats.add_work(begin.elapsed());
+            // The input goes with the estimate that covered it; the output stays reserved
+            // until it is handed out.
+            drop(rows);
+            let out: u64 = segments.iter().map(|s| s.bytes).sum();
+            self.budget.swap(estimate, out);
+            let mut finished = self.completions.finished.lock().expect("map results");
+            // A task with an error gave less than its rows' output: it says nothing of the next.
+            if n > 0 && segments.iter().all(|s| s.result.is_ok()) {
+                // The rows' own bytes: an output that shares its input's buffers (a filter
+                // keeping every row) would otherwise charge the whole chunk to few rows.
+                let own: u64 = segments.iter().filter_map(|s| s.result.as_ref().ok()?.as_ref()).map(slice_bytes).sum();
+                let per_row = own.div_ceil(n as u64);
+                finished.out_per_row = Some(finished.out_per_row.map_or(per_row, |p| p.max(per_row)));
+            }
+            finished.tasks.insert(seq, segments);
+            finished.completed += 1;
+            let next = finished.staged.pop_front();
+            if next.is_none() {
+                finished.running -= 1;
+            }
+            drop(finished);
+            self.completions.changed.notify_all();
+            match next {
+                Some(next) => job = next,
+                None => return,
+            }
+        }
+    }
+}
+
 /// A parallel map (see the module documentation).
 pub struct ParallelMapOp {
     input: BoxOperator,
-    func: ChunkFn,
+    runner: Arc<Runner>,
     pool: Arc<ThreadPool>,
     knob: Arc<Knob>,
     size: TaskSize,
@@ -157,16 +224,19 @@ impl ParallelMapOp {
         budget: Arc<MemoryBudget>,
     ) -> Self {
         stats.asynchronous.store(true, std::sync::atomic::Ordering::Relaxed);
+        let completions = Arc::<Completions>::default();
+        let runner =
+            Arc::new(Runner { func, completions: completions.clone(), stats: stats.clone(), budget: budget.clone() });
         ParallelMapOp {
             input,
-            func,
+            runner,
             pool,
             knob,
             size,
             ordered,
             stats,
             budget,
-            completions: Arc::default(),
+            completions,
             undispatched: VecDeque::new(),
             input_done: false,
             items: VecDeque::new(),
@@ -208,16 +278,16 @@ impl ParallelMapOp {
         Ok(())
     }
 
-    /// Tasks running on the pool now.
-    fn running(&self) -> usize {
-        self.completions.finished.lock().expect("map results").running
+    /// The most tasks not yet handed out: the reorder window behind a slow element.
+    fn window(&self) -> usize {
+        2 * self.parallelism()
     }
 
-    /// Whether another task may start: fewer than `parallelism` are running (the calls in
-    /// flight, as `num_parallel_calls` promises), and fewer than twice that are not yet
-    /// handed out (the reorder window behind a slow element).
+    /// Whether another task may be dispatched: the window has room. At most `parallelism`
+    /// of the tasks run at once (the calls in flight, as `num_parallel_calls` promises); the
+    /// others wait staged, so that a worker finishing one goes straight on to the next.
     fn has_room(&self) -> bool {
-        self.running() < self.parallelism() && self.outstanding() < 2 * self.parallelism()
+        self.outstanding() < self.window()
     }
 
     /// Dispatches tasks while the calls in flight, the window and the budget allow.
@@ -241,7 +311,7 @@ impl ParallelMapOp {
         // Every call busy: read the next input chunk now, on this thread, while they run, so
         // that reading overlaps them and a freed call finds its rows waiting. One chunk only,
         // within the window and the budget.
-        let window = 2 * self.parallelism();
+        let window = self.window();
         if self.undispatched.is_empty()
             && !self.input_done
             && self.outstanding() < window
@@ -342,6 +412,8 @@ impl ParallelMapOp {
         self.completions.finished.lock().expect("map results").tasks.insert(seq, segments);
     }
 
+    /// Starts a task over `rows` on the pool, or stages it for the next worker to finish
+    /// when every call is busy.
     fn dispatch(&mut self, start: Pos, rows: Vec<RecordBatch>) {
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -350,36 +422,16 @@ impl ParallelMapOp {
         let estimate = self.estimate(rows.iter().map(slice_bytes).sum(), n);
         self.last_estimate = estimate;
         self.budget.reserve(estimate);
-        self.completions.finished.lock().expect("map results").running += 1;
-        let (func, done, stats, budget) =
-            (self.func.clone(), self.completions.clone(), self.stats.clone(), self.budget.clone());
-        self.pool.spawn(move || {
-            let begin = Instant::now();
-            let segments = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_task(&func, &rows)))
-                .unwrap_or_else(|panic| {
-                    let error = Error::execution("map", format!("a worker panicked: {panic:?}"));
-                    vec![Segment::new(Err(error), n)]
-                });
-            stats.add_work(begin.elapsed());
-            // The input goes with the estimate that covered it; the output stays reserved
-            // until it is handed out.
-            drop(rows);
-            let out: u64 = segments.iter().map(|s| s.bytes).sum();
-            budget.swap(estimate, out);
-            let mut finished = done.finished.lock().expect("map results");
-            // A task with an error gave less than its rows' output: it says nothing of the next.
-            if n > 0 && segments.iter().all(|s| s.result.is_ok()) {
-                // The rows' own bytes: an output that shares its input's buffers (a filter
-                // keeping every row) would otherwise charge the whole chunk to few rows.
-                let own: u64 = segments.iter().filter_map(|s| s.result.as_ref().ok()?.as_ref()).map(slice_bytes).sum();
-                let per_row = own.div_ceil(n as u64);
-                finished.out_per_row = Some(finished.out_per_row.map_or(per_row, |p| p.max(per_row)));
-            }
-            finished.running -= 1;
-            finished.tasks.insert(seq, segments);
-            drop(finished);
-            done.changed.notify_all();
-        });
+        let job = Job { seq, rows, estimate };
+        let mut finished = self.completions.finished.lock().expect("map results");
+        if finished.running >= self.parallelism() {
+            finished.staged.push_back(job);
+            return;
+        }
+        finished.running += 1;
+        drop(finished);
+        let runner = self.runner.clone();
+        self.pool.spawn(move || runner.run(job));
     }
 
     /// Waits for the next task to hand out: the next in order, or any finished one.
@@ -387,9 +439,9 @@ impl ParallelMapOp {
     /// dispatch, so that the caller can start another instead of leaving a worker idle.
     fn wait_next(&mut self) -> Option<(u64, Vec<Segment>)> {
         let more_input = !(self.undispatched.is_empty() && self.input_done);
-        let (parallelism, window) = (self.parallelism(), 2 * self.parallelism());
+        let window = self.window();
         let mut finished = self.completions.finished.lock().expect("map results");
-        let running_at_start = finished.running;
+        let completed_at_start = finished.completed;
         loop {
             let next = if self.ordered {
                 finished.tasks.remove(&self.next_out).map(|s| (self.next_out, s))
@@ -402,7 +454,8 @@ impl ParallelMapOp {
             if finished.running == 0 {
                 return None;
             }
-            let freed = finished.running < running_at_start.min(parallelism);
+            // A finished task makes room for a staged one: refill while input is left.
+            let freed = finished.completed > completed_at_start;
             if freed && more_input && self.starts.len() < window {
                 return None;
             }
@@ -598,8 +651,10 @@ impl Operator for ParallelMapOp {
 
 impl Drop for ParallelMapOp {
     fn drop(&mut self) {
-        // Finished results leave the budget; running tasks swap their estimates for their
-        // results, so wait for them.
+        // Staged tasks never start; running ones swap their estimates for their results, so
+        // wait for them; finished results leave the budget.
+        let staged = std::mem::take(&mut self.completions.finished.lock().unwrap_or_else(|e| e.into_inner()).staged);
+        self.budget.release(staged.iter().map(|job| job.estimate).sum());
         self.quiesce();
         let finished = self.completions.finished.lock().unwrap_or_else(|e| e.into_inner());
         let held: u64 = finished
@@ -690,6 +745,53 @@ mod tests {
         assert_eq!(op.next_chunk().unwrap().unwrap().num_rows(), 1000);
         assert!(op.next_chunk().unwrap().is_none());
         assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn staged_tasks_never_run_more_calls_than_asked() {
+        // 2 calls on a pool of 4 workers: every task blocks until the test lets one go, and
+        // the test lets one go only after each start, so two tasks always wait while the
+        // staged ones queue behind them; a third running task would raise the count.
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let (active, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (entered_tx, entered) = channel();
+        let (go, go_rx) = channel::<()>();
+        let (entered_tx, go_rx) = (Mutex::new(entered_tx), Mutex::new(go_rx));
+        let (a, m) = (active.clone(), most.clone());
+        let func: ChunkFn = Arc::new(move |chunk: &RecordBatch| {
+            m.fetch_max(a.fetch_add(1, SeqCst) + 1, SeqCst);
+            let _ = entered_tx.lock().unwrap().send(());
+            let _ = go_rx.lock().unwrap().recv();
+            a.fetch_sub(1, SeqCst);
+            Ok(chunk.clone())
+        });
+        let tasks = 8;
+        let values: Vec<i64> = (0..tasks as i64 * 1000).collect();
+        let input = source(int_chunks("x", &values, &vec![1000; tasks]));
+        let knob = Knob::new(Param::Parallelism, 2, false, 1, 2);
+        let pool = Arc::new(ThreadPool::new(4));
+        let budget = Arc::new(MemoryBudget::new(u64::MAX));
+        let mut op = ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget);
+        let firsts = std::thread::scope(|s| {
+            let consumer = s.spawn(|| {
+                let mut firsts = Vec::new();
+                while let Some(chunk) = op.next_chunk().unwrap() {
+                    firsts.push(chunk.column(0).as_primitive::<Int64Type>().value(0));
+                }
+                firsts
+            });
+            entered.recv().unwrap();
+            entered.recv().unwrap();
+            for _ in 2..tasks {
+                go.send(()).unwrap();
+                entered.recv().unwrap();
+            }
+            go.send(()).unwrap();
+            go.send(()).unwrap();
+            consumer.join().unwrap()
+        });
+        assert_eq!(most.load(SeqCst), 2);
+        assert_eq!(firsts, (0..tasks as i64).map(|t| t * 1000).collect::<Vec<_>>());
     }
 
     #[test]
