@@ -84,7 +84,8 @@ impl Options {
 
     /// The same options with autotuning on or off (off: no map parallelization, no
     /// injected prefetch, and `AUTOTUNE` parameters written by the user take tf.data's
-    /// untuned values: the cores for parallelism, 2 for buffers).
+    /// untuned values: the cores for a map's parallelism, the cycle length for an
+    /// interleave's, 2 for buffers).
     pub fn with_autotune(mut self, on: bool) -> Self {
         self.optimization.autotune = on;
         self

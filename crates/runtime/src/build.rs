@@ -69,21 +69,26 @@ pub fn build(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
     Ok(Box::new(Metered::new(op, ctx.metrics.stats(StatsKey::Node(plan.node_id())))))
 }
 
-/// The knob of `param` for `plan`'s operator: fixed, or tunable from a starting value.
-/// `AUTOTUNE` with the tuner off takes the value tf.data would run with untuned.
-pub(crate) fn knob(plan: &Plan, ctx: &ExecContext, param: Param, value: Tunable, max: usize) -> Arc<Knob> {
+/// The knob of `param` for `plan`'s operator: fixed, or tunable from `start`, the value
+/// tf.data starts an `AUTOTUNE` parameter at (and runs with when the tuner is off).
+pub(crate) fn knob(
+    plan: &Plan,
+    ctx: &ExecContext,
+    param: Param,
+    value: Tunable,
+    start: usize,
+    max: usize,
+) -> Arc<Knob> {
     let stats = ctx.metrics.stats(StatsKey::Node(plan.node_id()));
     let max = max.max(1);
     stats.knob(param, || match value {
         Tunable::Fixed(n) => Knob::new(param, n as usize, false, 1, (n as usize).max(1)),
-        // Until the tuner's first round, a tuned parameter runs at the untuned default, as
-        // tf.data starts autotuned parallelism at the number of cores.
-        Tunable::Default | Tunable::Autotune => {
-            let untuned = if param == Param::Parallelism { ctx.options.cores } else { 2 };
-            Knob::new(param, untuned.min(max), ctx.options.autotune.enabled, 1, max)
-        }
+        Tunable::Default | Tunable::Autotune => Knob::new(param, start.min(max), ctx.options.autotune.enabled, 1, max),
     })
 }
+
+/// Where tf.data starts a buffer size it tunes.
+const BUFFER_START: usize = 2;
 
 /// Whether `calls` asks for parallel execution.
 pub(crate) fn is_parallel(calls: &Tunable) -> bool {
@@ -100,7 +105,9 @@ fn parallel_map(
     deterministic: Option<bool>,
     size: TaskSize,
 ) -> BoxOperator {
-    let knob = knob(plan, ctx, Param::Parallelism, calls, ctx.options.autotune.cpu_budget.max(ctx.options.threads));
+    // tf.data starts a tuned map's parallelism at the number of cores.
+    let max = ctx.options.autotune.cpu_budget.max(ctx.options.threads);
+    let knob = knob(plan, ctx, Param::Parallelism, calls, ctx.options.cores, max);
     let stats = ctx.metrics.stats(StatsKey::Node(plan.node_id()));
     let ordered = deterministic.unwrap_or(ctx.options.deterministic);
     Box::new(ParallelMapOp::new(input, func, ctx.pool.clone(), knob, size, ordered, stats, ctx.budget.clone()))
@@ -223,8 +230,10 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
                 return Ok(Box::new(op));
             }
             let reads = ParallelReads {
-                permits: Permits::new(knob(plan, ctx, Param::Parallelism, *num_parallel_calls, cycle)),
-                buffer: knob(plan, ctx, Param::Buffer, Tunable::Autotune, MAX_BUFFER),
+                // tf.data starts a tuned parallel interleave at its cycle length: every
+                // input read ahead from the first element on.
+                permits: Permits::new(knob(plan, ctx, Param::Parallelism, *num_parallel_calls, cycle, cycle)),
+                buffer: knob(plan, ctx, Param::Buffer, Tunable::Autotune, BUFFER_START, MAX_BUFFER),
                 stats: ctx.metrics.stats(StatsKey::Node(plan.node_id())),
                 deterministic: deterministic.unwrap_or(ctx.options.deterministic),
             };
@@ -268,7 +277,7 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         Op::Zip => Box::new(ZipOp::new(build_all(plan, ctx)?, schema)),
         Op::Concatenate => Box::new(ConcatenateOp::new(build_all(plan, ctx)?, schema)),
         Op::Prefetch { buffer_size } => {
-            let knob = knob(plan, ctx, Param::Buffer, *buffer_size, MAX_BUFFER);
+            let knob = knob(plan, ctx, Param::Buffer, *buffer_size, BUFFER_START, MAX_BUFFER);
             let stats = ctx.metrics.stats(StatsKey::Node(plan.node_id()));
             Box::new(PrefetchOp::new(input()?, knob, ctx.budget.clone(), stats, None))
         }
