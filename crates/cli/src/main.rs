@@ -15,6 +15,14 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 
+/// The binary's allocator. A pipeline allocates a chunk's buffers in one thread and frees
+/// them in another, megabytes at a time; glibc's malloc gives such memory back to the kernel
+/// and faults it in again page by page (36,000 page faults in one w2 pass, 800 with
+/// mimalloc), and w2 and w6 ran 17% and 22% faster with mimalloc. The library leaves the
+/// choice to the program that embeds it.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod bench;
 mod gen_data;
 mod limit;

@@ -110,9 +110,6 @@ fn calls(op: &Op) -> Option<Tunable> {
     }
 }
 
-/// Only expressions fuse. A closure such as `parse_example` works long enough per chunk that
-/// running it as an operator of its own, pipelined with its neighbours, was faster (w2 and w6
-/// ran 2–3% slower with their parse fused, w4's expression chain 8–13% faster).
 /// Only expressions fuse: a closure such as `parse_example` works long enough per chunk that
 /// running it as an operator of its own, pipelined with its neighbours, was faster (w2 and w6
 /// ran 2–3% slower with their parse fused, while w4's expression chain ran 8–13% faster

@@ -10,10 +10,11 @@
 //! as tf.data's `compression_type`; offsets are then offsets in the decompressed stream.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
 
-use arrow::array::BinaryBuilder;
+use arrow::array::BinaryArray;
+use arrow::buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use flate2::read::{MultiGzDecoder, ZlibDecoder};
@@ -37,34 +38,34 @@ pub fn masked_crc32c(bytes: &[u8]) -> u32 {
     crc.rotate_right(15).wrapping_add(MASK_DELTA)
 }
 
-/// The file's bytes, decompressed as `compression` says.
+/// The file's bytes, decompressed as `compression` says. The reader reads large windows of
+/// its own, so nothing more is buffered (the decompressors buffer their input themselves).
 fn open_stream(path: &str, compression: RecordCompression) -> Result<(Box<dyn Read + Send>, u64)> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let len = file_len(&file, path)?;
-    let buffered = BufReader::with_capacity(1 << 16, file);
     let stream: Box<dyn Read + Send> = match compression {
-        RecordCompression::None => Box::new(buffered),
-        RecordCompression::Gzip => Box::new(BufReader::with_capacity(1 << 16, MultiGzDecoder::new(buffered))),
-        RecordCompression::Zlib => Box::new(BufReader::with_capacity(1 << 16, ZlibDecoder::new(buffered))),
+        RecordCompression::None => Box::new(file),
+        RecordCompression::Gzip => Box::new(MultiGzDecoder::new(file)),
+        RecordCompression::Zlib => Box::new(ZlibDecoder::new(file)),
     };
     Ok((stream, len))
 }
 
-/// Reads as many bytes as `buf` holds, or fewer at the end of the stream; the count read.
-fn read_full(input: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut read = 0;
-    while read < buf.len() {
-        match input.read(&mut buf[read..]) {
-            Ok(0) => break,
-            Ok(n) => read += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(read)
-}
+/// Bytes read from the stream at a time: large enough that a read system call serves
+/// hundreds of records, small enough that the records copied out of it are still in the L2
+/// cache. A record longer than this grows the window to hold it.
+const WINDOW: usize = 256 << 10;
+
+/// The record bytes at which a chunk ends before its `chunk_rows`: chunks of large records
+/// (images, long texts) stay small enough that readers buffering a few each, one per input
+/// of an interleave, hold megabytes rather than hundreds of them.
+const CHUNK_BYTES: usize = 1 << 20;
 
 /// Reads a TFRecord file as one element per record.
+///
+/// The stream is read in windows of [`WINDOW`] bytes; each record's data is checked in
+/// place and copied once, straight into the chunk's values buffer, which becomes the Arrow
+/// array without another copy.
 pub struct TfRecordReader {
     input: Box<dyn Read + Send>,
     path: String,
@@ -77,7 +78,14 @@ pub struct TfRecordReader {
     offset: u64,
     /// Records read so far.
     records: u64,
-    data: Vec<u8>,
+    /// Bytes read from the stream and not yet framed: `window[lo..hi]`.
+    window: Vec<u8>,
+    lo: usize,
+    hi: usize,
+    /// Whether the stream has ended (everything in the window is all there is).
+    eof: bool,
+    /// The value bytes of the last chunk, to size the next one's buffer.
+    last_bytes: usize,
     /// A bad record's error, returned after the records before it, with whether the file
     /// ends there (its framing is lost) and the offset of the record after it.
     pending: Option<(Error, bool, u64)>,
@@ -96,7 +104,11 @@ struct TfRecordPosition {
 
 /// What reading one record gave.
 enum Record {
-    Data,
+    /// A good record: its data is `window[start..end]`.
+    Data {
+        start: usize,
+        end: usize,
+    },
     End,
     /// A bad record; `true` when nothing after it can be framed.
     Bad(Error, bool),
@@ -105,6 +117,12 @@ enum Record {
 impl TfRecordReader {
     /// Opens `path` to read its records in chunks of at most `chunk_rows` rows.
     pub fn open(path: &str, compression: RecordCompression, chunk_rows: usize) -> Result<Self> {
+        Self::open_with_window(path, compression, chunk_rows, WINDOW)
+    }
+
+    /// [`open`](Self::open) reading `window` bytes at a time (tests use tiny windows so that
+    /// records straddle them).
+    fn open_with_window(path: &str, compression: RecordCompression, chunk_rows: usize, window: usize) -> Result<Self> {
         let (input, len) = open_stream(path, compression)?;
         Ok(TfRecordReader {
             input,
@@ -115,7 +133,11 @@ impl TfRecordReader {
             len,
             offset: 0,
             records: 0,
-            data: Vec::new(),
+            window: vec![0; window.max(HEADER)],
+            lo: 0,
+            hi: 0,
+            eof: false,
+            last_bytes: 0,
             pending: None,
             done: false,
         })
@@ -125,11 +147,39 @@ impl TfRecordReader {
         Error::data(Location::new(self.path.as_str(), format!("record {} at byte {start}", self.records)), what)
     }
 
-    /// Reads the next record into `self.data`.
+    /// Reads until the window holds at least `need` unframed bytes or the stream ends; the
+    /// bytes it then holds.
+    fn fill(&mut self, need: usize) -> Result<usize> {
+        if self.hi - self.lo >= need || self.eof {
+            return Ok(self.hi - self.lo);
+        }
+        if self.window.len() - self.lo < need {
+            // Move what is left to the front, and grow the window for a long record.
+            self.window.copy_within(self.lo..self.hi, 0);
+            self.hi -= self.lo;
+            self.lo = 0;
+            if self.window.len() < need {
+                self.window.resize(need, 0);
+            }
+        }
+        while self.hi - self.lo < need {
+            match self.input.read(&mut self.window[self.hi..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    break;
+                }
+                Ok(n) => self.hi += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(self.path.as_str(), e)),
+            }
+        }
+        Ok(self.hi - self.lo)
+    }
+
+    /// Frames and checks the next record in the window.
     fn read_record(&mut self) -> Result<Record> {
         let start = self.offset;
-        let mut header = [0u8; HEADER];
-        let got = read_full(&mut self.input, &mut header).map_err(|e| Error::io(self.path.as_str(), e))?;
+        let got = self.fill(HEADER)?;
         if got == 0 {
             return Ok(Record::End);
         }
@@ -138,6 +188,7 @@ impl TfRecordReader {
             let why = format!("the file ends inside a record header ({got} of {HEADER} bytes)");
             return Ok(Record::Bad(self.error(start, why), true));
         }
+        let header = &self.window[self.lo..self.lo + HEADER];
         let length_bytes: [u8; 8] = header[..8].try_into().expect("8 bytes");
         let stored = u32::from_le_bytes(header[8..].try_into().expect("4 bytes"));
         if masked_crc32c(&length_bytes) != stored {
@@ -147,23 +198,30 @@ impl TfRecordReader {
         // A length beyond what an uncompressed file holds is a corrupt length, not a record.
         let limit = if self.compression == RecordCompression::None { self.len } else { u64::MAX };
         let size = usize::try_from(length).ok().filter(|_| start + HEADER as u64 + length <= limit);
-        let Some(size) = size else {
+        let Some(size) = size.filter(|s| s.checked_add(HEADER + 4).is_some()) else {
             let why = format!("a record of {length} bytes does not fit in the file");
             return Ok(Record::Bad(self.error(start, why), true));
         };
-        self.data.resize(size + 4, 0);
-        let got = read_full(&mut self.input, &mut self.data).map_err(|e| Error::io(self.path.as_str(), e))?;
-        if got < size + 4 {
+        let framed = HEADER + size + 4;
+        if self.fill(framed)? < framed {
             let why = format!("the file ends inside a record of {length} bytes");
             return Ok(Record::Bad(self.error(start, why), true));
         }
-        self.offset = start + (HEADER + size + 4) as u64;
-        let stored = u32::from_le_bytes(self.data[size..].try_into().expect("4 bytes"));
-        self.data.truncate(size);
-        if masked_crc32c(&self.data) != stored {
+        let data = self.lo + HEADER;
+        let stored = u32::from_le_bytes(self.window[data + size..data + size + 4].try_into().expect("4 bytes"));
+        let ok = masked_crc32c(&self.window[data..data + size]) == stored;
+        self.lo += framed;
+        self.offset = start + framed as u64;
+        if !ok {
             return Ok(Record::Bad(self.error(start, "the data's checksum does not match".into()), false));
         }
-        Ok(Record::Data)
+        Ok(Record::Data { start: data, end: data + size })
+    }
+
+    /// Forgets what the window holds, to read `input` from its start.
+    fn reset_input(&mut self, input: Box<dyn Read + Send>) {
+        self.input = input;
+        (self.lo, self.hi, self.eof) = (0, 0, false);
     }
 }
 
@@ -173,18 +231,33 @@ impl ChunkReader for TfRecordReader {
             self.done = ends;
             return Err(e);
         }
-        let mut builder = BinaryBuilder::with_capacity(self.chunk_rows.min(1024), 0);
-        let mut rows = 0;
-        while !self.done && rows < self.chunk_rows {
+        // Sized from the last chunk, so the values buffer is not regrown (and copied) as it
+        // fills.
+        let mut values: Vec<u8> = Vec::with_capacity((self.last_bytes + self.last_bytes / 8).min(CHUNK_BYTES * 2));
+        let mut offsets: Vec<i32> = Vec::with_capacity(self.chunk_rows.min(1 << 16) + 1);
+        offsets.push(0);
+        while !self.done && offsets.len() <= self.chunk_rows && values.len() < CHUNK_BYTES {
             let record = self.read_record().inspect_err(|_| self.done = true)?;
             match record {
-                Record::Data => {
-                    builder.append_value(&self.data);
-                    rows += 1;
+                Record::Data { start, end } => {
+                    let size = end - start;
+                    let Ok(total) = i32::try_from(values.len() + size) else {
+                        let framed = HEADER + size + 4;
+                        if offsets.len() > 1 {
+                            // Arrow's binary offsets are i32: the record starts the next chunk.
+                            (self.lo, self.offset, self.records) =
+                                (self.lo - framed, self.offset - framed as u64, self.records - 1);
+                            break;
+                        }
+                        let why = format!("a record of {size} bytes is larger than a chunk can hold");
+                        return Err(self.error(self.offset - framed as u64, why));
+                    };
+                    values.extend_from_slice(&self.window[start..end]);
+                    offsets.push(total);
                 }
                 Record::End => self.done = true,
                 Record::Bad(error, ends) => {
-                    if rows == 0 {
+                    if offsets.len() == 1 {
                         self.done = ends;
                         return Err(error);
                     }
@@ -193,10 +266,12 @@ impl ChunkReader for TfRecordReader {
                 }
             }
         }
-        if rows == 0 {
+        if offsets.len() == 1 {
             return Ok(None);
         }
-        Ok(Some(RecordBatch::try_new(self.schema.clone(), vec![Arc::new(builder.finish())])?))
+        self.last_bytes = values.len();
+        let records = BinaryArray::new(OffsetBuffer::new(ScalarBuffer::from(offsets)), Buffer::from_vec(values), None);
+        Ok(Some(RecordBatch::try_new(self.schema.clone(), vec![Arc::new(records)])?))
     }
 
     fn position(&self) -> Result<ReaderPosition> {
@@ -228,7 +303,7 @@ impl ChunkReader for TfRecordReader {
                 // The stream is the file: seek it rather than read up to the offset.
                 let mut file = File::open(&self.path).map_err(|e| Error::io(self.path.as_str(), e))?;
                 file.seek(SeekFrom::Start(at.offset)).map_err(|e| Error::io(self.path.as_str(), e))?;
-                input = Box::new(BufReader::with_capacity(1 << 16, file));
+                input = Box::new(file);
                 at.offset.min(self.len)
             }
             _ => std::io::copy(&mut (&mut input).take(at.offset), &mut std::io::sink())
@@ -240,7 +315,7 @@ impl ChunkReader for TfRecordReader {
                 format!("{position} is not a position in {}, whose records end at byte {skipped}", self.path),
             ));
         }
-        self.input = input;
+        self.reset_input(input);
         self.offset = at.offset;
         self.done = false;
         Ok(())
@@ -320,7 +395,16 @@ mod tests {
     }
 
     fn records(path: &str, compression: RecordCompression, chunk_rows: usize) -> Result<Vec<Vec<u8>>> {
-        let mut reader = TfRecordReader::open(path, compression, chunk_rows)?;
+        records_in_windows(path, compression, chunk_rows, WINDOW)
+    }
+
+    fn records_in_windows(
+        path: &str,
+        compression: RecordCompression,
+        chunk_rows: usize,
+        window: usize,
+    ) -> Result<Vec<Vec<u8>>> {
+        let mut reader = TfRecordReader::open_with_window(path, compression, chunk_rows, window)?;
         let mut out = vec![];
         while let Some(chunk) = reader.next_chunk()? {
             assert!(chunk.num_rows() <= chunk_rows);
@@ -374,6 +458,26 @@ mod tests {
     }
 
     #[test]
+    fn records_straddling_windows_or_longer_than_one_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sample = sample();
+        sample.insert(5, (0..5000u32).map(|j| (j * 31 % 251) as u8).collect());
+        for compression in [RecordCompression::None, RecordCompression::Gzip] {
+            let path = dir.path().join(format!("{compression:?}.tfrecord"));
+            let path = path.to_str().unwrap();
+            write(path, compression, &sample);
+            // A window of one header, of a header and a byte, of a few records, of more than
+            // the file: every record boundary falls somewhere else in the window.
+            for window in [12, 13, 40, 301, 1 << 20] {
+                for chunk_rows in [1, 7, 1000] {
+                    let got = records_in_windows(path, compression, chunk_rows, window).unwrap();
+                    assert!(got == sample, "{compression:?}, window {window}, chunks of {chunk_rows}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn a_bad_data_checksum_names_file_and_offset_and_reading_goes_on() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bad.tfrecord");
@@ -411,19 +515,21 @@ mod tests {
             (good[..second - 2].to_vec(), 0, "inside a record of 5 bytes"),
         ] {
             std::fs::write(path, &bytes).unwrap();
-            let mut reader = TfRecordReader::open(path, RecordCompression::None, 10).unwrap();
-            let mut rows = 0;
-            let err = loop {
-                match reader.next_chunk() {
-                    Ok(Some(c)) => rows += c.num_rows(),
-                    Ok(None) => panic!("{why}: no error"),
-                    Err(e) => break e,
-                }
-            };
-            assert!(err.to_string().contains(why), "{err}");
-            assert!(err.to_string().contains(&format!("at byte {offset}")), "{err}");
-            assert_eq!(rows, usize::from(offset > 0), "{why}");
-            assert!(reader.next_chunk().unwrap().is_none(), "{why}: the file ends");
+            for window in [12, 20, WINDOW] {
+                let mut reader = TfRecordReader::open_with_window(path, RecordCompression::None, 10, window).unwrap();
+                let mut rows = 0;
+                let err = loop {
+                    match reader.next_chunk() {
+                        Ok(Some(c)) => rows += c.num_rows(),
+                        Ok(None) => panic!("{why}: no error"),
+                        Err(e) => break e,
+                    }
+                };
+                assert!(err.to_string().contains(why), "{err}");
+                assert!(err.to_string().contains(&format!("at byte {offset}")), "{err}");
+                assert_eq!(rows, usize::from(offset > 0), "{why}");
+                assert!(reader.next_chunk().unwrap().is_none(), "{why}: the file ends");
+            }
         }
     }
 

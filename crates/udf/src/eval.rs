@@ -15,8 +15,9 @@ use std::fmt::Display;
 use std::sync::Arc;
 
 use arrow::array::{
-    downcast_integer, new_null_array, Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Datum, FixedSizeListArray,
-    Float64Array, Int64Array, ListArray, RecordBatch, RecordBatchOptions, StringArray, UInt32Array, UInt64Array,
+    downcast_integer, downcast_primitive_array, new_null_array, Array, ArrayRef, AsArray, BinaryArray, BooleanArray,
+    Datum, FixedSizeListArray, Float64Array, Int64Array, ListArray, PrimitiveArray, RecordBatch, RecordBatchOptions,
+    StringArray, UInt32Array, UInt64Array,
 };
 use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::compute::kernels::zip::zip;
@@ -327,15 +328,8 @@ impl Tensors {
             })
             .product();
         let rows = batch.num_rows();
-        if !scalars.is_empty() {
-            let mut index = Vec::with_capacity(rows * width);
-            for r in 0..rows as u32 {
-                index.extend(std::iter::repeat_n(r, width));
-            }
-            let index = UInt32Array::from(index);
-            for (name, array) in scalars {
-                columns.push((name, take(array, &index, None).map_err(|e| at(e, expr))?));
-            }
+        for (name, array) in scalars {
+            columns.push((name, repeat_each(array, rows, width).map_err(|e| at(e, expr))?));
         }
         let flat = RecordBatch::try_from_iter(columns.into_iter().map(|(n, a)| (n.to_string(), a)))
             .map_err(|e| at(e, expr))?;
@@ -346,6 +340,30 @@ impl Tensors {
     pub fn wrap(&self, values: ArrayRef, expr: &Expr) -> Result<ArrayRef> {
         rewrap(&self.levels, values).map_err(|e| at(e, expr))
     }
+}
+
+/// Each of the first `rows` values of `array` `width` times in a row: a per-element scalar
+/// beside each value of the element's tensor. Numbers without nulls are repeated straight
+/// into the output; anything else is gathered by index.
+fn repeat_each(array: &ArrayRef, rows: usize, width: usize) -> std::result::Result<ArrayRef, ArrowError> {
+    fn repeat<T: ArrowPrimitiveType>(array: &PrimitiveArray<T>, rows: usize, width: usize) -> ArrayRef {
+        let mut values = Vec::with_capacity(rows * width);
+        for v in &array.values()[..rows] {
+            values.extend(std::iter::repeat_n(*v, width));
+        }
+        Arc::new(PrimitiveArray::<T>::new(values.into(), None).with_data_type(array.data_type().clone()))
+    }
+    if array.null_count() == 0 {
+        downcast_primitive_array!(
+            array => return Ok(repeat(array, rows, width)),
+            _ => {}
+        )
+    }
+    let mut index = Vec::with_capacity(rows * width);
+    for r in 0..rows as u32 {
+        index.extend(std::iter::repeat_n(r, width));
+    }
+    take(array, &UInt32Array::from(index), None)
 }
 
 /// Whether every list level of `dt` has a fixed size (a tensor's, not a ragged batch's).
