@@ -486,8 +486,8 @@ pub fn parse_examples(records: &BinaryArray, features: &[FeatureSpec]) -> Result
         .map(|spec| Column {
             spec,
             values: match spec.dtype {
-                DType::Int64 => Values::Int64(Vec::with_capacity(records.len() * spec.len().max(1))),
-                DType::Float32 => Values::Float32(Vec::with_capacity(records.len() * spec.len().max(1))),
+                DType::Int64 => Values::Int64(Vec::with_capacity(capacity(spec, records))),
+                DType::Float32 => Values::Float32(Vec::with_capacity(capacity(spec, records))),
                 _ => Values::Bytes(BinaryBuilder::with_capacity(records.len(), 0)),
             },
             offsets: vec![0],
@@ -501,6 +501,22 @@ pub fn parse_examples(records: &BinaryArray, features: &[FeatureSpec]) -> Result
         parse_record(records.value(row), row, &mut columns).map_err(|message| ParseError { row, message })?;
     }
     Ok(columns.into_iter().map(finish).collect())
+}
+
+/// The number of values to allocate for `spec` over `records`, so that its buffer is not
+/// regrown (and copied) as it fills: a fixed-length feature's exact count; for a
+/// variable-length one, a guess from the records' bytes, which bound it (a packed float takes
+/// four bytes, a varint at least one): one int64 per two bytes, one float per four.
+fn capacity(spec: &FeatureSpec, records: &BinaryArray) -> usize {
+    let bytes = || {
+        let offsets = records.value_offsets();
+        (offsets[offsets.len() - 1] - offsets[0]) as usize
+    };
+    match (&spec.kind, spec.dtype) {
+        (FeatureKind::FixedLen { .. }, _) => records.len() * spec.len().max(1),
+        (FeatureKind::VarLen, DType::Float32) => bytes() / 4,
+        (FeatureKind::VarLen, _) => bytes() / 2,
+    }
 }
 
 /// The column of one feature: flat values wrapped in its shape, or lists by offsets.

@@ -9,13 +9,13 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use arrow::array::ArrayRef;
+use arrow::array::{Array, ArrayRef};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{ElementSpec, Error, Expr, FieldKind, Result, Scalar};
 
 use super::grouping::{Group, Grouper};
-use super::list_kernels::{pad_groups, pad_value, PadGroup};
+use super::list_kernels::{gather, pad_gathered, pad_groups, pad_value, PadGroup};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
 use crate::operator::{BoxOperator, Operator};
@@ -105,39 +105,57 @@ impl BucketBySequenceLengthOp {
         })
     }
 
-    /// Pads the gathered rows of `groups` (in `columns`, concatenated) into one chunk.
-    fn pad(&self, columns: &[ArrayRef], groups: &[(usize, usize, usize)]) -> Result<RecordBatch> {
-        let mut out = Vec::with_capacity(columns.len());
-        for ((column, field), f) in columns.iter().zip(&self.fields).zip(self.schema.fields()) {
-            let pads: Vec<PadGroup<'_>> =
-                groups.iter().map(|&(bucket, start, len)| PadGroup { start, len, dims: &field.dims[bucket] }).collect();
-            out.push(pad_groups(column, &pads, &field.pad, f.data_type(), OP, &field.name)?);
+    /// Pads `groups` (each a bucket and a number of rows) into one chunk: their rows are
+    /// `rows`, in turn, as `(index in chunks, row)`. A field with one element dimension copies
+    /// each row once, straight into the padded batch; others are gathered first.
+    fn pad(&self, chunks: &[RecordBatch], rows: &[(usize, usize)], groups: &[(usize, usize)]) -> Result<RecordBatch> {
+        let mut out = Vec::with_capacity(self.fields.len());
+        for (c, (field, f)) in self.fields.iter().zip(self.schema.fields()).enumerate() {
+            let columns: Vec<&ArrayRef> = chunks.iter().map(|chunk| chunk.column(c)).collect();
+            let sizes: Vec<(usize, &[Option<usize>])> =
+                groups.iter().map(|&(bucket, len)| (len, field.dims[bucket].as_slice())).collect();
+            let padded = pad_gathered(&columns, rows, &sizes, &field.pad, f.data_type(), OP, &field.name)?;
+            let column = match padded {
+                Some(column) => column,
+                None => {
+                    let arrays: Vec<&dyn Array> = columns.iter().map(|c| c.as_ref()).collect();
+                    let gathered = gather(&arrays, rows)?;
+                    let mut start = 0;
+                    let pads: Vec<PadGroup<'_>> = sizes
+                        .iter()
+                        .map(|&(len, dims)| {
+                            start += len;
+                            PadGroup { start: start - len, len, dims }
+                        })
+                        .collect();
+                    pad_groups(&gathered, &pads, &field.pad, f.data_type(), OP, &field.name)?
+                }
+            };
+            out.push(column);
         }
         make_batch(&self.schema, out, groups.len())
     }
 
     /// Builds `groups` into results: one chunk, or one result per group when a group fails.
     fn build(&mut self, groups: &[Group]) {
-        let columns = match self.grouper.gather(groups, self.schema.fields().len()) {
-            Ok(c) => c,
+        let (chunks, rows) = match self.grouper.sources(groups) {
+            Ok(sources) => sources,
             Err(e) => return self.ready.push_back(Err(e)),
         };
-        let mut spans = Vec::with_capacity(groups.len());
-        let mut at = 0;
-        for (bucket, rows) in groups {
-            spans.push((*bucket as usize, at, rows.len()));
-            at += rows.len();
-        }
-        match self.pad(&columns, &spans) {
+        let sizes: Vec<(usize, usize)> = groups.iter().map(|(bucket, rows)| (*bucket as usize, rows.len())).collect();
+        match self.pad(&chunks, &rows, &sizes) {
             Ok(b) => self.ready.push_back(Ok(b)),
-            Err(e) if spans.len() == 1 => self.ready.push_back(Err(e)),
+            Err(e) if sizes.len() == 1 => self.ready.push_back(Err(e)),
             Err(_) => {
-                for &(bucket, start, len) in &spans {
-                    let r = self.pad(&columns, &[(bucket, start, len)]);
+                let mut at = 0;
+                for &(bucket, len) in &sizes {
+                    let r = self.pad(&chunks, &rows[at..at + len], &[(bucket, len)]);
                     self.ready.push_back(r);
+                    at += len;
                 }
             }
         }
+        self.grouper.release(groups);
     }
 
     /// The bucket of an element of length `len`, or why it has none.

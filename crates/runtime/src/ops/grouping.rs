@@ -23,6 +23,10 @@ pub(crate) type RowRef = (u64, usize);
 /// A group's key and rows.
 pub(crate) type Group = (i64, Vec<RowRef>);
 
+/// Where grouped rows lie: the chunks holding them, and each row as `(index in those chunks,
+/// row)`.
+pub(crate) type RowSources = (Vec<RecordBatch>, Vec<(usize, usize)>);
+
 /// Pulls an input's chunks and groups their rows by key, keeping the chunks alive only while
 /// rows are waiting.
 pub(crate) struct Grouper {
@@ -169,37 +173,55 @@ impl Grouper {
 
     /// The rows of `groups`, concatenated in order, one array per column; releases them.
     pub(crate) fn gather(&mut self, groups: &[Group], num_columns: usize) -> Result<Vec<ArrayRef>> {
-        let mut ids: Vec<u64> = Vec::new();
-        let mut local: HashMap<u64, usize> = HashMap::new();
-        let mut indices = Vec::with_capacity(groups.iter().map(|(_, g)| g.len()).sum());
-        for &(id, row) in groups.iter().flat_map(|(_, g)| g) {
-            let at = *local.entry(id).or_insert_with(|| {
-                ids.push(id);
-                ids.len() - 1
-            });
-            indices.push((at, row));
-        }
+        let (chunks, rows) = self.sources(groups)?;
         let mut columns = Vec::with_capacity(num_columns);
         for c in 0..num_columns {
-            let arrays = ids
-                .iter()
-                .map(|id| {
-                    self.chunks.get(id).map(|(chunk, _)| chunk.column(c).as_ref()).ok_or_else(|| {
-                        Error::execution("group_by_window", "internal: a grouped row's chunk was released")
-                    })
-                })
-                .collect::<Result<Vec<&dyn Array>>>()?;
-            columns.push(gather(&arrays, &indices)?);
+            let arrays: Vec<&dyn Array> = chunks.iter().map(|chunk| chunk.column(c).as_ref()).collect();
+            columns.push(gather(&arrays, &rows)?);
         }
+        self.release(groups);
+        Ok(columns)
+    }
+
+    /// Where the rows of `groups` lie, for a caller that copies them itself: the chunks that
+    /// hold them, and every row of every group in order as `(index in those chunks, row)`.
+    /// The rows stay retained until [`release`](Self::release).
+    pub(crate) fn sources(&self, groups: &[Group]) -> Result<RowSources> {
+        let mut chunks: Vec<RecordBatch> = Vec::new();
+        let mut local: HashMap<u64, usize> = HashMap::new();
+        let mut rows = Vec::with_capacity(groups.iter().map(|(_, g)| g.len()).sum());
+        for &(id, row) in groups.iter().flat_map(|(_, g)| g) {
+            let at = match local.get(&id) {
+                Some(at) => *at,
+                None => {
+                    let (chunk, _) = self
+                        .chunks
+                        .get(&id)
+                        .ok_or_else(|| Error::execution(self.op, "internal: a grouped row's chunk was released"))?;
+                    chunks.push(chunk.clone());
+                    local.insert(id, chunks.len() - 1);
+                    chunks.len() - 1
+                }
+            };
+            rows.push((at, row));
+        }
+        Ok((chunks, rows))
+    }
+
+    /// Lets go of the rows of `groups`, releasing chunks none of whose rows still wait.
+    pub(crate) fn release(&mut self, groups: &[Group]) {
+        let mut ids: Vec<u64> = Vec::new();
         for &(id, _) in groups.iter().flat_map(|(_, g)| g) {
             if let Some((_, refs)) = self.chunks.get_mut(&id) {
                 *refs = refs.saturating_sub(1);
+            }
+            if ids.last() != Some(&id) {
+                ids.push(id);
             }
         }
         for id in ids {
             self.release_if_unused(id);
         }
-        Ok(columns)
     }
 
     /// The partial groups with the chunks their rows lie in, the groups and errors waiting

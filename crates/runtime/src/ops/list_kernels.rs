@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{make_array, MutableArrayData, UInt32Array};
+use arrow::array::{make_array, ArrayData, MutableArrayData, UInt32Array};
 use arrow::array::{
     new_empty_array, new_null_array, Array, ArrayRef, AsArray, BinaryArray, BooleanArray, FixedSizeListArray,
     Float64Array, Int64Array, LargeListArray, ListArray, StringArray, UInt64Array,
@@ -268,7 +268,13 @@ pub fn pad_groups(
     let types = level_types(out_type, rank + 1, field)?;
     let (nests, leaf) = decompose(column, rank, op, field)?;
     if let [nest] = nests.as_slice() {
-        return pad_rank1(column.len(), groups, pad, &types, nest, &leaf, op, field);
+        if groups.iter().any(|g| g.dims.len() != 1 || g.start + g.len > column.len()) {
+            return Err(Error::execution(op, format!("internal: bad pad group for field '{field}'")));
+        }
+        let rows: Vec<(usize, usize)> =
+            groups.iter().flat_map(|g| (g.start..g.start + g.len).map(|r| (0, r))).collect();
+        let sizes: Vec<(usize, &[Option<usize>])> = groups.iter().map(|g| (g.len, g.dims)).collect();
+        return pad_rank1(&[(nest.clone(), leaf)], &rows, &sizes, pad, &types, op, field);
     }
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); rank + 1];
     let mut indices: Vec<(usize, usize)> = Vec::new();
@@ -328,53 +334,88 @@ pub fn pad_groups(
     Ok(values)
 }
 
-/// [`pad_groups`] for one element dimension (padded token lists): a row's values are copied
-/// as one range and its padding as one range of a column of pad values, with no index per
-/// value.
-#[allow(clippy::too_many_arguments)]
+/// [`pad_groups`] over rows picked from several chunks' columns, each row copied once
+/// straight into the padded batch (rather than gathered into one column first, then copied
+/// again with its padding). `rows` are `(column, row)`, every group's rows in turn, and
+/// `groups` the number of rows and the padded dimensions of each group. `None` when the field
+/// has other than one element dimension: the caller then gathers and calls [`pad_groups`].
+pub fn pad_gathered(
+    columns: &[&ArrayRef],
+    rows: &[(usize, usize)],
+    groups: &[(usize, &[Option<usize>])],
+    pad: &ArrayRef,
+    out_type: &DataType,
+    op: &str,
+    field: &str,
+) -> Result<Option<ArrayRef>> {
+    if groups.iter().any(|(_, dims)| dims.len() != 1) || columns.is_empty() {
+        return Ok(None);
+    }
+    let types = level_types(out_type, 2, field)?;
+    let sources: Vec<(Nest, ArrayRef)> = columns
+        .iter()
+        .map(|c| decompose(c, 1, op, field).map(|(mut nests, leaf)| (nests.remove(0), leaf)))
+        .collect::<Result<_>>()?;
+    if rows.iter().any(|&(c, r)| c >= columns.len() || r >= columns[c].len()) {
+        return Err(Error::execution(op, format!("internal: a row to pad is outside its chunk for field '{field}'")));
+    }
+    pad_rank1(&sources, rows, groups, pad, &types, op, field).map(Some)
+}
+
+/// Pads groups of rows with one element dimension (padded token lists): a row's values are
+/// copied as one range and its padding as one range of a column of pad values, with no
+/// index per value. `sources` are the rows' list levels and leaf values, `rows` the
+/// `(source, row)` of every group's rows in turn, `groups` each group's row count and dims.
 fn pad_rank1(
-    rows: usize,
-    groups: &[PadGroup<'_>],
+    sources: &[(Nest, ArrayRef)],
+    rows: &[(usize, usize)],
+    groups: &[(usize, &[Option<usize>])],
     pad: &ArrayRef,
     types: &[DataType],
-    nest: &Nest,
-    leaf: &ArrayRef,
     op: &str,
     field: &str,
 ) -> Result<ArrayRef> {
+    if groups.iter().map(|(len, _)| len).sum::<usize>() != rows.len() {
+        return Err(Error::execution(op, format!("internal: bad pad group for field '{field}'")));
+    }
+    let row_len = |&(s, r): &(usize, usize)| sources[s].0.len(r);
     let mut runs = [Vec::new(), Vec::new()];
     let mut targets = Vec::with_capacity(groups.len());
-    let mut total = 0;
-    for g in groups {
-        if g.dims.len() != 1 || g.start + g.len > rows {
-            return Err(Error::execution(op, format!("internal: bad pad group for field '{field}'")));
-        }
-        let longest = (g.start..g.start + g.len).map(|p| nest.len(p)).max().unwrap_or(0);
-        let target = match g.dims[0] {
+    let (mut total, mut at) = (0, 0);
+    for &(len, dims) in groups {
+        let longest = rows[at..at + len].iter().map(row_len).max().unwrap_or(0);
+        at += len;
+        let target = match dims.first().copied().flatten() {
             Some(d) if longest > d => {
                 return Err(Error::execution(op, format!("field '{field}' has length {longest} > padded length {d}")))
             }
             Some(d) => d,
             None => longest,
         };
-        runs[0].push(Run::new(g.len, 1));
-        push_runs(&mut runs[1], Run::new(target, g.len));
+        runs[0].push(Run::new(len, 1));
+        push_runs(&mut runs[1], Run::new(target, len));
         targets.push(target);
-        total += target * g.len;
+        total += target * len;
     }
+    let leaf_type = sources[0].1.data_type();
     let widest = targets.iter().copied().max().unwrap_or(0);
-    let pad = conform_array(pad.clone(), leaf.data_type())?;
+    let pad = conform_array(pad.clone(), leaf_type)?;
     let pads = take(&pad, &UInt32Array::from(vec![0u32; widest]), None)?.to_data();
-    let leaf_data = leaf.to_data();
-    let mut out = MutableArrayData::new(vec![&leaf_data, &pads], false, total);
-    for (g, target) in groups.iter().zip(&targets) {
-        for p in g.start..g.start + g.len {
-            let (s, l) = nest.range(p);
-            out.try_extend(0, s, s + l)?;
+    let leaves: Vec<ArrayData> = sources.iter().map(|(_, leaf)| leaf.to_data()).collect();
+    let mut inputs: Vec<&ArrayData> = leaves.iter().collect();
+    inputs.push(&pads);
+    let pads_at = leaves.len();
+    let mut out = MutableArrayData::new(inputs, false, total);
+    let mut at = 0;
+    for (&(len, _), target) in groups.iter().zip(&targets) {
+        for &(source, row) in &rows[at..at + len] {
+            let (s, l) = sources[source].0.range(row);
+            out.try_extend(source, s, s + l)?;
             if *target > l {
-                out.try_extend(1, 0, target - l)?;
+                out.try_extend(pads_at, 0, target - l)?;
             }
         }
+        at += len;
     }
     let mut values = make_array(out.freeze());
     for k in (0..2).rev() {
@@ -576,6 +617,34 @@ mod tests {
         let groups = [PadGroup { start: 0, len: 4, dims: &fixed }];
         let err = pad_groups(&column, &groups, &pad, &out_type, "t", "x").unwrap_err().to_string();
         assert!(err.contains("field 'x' has length 3 > padded length 2"), "{err}");
+    }
+
+    #[test]
+    fn pad_gathered_copies_rows_of_several_chunks_into_one_padded_batch() {
+        // Chunk A rows [1], [2, 3, 4] (a slice of a longer list column); chunk B rows [],
+        // [5, 6]; groups: (A1, B1) and (B0, A0, A1).
+        let list = |rows: Vec<Vec<i64>>| -> ArrayRef {
+            Arc::new(ListArray::from_iter_primitive::<arrow::datatypes::Int64Type, _, _>(
+                rows.into_iter().map(|r| Some(r.into_iter().map(Some).collect::<Vec<_>>())),
+            ))
+        };
+        let a = list(vec![vec![9, 9], vec![1], vec![2, 3, 4]]).slice(1, 2);
+        let b = list(vec![vec![], vec![5, 6]]);
+        let out_type = list_type(a.data_type().clone(), None);
+        let pad: ArrayRef = Arc::new(Int64Array::from(vec![0i64]));
+        let dims = [None];
+        let rows = [(0, 1), (1, 1), (1, 0), (0, 0), (0, 1)];
+        let groups = [(2, &dims[..]), (3, &dims[..])];
+        let out = pad_gathered(&[&a, &b], &rows, &groups, &pad, &out_type, "t", "x").unwrap().unwrap();
+        assert_eq!(fmt_array(out.as_ref()), vec!["[[2, 3, 4], [5, 6, 0]]", "[[0, 0, 0], [1, 0, 0], [2, 3, 4]]"]);
+        let fixed = [Some(2)];
+        let err = pad_gathered(&[&a, &b], &rows[..2], &[(2, &fixed[..])], &pad, &out_type, "t", "x").unwrap_err();
+        assert!(err.to_string().contains("field 'x' has length 3 > padded length 2"), "{err}");
+        // Two element dimensions, or a scalar field: the caller gathers first.
+        let scalar: ArrayRef = Arc::new(Int64Array::from(vec![1i64, 2]));
+        let batch_type = list_type(DataType::Int64, None);
+        let none = pad_gathered(&[&scalar], &[(0, 0)], &[(1, &[][..])], &pad, &batch_type, "t", "x").unwrap();
+        assert!(none.is_none());
     }
 
     #[test]
