@@ -13,7 +13,10 @@
 //!   consumer thread wakes up to dispatch (two thread wake-ups per task, which on cheap
 //!   functions and busy cores cost as much as the work: on w4, 2 calls on 2 cores ran at
 //!   0.89 of 4 calls without staging, 0.98–1.00 with it). A finished task also wakes the
-//!   consumer, even while it waits for an earlier result, to stage more input.
+//!   consumer, even while it waits for an earlier result, to stage more input. Only short
+//!   tasks are staged ([`STAGE_TASKS_UNDER`] of work on average): a long task's wake-up is
+//!   a small part of it, and staged tasks hold their input early (with large elements under
+//!   glibc's malloc that cost 100 MiB of peak RSS over a 228 MiB budget).
 //! - **Order.** Deterministic mode numbers tasks and hands results out in input order;
 //!   at most `2 × parallelism` tasks are outstanding (running or finished but not handed
 //!   out), so one slow element holds back a bounded window, never unbounded memory.
@@ -35,7 +38,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result};
@@ -110,8 +113,9 @@ struct Finished {
     staged: VecDeque<Job>,
     /// The most output bytes per input row a task has given (none before the first ends).
     out_per_row: Option<u64>,
-    /// Tasks finished so far.
+    /// Tasks finished so far, and the work they took.
     completed: u64,
+    work: Duration,
 }
 
 #[derive(Default)]
@@ -147,7 +151,8 @@ impl Runner {
                     let error = Error::execution("map", format!("a worker panicked: {panic:?}"));
                     vec![Segment::new(Err(error), n)]
                 });
-            self.stats.add_work(begin.elapsed());
+            let took = begin.elapsed();
+            self.stats.add_work(took);
             // The input goes with the estimate that covered it; the output stays reserved
             // until it is handed out.
             drop(rows);
@@ -164,6 +169,7 @@ impl Runner {
             }
             finished.tasks.insert(seq, segments);
             finished.completed += 1;
+            finished.work += took;
             let next = finished.staged.pop_front();
             if next.is_none() {
                 finished.running -= 1;
@@ -176,6 +182,16 @@ impl Runner {
             }
         }
     }
+}
+
+/// The mean work per task under which tasks are staged: a few thread wake-ups (tens of
+/// microseconds each on busy cores) are then a large part of a task.
+pub const STAGE_TASKS_UNDER: Duration = Duration::from_micros(250);
+
+/// Whether tasks are staged after `completed` tasks took `work` in all: only once some have
+/// finished, and only while they average under `under`.
+fn stages(completed: u64, work: Duration, under: Duration) -> bool {
+    completed > 0 && work.as_nanos() < under.as_nanos() * u128::from(completed)
 }
 
 /// A parallel map (see the module documentation).
@@ -191,6 +207,10 @@ pub struct ParallelMapOp {
     completions: Arc<Completions>,
     /// Input rows pulled but not dispatched, each with its position.
     undispatched: VecDeque<(Pos, Result<RecordBatch>)>,
+    /// Tasks finished when `top_up` last looked.
+    completed_seen: u64,
+    /// The mean work per task under which tasks are staged ([`STAGE_TASKS_UNDER`]).
+    stage_under: Duration,
     input_done: bool,
     /// Items pulled and not yet fully handed out, from index `first_item`.
     items: VecDeque<InputItem>,
@@ -238,6 +258,8 @@ impl ParallelMapOp {
             budget,
             completions,
             undispatched: VecDeque::new(),
+            completed_seen: 0,
+            stage_under: STAGE_TASKS_UNDER,
             input_done: false,
             items: VecDeque::new(),
             first_item: 0,
@@ -283,15 +305,23 @@ impl ParallelMapOp {
         2 * self.parallelism()
     }
 
-    /// Whether another task may be dispatched: the window has room. At most `parallelism`
-    /// of the tasks run at once (the calls in flight, as `num_parallel_calls` promises); the
-    /// others wait staged, so that a worker finishing one goes straight on to the next.
+    /// Whether another task may be dispatched: the window has room, and a call is free or
+    /// the tasks are short enough to stage. At most `parallelism` of the tasks run at once
+    /// (the calls in flight, as `num_parallel_calls` promises); the others wait staged, so
+    /// that a worker finishing one goes straight on to the next.
     fn has_room(&self) -> bool {
-        self.outstanding() < self.window()
+        if self.outstanding() >= self.window() {
+            return false;
+        }
+        let finished = self.completions.finished.lock().expect("map results");
+        stages(finished.completed, finished.work, self.stage_under) || finished.running < self.parallelism()
     }
 
     /// Dispatches tasks while the calls in flight, the window and the budget allow.
     fn top_up(&mut self) -> Result<()> {
+        // A task finishing from here on frees a call this pass may not see: `wait_next`
+        // comes back for it.
+        self.completed_seen = self.completions.finished.lock().expect("map results").completed;
         while self.has_room() && (self.outstanding() == 0 || self.budget.fits(self.next_estimate())) {
             if self.undispatched.is_empty() && !self.input_done {
                 self.pull()?;
@@ -441,7 +471,6 @@ impl ParallelMapOp {
         let more_input = !(self.undispatched.is_empty() && self.input_done);
         let window = self.window();
         let mut finished = self.completions.finished.lock().expect("map results");
-        let completed_at_start = finished.completed;
         loop {
             let next = if self.ordered {
                 finished.tasks.remove(&self.next_out).map(|s| (self.next_out, s))
@@ -454,8 +483,10 @@ impl ParallelMapOp {
             if finished.running == 0 {
                 return None;
             }
-            // A finished task makes room for a staged one: refill while input is left.
-            let freed = finished.completed > completed_at_start;
+            // A task finished since `top_up` last dispatched: refill while input is left.
+            // (Counted from `top_up`, not from here: a task finishing in between would
+            // otherwise leave its call idle while this waits for an earlier one.)
+            let freed = finished.completed > self.completed_seen;
             if freed && more_input && self.starts.len() < window {
                 return None;
             }
@@ -748,31 +779,49 @@ mod tests {
     }
 
     #[test]
+    fn only_short_tasks_are_staged() {
+        let (ms, under) = (Duration::from_millis, STAGE_TASKS_UNDER);
+        assert!(!stages(0, Duration::ZERO, under), "nothing is known before a task finishes");
+        assert!(stages(10, ms(1), under), "100 us a task");
+        assert!(!stages(1, ms(2), under), "2 ms a task");
+        assert!(!stages(4, under * 4, under), "at the line");
+        assert!(stages(4, under * 4 - Duration::from_nanos(1), under));
+        assert!(!stages(u64::MAX, Duration::MAX, under), "no overflow");
+    }
+
+    #[test]
     fn staged_tasks_never_run_more_calls_than_asked() {
-        // 2 calls on a pool of 4 workers: every task blocks until the test lets one go, and
-        // the test lets one go only after each start, so two tasks always wait while the
-        // staged ones queue behind them; a third running task would raise the count.
+        // 2 calls on a pool of 4 workers: every task blocks until the test releases its
+        // chunk, in input order, and the test releases the next only once another task has
+        // started, so two tasks always wait while later ones queue behind them, staged; a
+        // third running task would raise the count. Releasing by chunk, not by
+        // whichever task takes a shared gate first, keeps the head of the window moving
+        // however the threads are scheduled.
         use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let tasks = 8;
         let (active, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let (entered_tx, entered) = channel();
-        let (go, go_rx) = channel::<()>();
-        let (entered_tx, go_rx) = (Mutex::new(entered_tx), Mutex::new(go_rx));
+        let (entered_tx, entered) = channel::<i64>();
+        let (gates, waits): (Vec<Sender<()>>, Vec<Mutex<Receiver<()>>>) =
+            (0..tasks).map(|_| channel::<()>()).map(|(tx, rx)| (tx, Mutex::new(rx))).unzip();
+        let entered_tx = Mutex::new(entered_tx);
         let (a, m) = (active.clone(), most.clone());
         let func: ChunkFn = Arc::new(move |chunk: &RecordBatch| {
             m.fetch_max(a.fetch_add(1, SeqCst) + 1, SeqCst);
-            let _ = entered_tx.lock().unwrap().send(());
-            let _ = go_rx.lock().unwrap().recv();
+            let k = chunk.column(0).as_primitive::<Int64Type>().value(0) / 1000;
+            let _ = entered_tx.lock().unwrap().send(k);
+            let _ = waits[k as usize].lock().unwrap().recv();
             a.fetch_sub(1, SeqCst);
             Ok(chunk.clone())
         });
-        let tasks = 8;
         let values: Vec<i64> = (0..tasks as i64 * 1000).collect();
         let input = source(int_chunks("x", &values, &vec![1000; tasks]));
         let knob = Knob::new(Param::Parallelism, 2, false, 1, 2);
         let pool = Arc::new(ThreadPool::new(4));
         let budget = Arc::new(MemoryBudget::new(u64::MAX));
         let mut op = ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget);
-        let firsts = std::thread::scope(|s| {
+        // Every task counts as short, whatever its wait: staged from the first that ends.
+        op.stage_under = Duration::MAX;
+        let (firsts, mut started) = std::thread::scope(|s| {
             let consumer = s.spawn(|| {
                 let mut firsts = Vec::new();
                 while let Some(chunk) = op.next_chunk().unwrap() {
@@ -780,17 +829,18 @@ mod tests {
                 }
                 firsts
             });
-            entered.recv().unwrap();
-            entered.recv().unwrap();
-            for _ in 2..tasks {
-                go.send(()).unwrap();
-                entered.recv().unwrap();
+            let mut started = vec![entered.recv().unwrap(), entered.recv().unwrap()];
+            for (k, gate) in gates.iter().enumerate() {
+                gate.send(()).unwrap();
+                if k + 2 < tasks {
+                    started.push(entered.recv().unwrap());
+                }
             }
-            go.send(()).unwrap();
-            go.send(()).unwrap();
-            consumer.join().unwrap()
+            (consumer.join().unwrap(), started)
         });
         assert_eq!(most.load(SeqCst), 2);
+        started.sort_unstable();
+        assert_eq!(started, (0..tasks as i64).collect::<Vec<_>>(), "every task ran once");
         assert_eq!(firsts, (0..tasks as i64).map(|t| t * 1000).collect::<Vec<_>>());
     }
 
