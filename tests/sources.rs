@@ -299,3 +299,60 @@ fn tfrecord_examples_parse_batch_and_skip_bad_records() {
     let x = batches[1].column(1).as_fixed_size_list().values().as_primitive::<Float32Type>().clone();
     assert_eq!(x.values().to_vec(), vec![2.0, -2.0, 4.0, -4.0]);
 }
+
+#[test]
+fn sparse_features_parse_from_tfrecords_and_batch() {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{Float32Type, Int64Type};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.tfrecord").to_str().unwrap().to_string();
+    let mut writer = flumen::TfRecordWriter::create(&path, RecordCompression::None).unwrap();
+    let rows: [(&[i64], &[f32]); 4] = [(&[2, 0], &[2.0, 0.5]), (&[], &[]), (&[9], &[1.0]), (&[1], &[3.0])];
+    for (idx, val) in rows {
+        let features = [("idx", flumen::FeatureValues::Int64(idx)), ("val", flumen::FeatureValues::Float32(val))];
+        writer.write(&flumen::serialize_example(&features)).unwrap();
+    }
+    writer.finish().unwrap();
+    let features = vec![FeatureSpec::sparse("s", DType::Float32, vec!["idx".into()], "val", vec![4])];
+    let parse = MapFunction::parse_example("record", features).unwrap();
+    let ds = Dataset::tfrecord(&[&path], RecordCompression::None).unwrap().map(parse).unwrap();
+    assert_eq!(ds.element_spec().to_string(), "{s: sparse float32[4]}");
+    // Record 2's index 9 lies outside the dense shape [4].
+    let errors: Vec<String> = ds.iter().filter_map(|e| e.err()).map(|e| e.to_string()).collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("index 9 of feature 'idx' is outside [0, 4)"), "{}", errors[0]);
+    let kept: Vec<_> = ds.ignore_errors().unwrap().iter().map(|e| e.unwrap()).collect();
+    let entries: Vec<(Vec<i64>, Vec<f32>)> = kept
+        .iter()
+        .map(|element| {
+            let s = element.column(0).as_struct();
+            let coords = s.column(0).as_list::<i32>().value(0);
+            let coords = coords.as_fixed_size_list().values().as_primitive::<Int64Type>().values().to_vec();
+            let values = s.column(1).as_list::<i32>().value(0);
+            (coords, values.as_primitive::<Float32Type>().values().to_vec())
+        })
+        .collect();
+    assert_eq!(entries, vec![(vec![0, 2], vec![0.5, 2.0]), (vec![], vec![]), (vec![1], vec![3.0])]);
+    assert!(kept.iter().all(|e| e.column(0).null_count() == 0));
+    // Batched as tf.data batches SparseTensors: each entry's element position comes first.
+    let batched = ds.ignore_errors().unwrap().batch(2).unwrap();
+    assert_eq!(batched.element_spec().to_string(), "{s: sparse float32[?, 4]}");
+    let batches: Vec<(Vec<i64>, Vec<f32>)> = batched
+        .iter_chunks()
+        .map(|chunk| {
+            let chunk = chunk.unwrap();
+            let s = chunk.column(0).as_struct();
+            let coords = s.column(0).as_list::<i32>();
+            let values = s.column(1).as_list::<i32>();
+            (0..chunk.num_rows())
+                .map(|r| {
+                    let c = coords.value(r);
+                    let c = c.as_fixed_size_list().values().as_primitive::<Int64Type>().values().to_vec();
+                    (c, values.value(r).as_primitive::<Float32Type>().values().to_vec())
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect::<Vec<_>>()
+        .concat();
+    assert_eq!(batches, vec![(vec![0, 0, 0, 2], vec![0.5, 2.0]), (vec![0, 1], vec![3.0])]);
+}

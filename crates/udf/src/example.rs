@@ -17,10 +17,11 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayBuilder, ArrayRef, BinaryArray, BinaryBuilder, FixedSizeListArray, Float32Array, Int64Array, ListArray,
+    Array, ArrayBuilder, ArrayRef, AsArray, BinaryArray, BinaryBuilder, FixedSizeListArray, Float32Array, Int64Array,
+    ListArray, StructArray, UInt32Array,
 };
 use arrow::buffer::OffsetBuffer;
-use arrow::datatypes::Field;
+use arrow::datatypes::{DataType, Field, Int64Type};
 use flumen_ir::{DType, ElementSpec, FieldSpec};
 
 /// A default value of a fixed-length feature, one per element of its shape.
@@ -46,6 +47,20 @@ pub enum FeatureKind {
     },
     /// tf.data's `VarLenFeature(dtype)`.
     VarLen,
+    /// tf.data's `SparseFeature(index_key, value_key, dtype, size, already_sorted)`: the
+    /// values of feature `value_key` at the coordinates given by the features `index_keys`
+    /// (one per dimension, int64), in a sparse tensor of dense shape `size`.
+    Sparse {
+        /// One int64 feature per dimension holding each value's coordinate in it.
+        index_keys: Vec<String>,
+        /// The feature holding the values.
+        value_key: String,
+        /// The dense shape.
+        size: Vec<usize>,
+        /// Whether the records list their values in index order already; otherwise each
+        /// record's entries are sorted by their coordinates, as tf.data does.
+        already_sorted: bool,
+    },
 }
 
 /// A feature to parse: its key, type (`Int64`, `Float32` or `Binary`) and kind.
@@ -70,6 +85,28 @@ impl FeatureSpec {
         FeatureSpec { name: name.into(), dtype, kind: FeatureKind::VarLen }
     }
 
+    /// A sparse feature named `name`: the `dtype` values of feature `value_key` at the
+    /// coordinates in the int64 features `index_keys` (one per dimension of `size`).
+    pub fn sparse(
+        name: impl Into<String>,
+        dtype: DType,
+        index_keys: Vec<String>,
+        value_key: impl Into<String>,
+        size: Vec<usize>,
+    ) -> Self {
+        let kind = FeatureKind::Sparse { index_keys, value_key: value_key.into(), size, already_sorted: false };
+        FeatureSpec { name: name.into(), dtype, kind }
+    }
+
+    /// The same sparse feature, its records known to list their values in index order (no
+    /// sorting; tf.data's `already_sorted=True`).
+    pub fn already_sorted(mut self) -> Self {
+        if let FeatureKind::Sparse { already_sorted, .. } = &mut self.kind {
+            *already_sorted = true;
+        }
+        self
+    }
+
     /// The same fixed-length feature, taking `default` where it is missing.
     pub fn with_default(mut self, default: Defaults) -> Self {
         if let FeatureKind::FixedLen { default: d, .. } = &mut self.kind {
@@ -87,13 +124,16 @@ impl FeatureSpec {
             // One dimension of unknown length: a list per element, as `padded_batch` and
             // `bucket_by_sequence_length` take it.
             FeatureKind::VarLen => FieldSpec::tensor(&self.name, self.dtype, vec![-1]),
+            FeatureKind::Sparse { size, .. } => {
+                FieldSpec::sparse(&self.name, self.dtype, size.iter().map(|&d| d as i64).collect())
+            }
         }
     }
 
     fn len(&self) -> usize {
         match &self.kind {
             FeatureKind::FixedLen { shape, .. } => shape.iter().product(),
-            FeatureKind::VarLen => 0,
+            FeatureKind::VarLen | FeatureKind::Sparse { .. } => 0,
         }
     }
 }
@@ -107,6 +147,16 @@ pub fn output_spec(features: &[FeatureSpec]) -> Result<ElementSpec, String> {
                 "feature '{}': tf.train.Example holds int64, float and bytes, not {}",
                 f.name, f.dtype
             ));
+        }
+        if let FeatureKind::Sparse { index_keys, size, .. } = &f.kind {
+            if index_keys.is_empty() || index_keys.len() != size.len() {
+                return Err(format!(
+                    "sparse feature '{}': {} index keys for a dense shape of {} dimensions",
+                    f.name,
+                    index_keys.len(),
+                    size.len()
+                ));
+            }
         }
         if let FeatureKind::FixedLen { default: Some(d), .. } = &f.kind {
             let (dtype, n) = match d {
@@ -411,8 +461,9 @@ fn append_feature(feature: &[u8], column: &mut Column) -> Result<(), String> {
     Ok(())
 }
 
-/// Parses one serialized `Example` (record `row`) into the columns.
-fn parse_record(record: &[u8], row: usize, columns: &mut [Column]) -> Result<(), String> {
+/// Parses one serialized `Example` (record `row`) into the columns, then checks the record's
+/// `sparse` features.
+fn parse_record(record: &[u8], row: usize, columns: &mut [Column], sparse: &[Sparse]) -> Result<(), String> {
     let mut example = Wire::new(record);
     while !example.done() {
         let (field, wire_type) = example.key()?;
@@ -436,16 +487,18 @@ fn parse_record(record: &[u8], row: usize, columns: &mut [Column]) -> Result<(),
                     (_, t) => entry.skip(t)?,
                 }
             }
-            let Some(column) = key.and_then(|k| columns.iter_mut().find(|c| c.spec.name.as_bytes() == k)) else {
-                continue;
-            };
-            // A key listed twice: protobuf keeps the last value.
-            if column.seen == Some(row) {
-                let start = *column.offsets.last().expect("offsets start with 0") as usize;
-                column.values.truncate(start);
+            let Some(key) = key else { continue };
+            // A key read by several columns (a sparse feature's index and a feature of its
+            // own) feeds each of them.
+            for column in columns.iter_mut().filter(|c| c.spec.name.as_bytes() == key) {
+                // A key listed twice: protobuf keeps the last value.
+                if column.seen == Some(row) {
+                    let start = *column.offsets.last().expect("offsets start with 0") as usize;
+                    column.values.truncate(start);
+                }
+                column.seen = Some(row);
+                append_feature(value.unwrap_or_default(), column)?;
             }
-            column.seen = Some(row);
-            append_feature(value.unwrap_or_default(), column)?;
         }
     }
     for column in columns.iter_mut() {
@@ -465,6 +518,9 @@ fn parse_record(record: &[u8], row: usize, columns: &mut [Column]) -> Result<(),
         let end = i32::try_from(column.values.len()).map_err(|_| "more than 2^31 values in one chunk")?;
         column.offsets.push(end);
     }
+    for sparse in sparse {
+        sparse.check(columns)?;
+    }
     Ok(())
 }
 
@@ -481,7 +537,9 @@ fn append_default(default: &Defaults, values: &mut Values) {
 /// Parses every record of `records` (null records are errors) into one column per feature,
 /// as [`output_spec`] describes them. Stops at the first bad record.
 pub fn parse_examples(records: &BinaryArray, features: &[FeatureSpec]) -> Result<Vec<ArrayRef>, ParseError> {
-    let mut columns: Vec<Column> = features
+    let layout = Layout::of(features);
+    let mut columns: Vec<Column> = layout
+        .columns
         .iter()
         .map(|spec| Column {
             spec,
@@ -498,9 +556,162 @@ pub fn parse_examples(records: &BinaryArray, features: &[FeatureSpec]) -> Result
         if records.is_null(row) {
             return Err(ParseError { row, message: "the record is null".into() });
         }
-        parse_record(records.value(row), row, &mut columns).map_err(|message| ParseError { row, message })?;
+        parse_record(records.value(row), row, &mut columns, &layout.sparse)
+            .map_err(|message| ParseError { row, message })?;
     }
-    Ok(columns.into_iter().map(finish).collect())
+    let parsed: Vec<ArrayRef> = columns.into_iter().map(finish).collect();
+    Ok(layout.outputs.iter().map(|out| out.array(&parsed, &layout.sparse)).collect())
+}
+
+/// What a parse reads and builds for a list of features: the columns filled from the
+/// records (one per fixed- or variable-length feature, and for each sparse feature a
+/// variable-length one per index key and its value key, shared where keys and types agree),
+/// and each output from them.
+struct Layout {
+    columns: Vec<FeatureSpec>,
+    sparse: Vec<Sparse>,
+    outputs: Vec<Output>,
+}
+
+/// An output feature: a parsed column as is, or a sparse tensor (`Layout::sparse[i]`).
+enum Output {
+    Column(usize),
+    Sparse(usize),
+}
+
+/// A sparse feature's columns and what each record must satisfy.
+struct Sparse {
+    spec: FeatureSpec,
+    values: usize,
+    indices: Vec<usize>,
+    size: Vec<usize>,
+    already_sorted: bool,
+}
+
+impl Layout {
+    fn of(features: &[FeatureSpec]) -> Layout {
+        let mut layout = Layout { columns: Vec::new(), sparse: Vec::new(), outputs: Vec::new() };
+        for f in features {
+            let output = match &f.kind {
+                FeatureKind::Sparse { index_keys, value_key, size, already_sorted } => {
+                    let values = layout.var_len(value_key, f.dtype);
+                    let indices = index_keys.iter().map(|k| layout.var_len(k, DType::Int64)).collect();
+                    let (size, already_sorted) = (size.clone(), *already_sorted);
+                    layout.sparse.push(Sparse { spec: f.clone(), values, indices, size, already_sorted });
+                    Output::Sparse(layout.sparse.len() - 1)
+                }
+                _ => {
+                    layout.columns.push(f.clone());
+                    Output::Column(layout.columns.len() - 1)
+                }
+            };
+            layout.outputs.push(output);
+        }
+        layout
+    }
+
+    /// The variable-length column of `key` and `dtype`, added unless there is one.
+    fn var_len(&mut self, key: &str, dtype: DType) -> usize {
+        let same = |c: &FeatureSpec| c.name == key && c.dtype == dtype && c.kind == FeatureKind::VarLen;
+        self.columns.iter().position(same).unwrap_or_else(|| {
+            self.columns.push(FeatureSpec::var_len(key, dtype));
+            self.columns.len() - 1
+        })
+    }
+}
+
+impl Output {
+    fn array(&self, parsed: &[ArrayRef], sparse: &[Sparse]) -> ArrayRef {
+        match self {
+            Output::Column(i) => parsed[*i].clone(),
+            Output::Sparse(i) => sparse[*i].array(parsed),
+        }
+    }
+}
+
+impl Sparse {
+    /// The last record's entries: as many coordinates in each index feature as values, each
+    /// within the dense shape.
+    fn check(&self, columns: &[Column]) -> Result<(), String> {
+        let count = |c: &Column| {
+            let o = &c.offsets;
+            (o[o.len() - 2] as usize, o[o.len() - 1] as usize)
+        };
+        let (start, end) = count(&columns[self.values]);
+        let name = &self.spec.name;
+        for (d, &i) in self.indices.iter().enumerate() {
+            let column = &columns[i];
+            let (s, e) = count(column);
+            if e - s != end - start {
+                return Err(format!(
+                    "sparse feature '{name}': index feature '{}' has {} values, value feature '{}' has {}",
+                    column.spec.name,
+                    e - s,
+                    columns[self.values].spec.name,
+                    end - start
+                ));
+            }
+            let Values::Int64(values) = &column.values else { unreachable!("index features are int64") };
+            if let Some(bad) = values[s..e].iter().find(|&&x| x < 0 || x as u64 >= self.size[d] as u64) {
+                return Err(format!(
+                    "sparse feature '{name}': index {bad} of feature '{}' is outside [0, {})",
+                    column.spec.name, self.size[d]
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The sparse tensors of the parsed records: per record its coordinates (sorted unless
+    /// `already_sorted`) and values.
+    fn array(&self, parsed: &[ArrayRef]) -> ArrayRef {
+        let values = parsed[self.values].as_list::<i32>();
+        let offsets = values.offsets().clone();
+        let indices: Vec<&Int64Array> =
+            self.indices.iter().map(|&i| parsed[i].as_list::<i32>().values().as_primitive::<Int64Type>()).collect();
+        let rank = indices.len();
+        let total = *offsets.last().expect("offsets start with 0") as usize;
+        let mut coords = Vec::with_capacity(total * rank);
+        // Where each output value comes from; only built once a record needs sorting.
+        let mut order: Option<Vec<u32>> = None;
+        for w in offsets.windows(2) {
+            let (s, e) = (w[0] as usize, w[1] as usize);
+            let key = |j: usize| indices.iter().map(move |a| a.value(j));
+            let sorted = self.already_sorted || (s + 1..e).all(|j| key(j - 1).le(key(j)));
+            if sorted {
+                coords.extend((s..e).flat_map(&key));
+                if let Some(order) = &mut order {
+                    order.extend((s as u32)..(e as u32));
+                }
+            } else {
+                let mut perm: Vec<usize> = (s..e).collect();
+                perm.sort_by(|&a, &b| key(a).cmp(key(b)));
+                coords.extend(perm.iter().flat_map(|&j| key(j)));
+                order.get_or_insert_with(|| (0..s as u32).collect()).extend(perm.iter().map(|&j| j as u32));
+            }
+        }
+        let flat = values.values().clone();
+        let flat = match order {
+            Some(order) => arrow::compute::take(&flat, &UInt32Array::from(order), None).expect("indices in range"),
+            None => flat,
+        };
+        let DataType::Struct(fields) = self.spec.field().arrow_type() else {
+            unreachable!("a sparse field is a struct")
+        };
+        let (DataType::List(coord_item), DataType::List(value_item)) = (fields[0].data_type(), fields[1].data_type())
+        else {
+            unreachable!("a sparse field holds two lists")
+        };
+        let DataType::FixedSizeList(index_item, _) = coord_item.data_type() else {
+            unreachable!("coordinates are fixed-size lists")
+        };
+        let coords = FixedSizeListArray::new(index_item.clone(), rank as i32, Arc::new(Int64Array::from(coords)), None);
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(ListArray::new(coord_item.clone(), offsets.clone(), Arc::new(coords), None)),
+            Arc::new(ListArray::new(value_item.clone(), offsets, flat, None)),
+        ];
+        Arc::new(StructArray::new(fields, columns, None))
+    }
 }
 
 /// The number of values to allocate for `spec` over `records`, so that its buffer is not
@@ -514,8 +725,8 @@ fn capacity(spec: &FeatureSpec, records: &BinaryArray) -> usize {
     };
     match (&spec.kind, spec.dtype) {
         (FeatureKind::FixedLen { .. }, _) => records.len() * spec.len().max(1),
-        (FeatureKind::VarLen, DType::Float32) => bytes() / 4,
-        (FeatureKind::VarLen, _) => bytes() / 2,
+        (_, DType::Float32) => bytes() / 4,
+        (_, _) => bytes() / 2,
     }
 }
 
@@ -533,6 +744,7 @@ fn finish(column: Column) -> ArrayRef {
             let offsets = OffsetBuffer::new(column.offsets.into());
             Arc::new(ListArray::new(item, offsets, flat, None))
         }
+        FeatureKind::Sparse { .. } => unreachable!("a sparse feature is parsed into variable-length columns"),
         FeatureKind::FixedLen { shape, .. } => {
             // Innermost dimension first: each level groups `d` items of the level below.
             shape.iter().rev().fold(flat, |inner, &d| {
@@ -669,6 +881,113 @@ mod tests {
             serialize_example(&[("x", FeatureValues::Float32(&[0.5, 1.0])), ("label", FeatureValues::Int64(&[-7]))]);
         let cols = parse_examples(&BinaryArray::from_iter_values([e1, e2]), &features(None)).unwrap();
         assert_eq!(cols[0].as_primitive::<Int64Type>().values().to_vec(), vec![3, -7]);
+    }
+
+    /// Each row of a parsed sparse column as (coordinates, values shown).
+    fn sparse_rows(column: &ArrayRef) -> Vec<(Vec<Vec<i64>>, Vec<String>)> {
+        let parts = column.as_struct();
+        let (coords, values) = (parts.column(0).as_list::<i32>(), parts.column(1).as_list::<i32>());
+        (0..column.len())
+            .map(|r| {
+                let c = coords.value(r);
+                let c = c.as_fixed_size_list();
+                let points = (0..c.len()).map(|i| c.value(i).as_primitive::<Int64Type>().values().to_vec()).collect();
+                let v = values.value(r);
+                let shown = (0..v.len())
+                    .map(|i| match v.data_type() {
+                        DataType::Float32 => v.as_primitive::<Float32Type>().value(i).to_string(),
+                        _ => String::from_utf8(v.as_binary::<i32>().value(i).to_vec()).unwrap(),
+                    })
+                    .collect();
+                (points, shown)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sparse_features_gather_values_at_sorted_coordinates() {
+        let e1 = serialize_example(&[
+            ("idx", FeatureValues::Int64(&[3, 1, 4])),
+            ("val", FeatureValues::Float32(&[30.0, 10.0, 40.0])),
+        ]);
+        let e2 = serialize_example(&[("idx", FeatureValues::Int64(&[])), ("val", FeatureValues::Float32(&[]))]);
+        let e3 = serialize_example(&[("val", FeatureValues::Float32(&[2.5])), ("idx", FeatureValues::Int64(&[0]))]);
+        let records = BinaryArray::from_iter_values([&e1, &e2, &e3]);
+        let sparse = FeatureSpec::sparse("s", DType::Float32, vec!["idx".into()], "val", vec![5]);
+        // The index key is also asked for as a feature of its own: both read it.
+        let as_written = FeatureSpec::sparse("t", DType::Float32, vec!["idx".into()], "val", vec![5]).already_sorted();
+        let features = vec![sparse, FeatureSpec::var_len("idx", DType::Int64), as_written];
+        let spec = output_spec(&features).unwrap();
+        assert_eq!(spec.fields[0], FieldSpec::sparse("s", DType::Float32, vec![5]));
+        let cols = parse_examples(&records, &features).unwrap();
+        for (c, f) in cols.iter().zip(&spec.fields) {
+            assert_eq!(c.data_type(), &f.arrow_type(), "{f}");
+        }
+        let row = |points: &[i64], values: &[&str]| {
+            (points.iter().map(|p| vec![*p]).collect::<Vec<_>>(), values.iter().map(|v| v.to_string()).collect())
+        };
+        assert_eq!(
+            sparse_rows(&cols[0]),
+            vec![row(&[1, 3, 4], &["10", "30", "40"]), row(&[], &[]), row(&[0], &["2.5"])]
+        );
+        assert_eq!(cols[1].as_list::<i32>().value(0).as_primitive::<Int64Type>().values().to_vec(), vec![3, 1, 4]);
+        // already_sorted: the records' order is kept.
+        assert_eq!(sparse_rows(&cols[2])[0], row(&[3, 1, 4], &["30", "10", "40"]));
+    }
+
+    #[test]
+    fn sparse_features_of_several_dimensions_sort_by_coordinates() {
+        let values: [&[u8]; 3] = [b"a", b"b", b"c"];
+        let e = serialize_example(&[
+            ("row", FeatureValues::Int64(&[1, 0, 0])),
+            ("col", FeatureValues::Int64(&[0, 2, 1])),
+            ("word", FeatureValues::Bytes(&values)),
+        ]);
+        let sorted = serialize_example(&[
+            ("row", FeatureValues::Int64(&[0])),
+            ("col", FeatureValues::Int64(&[0])),
+            ("word", FeatureValues::Bytes(&[b"z"])),
+        ]);
+        let features =
+            vec![FeatureSpec::sparse("m", DType::Binary, vec!["row".into(), "col".into()], "word", vec![2, 3])];
+        let cols = parse_examples(&BinaryArray::from_iter_values([&sorted, &e]), &features).unwrap();
+        let points = |p: &[[i64; 2]]| p.iter().map(|x| x.to_vec()).collect::<Vec<_>>();
+        let strs = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            sparse_rows(&cols[0]),
+            vec![(points(&[[0, 0]]), strs(&["z"])), (points(&[[0, 1], [0, 2], [1, 0]]), strs(&["c", "b", "a"]))]
+        );
+    }
+
+    #[test]
+    fn sparse_features_with_unmatched_or_out_of_range_indices_are_errors_naming_the_record() {
+        let good = serialize_example(&[("i", FeatureValues::Int64(&[1])), ("v", FeatureValues::Float32(&[1.0]))]);
+        let features = vec![FeatureSpec::sparse("s", DType::Float32, vec!["i".into()], "v", vec![4])];
+        for (bad, why) in [
+            (
+                serialize_example(&[("i", FeatureValues::Int64(&[1, 2])), ("v", FeatureValues::Float32(&[1.0]))]),
+                "sparse feature 's': index feature 'i' has 2 values, value feature 'v' has 1",
+            ),
+            (
+                serialize_example(&[("i", FeatureValues::Int64(&[4])), ("v", FeatureValues::Float32(&[1.0]))]),
+                "sparse feature 's': index 4 of feature 'i' is outside [0, 4)",
+            ),
+            (
+                serialize_example(&[("i", FeatureValues::Int64(&[-1])), ("v", FeatureValues::Float32(&[1.0]))]),
+                "sparse feature 's': index -1 of feature 'i' is outside [0, 4)",
+            ),
+            (
+                serialize_example(&[("i", FeatureValues::Float32(&[1.0])), ("v", FeatureValues::Float32(&[1.0]))]),
+                "feature 'i' is float, expected int64",
+            ),
+        ] {
+            let err = parse_examples(&BinaryArray::from_iter_values([&good, &bad]), &features).unwrap_err();
+            assert_eq!((err.row, err.message.as_str()), (1, why));
+        }
+        let two_keys_one_dim =
+            vec![FeatureSpec::sparse("s", DType::Float32, vec!["i".into(), "j".into()], "v", vec![4])];
+        let err = output_spec(&two_keys_one_dim).unwrap_err();
+        assert!(err.contains("2 index keys for a dense shape of 1 dimensions"), "{err}");
     }
 
     #[test]

@@ -18,11 +18,11 @@ use std::sync::Arc;
 use arrow::array::{make_array, ArrayData, MutableArrayData, UInt32Array};
 use arrow::array::{
     new_empty_array, new_null_array, Array, ArrayRef, AsArray, BinaryArray, BooleanArray, FixedSizeListArray,
-    Float64Array, Int64Array, LargeListArray, ListArray, StringArray, UInt64Array,
+    Float64Array, Int64Array, LargeListArray, ListArray, StringArray, StructArray, UInt64Array,
 };
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use arrow::compute::{cast_with_options, interleave, take, CastOptions};
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, Fields, Int64Type};
 use flumen_ir::{DType, Error, Result, Scalar};
 
 use crate::conform::conform_array;
@@ -138,11 +138,68 @@ pub fn wrap(list_type: &DataType, values: ArrayRef, runs: &[Run]) -> Result<Arra
             let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
             Ok(Arc::new(LargeListArray::try_new(item.clone(), offsets, values, None)?))
         }
-        other => Err(Error::execution(
-            "batch",
-            format!("cannot batch into type {other} (sparse fields are not supported by batching operators)"),
-        )),
+        DataType::Struct(fields) => wrap_sparse(fields, &values, runs),
+        other => Err(Error::execution("batch", format!("cannot batch into type {other}"))),
     }
+}
+
+/// Batches sparse elements (per element, a list of coordinates and a list of values) into
+/// sparse tensors of one more dimension, as tf.data batches `SparseTensor`s: each element's
+/// coordinates get its position in the batch in front, and a batch's values are its
+/// elements' values in order (a zero-copy slice, since a batch's elements are consecutive).
+fn wrap_sparse(fields: &Fields, values: &ArrayRef, runs: &[Run]) -> Result<ArrayRef> {
+    let not_sparse = || Error::execution("batch", format!("cannot batch {} as sparse tensors", values.data_type()));
+    let elements = values.as_struct_opt().filter(|s| s.num_columns() == 2).ok_or_else(not_sparse)?;
+    let (coords, vals) = (elements.column(0).as_list_opt::<i32>(), elements.column(1).as_list_opt::<i32>());
+    let (Some(coords), Some(vals)) = (coords, vals) else { return Err(not_sparse()) };
+    let points = coords.values().as_fixed_size_list_opt().ok_or_else(not_sparse)?;
+    let rank = points.value_length() as usize;
+    let flat = points.values().as_primitive_opt::<Int64Type>().ok_or_else(not_sparse)?;
+    let (DataType::List(coord_item), DataType::List(value_item)) = (fields[0].data_type(), fields[1].data_type())
+    else {
+        return Err(not_sparse());
+    };
+    let DataType::FixedSizeList(index_item, out_rank) = coord_item.data_type() else { return Err(not_sparse()) };
+    if *out_rank as usize != rank + 1 {
+        return Err(Error::execution(
+            "batch",
+            format!("internal: batching rank-{rank} sparse elements into rank {out_rank}"),
+        ));
+    }
+    let (c_off, v_off) = (coords.value_offsets(), vals.value_offsets());
+    let mut out = Vec::with_capacity((c_off[c_off.len() - 1] - c_off[0]) as usize * (rank + 1));
+    let mut offsets = vec![0i32];
+    let mut element = 0;
+    for run in runs {
+        for _ in 0..run.count {
+            for position in 0..run.len {
+                let e = element + position;
+                let (s, end) = (c_off[e] as usize, c_off[e + 1] as usize);
+                if end - s != (v_off[e + 1] - v_off[e]) as usize {
+                    return Err(Error::execution(
+                        "batch",
+                        "a sparse element has more coordinates than values or fewer",
+                    ));
+                }
+                for j in s..end {
+                    out.push(position as i64);
+                    out.extend_from_slice(&flat.values()[j * rank..(j + 1) * rank]);
+                }
+            }
+            element += run.len;
+            offsets.push(c_off[element] - c_off[0]);
+        }
+    }
+    let coords = FixedSizeListArray::new(index_item.clone(), *out_rank, Arc::new(Int64Array::from(out)), None);
+    let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+    let start = v_off[0] as usize;
+    let batch_values = vals.values().slice(start, (v_off[element] - v_off[0]) as usize);
+    let batch_values = conform_array(batch_values, value_item.data_type())?;
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(ListArray::try_new(coord_item.clone(), offsets.clone(), Arc::new(coords), None)?),
+        Arc::new(ListArray::try_new(value_item.clone(), offsets, batch_values, None)?),
+    ];
+    Ok(Arc::new(StructArray::try_new(fields.clone(), columns, None)?))
 }
 
 fn too_large(total: usize) -> Error {
