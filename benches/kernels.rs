@@ -9,18 +9,21 @@
 //!   computes `v` twice).
 //! - `affine`: `(a*2.5 + b) / (a - 1.5)`, 4 operations over two float64 columns.
 //! - `w4 filter`: `floor(v) % 3 != 0` over a float64 column, 3 operations to a mask.
+//! - `w2 scale`: w2's `features * weight` over 8,192 elements, a float32[64] tensor times a
+//!   per-element scalar: the fused map reads `weight` once per element (flattened tensors,
+//!   the scalar repeated per tile), the Arrow evaluation repeats it into a column first.
 
 use std::hint::black_box;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array};
-use arrow::datatypes::{DataType, Float64Type};
+use arrow::array::{ArrayRef, AsArray, BooleanArray, FixedSizeListArray, Float32Array, Float64Array, Int64Array};
+use arrow::datatypes::{DataType, Float32Type, Float64Type};
 use arrow::record_batch::RecordBatch;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use flumen::prelude::*;
-use flumen_ir::Expr;
-use flumen_udf::eval::{evaluate, evaluate_predicate};
-use flumen_udf::kernel::{FusedPredicate, Kernel};
+use flumen_ir::{Expr, NamedExpr};
+use flumen_udf::eval::{evaluate, evaluate_map, evaluate_predicate};
+use flumen_udf::kernel::{FusedMap, FusedPredicate, Kernel};
 
 const ROWS: usize = 1 << 16;
 
@@ -101,5 +104,53 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(kernels, benches);
+/// 8,192 elements of `features` float32[64] and `weight` float32.
+fn w2_chunk() -> RecordBatch {
+    let spec = ElementSpec::new(vec![
+        FieldSpec::tensor("features", DType::Float32, vec![64]),
+        FieldSpec::scalar("weight", DType::Float32),
+    ])
+    .expect("a spec");
+    let schema = spec.arrow_schema();
+    let DataType::FixedSizeList(item, 64) = schema.field(0).data_type() else { unreachable!("a [64] tensor") };
+    let values = Float32Array::from_iter_values((0..W2_ROWS * 64).map(|i| (i % 1000) as f32 * 0.001 - 0.5));
+    let features = FixedSizeListArray::new(item.clone(), 64, Arc::new(values), None);
+    let weight = Float32Array::from_iter_values((0..W2_ROWS).map(|r| 0.5 + (r % 100) as f32 * 0.01));
+    RecordBatch::try_new(schema, vec![Arc::new(features), Arc::new(weight)]).expect("a chunk")
+}
+
+const W2_ROWS: usize = 8192;
+
+fn w2_scale_by_hand(chunk: &RecordBatch) -> Vec<f32> {
+    let features = chunk.column(0).as_fixed_size_list().values().as_primitive::<Float32Type>().values();
+    let weight = chunk.column(1).as_primitive::<Float32Type>().values();
+    let mut out = Vec::with_capacity(features.len());
+    for (row, w) in features.chunks_exact(64).zip(weight) {
+        out.extend(row.iter().map(|f| f * w));
+    }
+    out
+}
+
+fn w2_bench(c: &mut Criterion) {
+    let chunk = w2_chunk();
+    let spec = flumen_ir::ElementSpec::from_arrow_schema(&chunk.schema()).expect("a spec");
+    let expr = flumen_udf::lower(&(col("features") * col("weight"))).expect("lowers");
+    expr.value_type(&spec).expect("a [64] tensor");
+    let outputs = vec![NamedExpr { name: "features".into(), expr }];
+    let out =
+        ElementSpec::new(vec![FieldSpec::tensor("features", DType::Float32, vec![64])]).expect("a spec").arrow_schema();
+    let fused = FusedMap::new(outputs.clone(), false, out.clone());
+    let values =
+        |b: &RecordBatch| b.column(0).as_fixed_size_list().values().as_primitive::<Float32Type>().values().to_vec();
+    assert_eq!(values(&fused.evaluate(&chunk).expect("runs")), w2_scale_by_hand(&chunk));
+    assert_eq!(values(&evaluate_map(&outputs, false, &chunk, &out).expect("runs")), w2_scale_by_hand(&chunk));
+    let mut g = c.benchmark_group("w2 scale");
+    g.throughput(Throughput::Elements((W2_ROWS * 64) as u64));
+    g.bench_function("fused kernel", |b| b.iter(|| black_box(fused.evaluate(&chunk))));
+    g.bench_function("composed arrow kernels", |b| b.iter(|| black_box(evaluate_map(&outputs, false, &chunk, &out))));
+    g.bench_function("hand-written loop", |b| b.iter(|| black_box(w2_scale_by_hand(&chunk))));
+    g.finish();
+}
+
+criterion_group!(kernels, benches, w2_bench);
 criterion_main!(kernels);

@@ -1,7 +1,8 @@
 //! The parallel runtime and the autotuner, measured on the examples tf.data's own authors use
 //! to motivate them. A plain bench binary: `cargo bench --bench parallel [-- CASE]`, where
 //! `CASE` picks the cases whose name contains it (`figure4`, `two-stage`, `autotune-w4`,
-//! `autotune-csv`, `autotune-closure`, `memory`; `autotune` runs all three grids). Every
+//! `autotune-csv`, `autotune-w2`, `autotune-w6`, `autotune-closure`, `memory`; `autotune`
+//! runs all five grids). Every
 //! figure is the median of several rounds whose variants alternate, because this machine is
 //! shared and noisy; ratios are taken within the run.
 //!
@@ -25,14 +26,16 @@
 //!   consumer's wait in `next()` per element (p50, p99, max, stalls over 5 ms; the first
 //!   element, which waits for at least the first load in every variant, is shown apart) and
 //!   the total time.
-//! - **`autotune-w4`, `autotune-csv`, `autotune-closure`**: `AUTOTUNE` everywhere (the
-//!   tf.data paper's §3.3.2, and its Figure 7, where auto-tuned parallelism matches expert
-//!   tuning on input-pipeline throughput) against a grid
-//!   of fixed settings (map and filter parallelism 1/2/4, prefetch buffer 1/4, interleave parallelism
-//!   1/2/4 where there is an interleave) on three workloads: w4 of `WORKLOADS.md` (an
+//! - **`autotune-w4`, `autotune-csv`, `autotune-w2`, `autotune-w6`, `autotune-closure`**:
+//!   `AUTOTUNE` everywhere (the tf.data paper's §3.3.2, and its Figure 7, where auto-tuned
+//!   parallelism matches expert tuning on input-pipeline throughput) against a grid of fixed
+//!   settings (map and filter parallelism 1/2/4, prefetch buffer 1/4, interleave parallelism
+//!   1/2/4 where there is an interleave) on five workloads: w4 of `WORKLOADS.md` (an
 //!   expression map chain over `range(2,000,000)`), a w1-like CSV pipeline (4 generated files,
-//!   parallel interleave, normalizing map, filter, `batch(1024)`), and a per-element Rust
-//!   closure of about 20 µs of arithmetic over `range(50,000)`, `batch(256)`. Grid configs
+//!   parallel interleave, normalizing map, filter, `batch(1024)`), w2 and w6 over TFRecord
+//!   files of Examples the bench writes (`common/example_records.rs`: 160,000 and 100,000
+//!   records), and a per-element Rust closure of about 20 µs of arithmetic over
+//!   `range(50,000)`, `batch(256)`. Grid configs
 //!   run with autotuning off, so nothing in them is tuned (an interleave's per-input
 //!   read-ahead then takes tf.data's untuned 2); the `AUTOTUNE` config runs with the
 //!   defaults. Rows/s per config, the best fixed config, and `AUTOTUNE`/best; every config's
@@ -52,11 +55,15 @@
 //!   freed memory resident, which the fixed threshold avoids.
 //!
 //! Scale: `FLUMEN_PARALLEL_ROUNDS` (default 3; at least 31 for `autotune-w4` and 15 for
-//! `autotune-csv`, whose passes are short), `FLUMEN_PARALLEL_CSV_ROWS` (default 400000),
+//! `autotune-csv`, `autotune-w2` and `autotune-w6`, whose passes are short),
+//! `FLUMEN_PARALLEL_CSV_ROWS` (default 400000), `FLUMEN_PARALLEL_W2_RECORDS` (160000),
+//! `FLUMEN_PARALLEL_W6_RECORDS` (100000),
 //! `FLUMEN_PARALLEL_CLOSURE_ROWS` (default 50000). `FLUMEN_PARALLEL_ANALYZE=1` prints the
 //! `explain analyze` of each `AUTOTUNE` run and of each memory run (what the tuner chose,
 //! and when).
 
+#[path = "common/example_records.rs"]
+mod example_records;
 #[path = "common/w1_csv.rs"]
 mod w1_csv;
 
@@ -146,6 +153,7 @@ fn float_sum(a: &dyn Array) -> f64 {
     match a.data_type() {
         DataType::Float64 => a.as_primitive::<Float64Type>().iter().flatten().sum(),
         DataType::Float32 => a.as_primitive::<Float32Type>().iter().flatten().map(f64::from).sum(),
+        DataType::Int64 => a.as_primitive::<Int64Type>().iter().flatten().map(|v| v as f64).sum(),
         DataType::List(_) => (0..a.len()).map(|i| float_sum(&a.as_list::<i32>().value(i))).sum(),
         DataType::FixedSizeList(..) => (0..a.len()).map(|i| float_sum(&a.as_fixed_size_list().value(i))).sum(),
         other => panic!("no float sum of {other}"),
@@ -607,6 +615,52 @@ fn w1(dir: &Path, c: Config) -> Result<Dataset> {
         .prefetch(c.prefetch)
 }
 
+/// w2: interleave(8 TFRecord files, cycle 8, block 1) → map(parse_example: features
+/// f32[64], label, id, weight) → map(features × weight) → filter(label < 8) → batch(256,
+/// drop_remainder) → prefetch.
+fn w2(paths: &[String], c: Config) -> Result<Dataset> {
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let read = FileRead::TfRecord(RecordCompression::None);
+    let features = vec![
+        FeatureSpec::fixed("features", DType::Float32, vec![64]),
+        FeatureSpec::fixed("label", DType::Int64, vec![]),
+        FeatureSpec::fixed("id", DType::Int64, vec![]),
+        FeatureSpec::fixed("weight", DType::Float32, vec![]),
+    ];
+    let scale = MapFunction::select([
+        ("features", col("features") * col("weight")),
+        ("label", col("label")),
+        ("id", col("id")),
+    ]);
+    Dataset::splits(&paths, read.clone())?
+        .interleave_with(DatasetFunction::ReadSplit(read), Tunable::Fixed(8), 1, calls(c.interleave))?
+        .map_with(MapFunction::parse_example("record", features)?, calls(c.map))?
+        .map_with(scale, calls(c.map))?
+        .filter_with(col("label").lt(lit(8i64)), calls(c.map))?
+        .batch_with(256, true)?
+        .prefetch(c.prefetch)
+}
+
+/// w6: interleave(4 TFRecord files, cycle 4, block 1) → map(parse_example: tokens int64
+/// varlen, label) → filter(len(tokens) ≥ 8) → bucket_by_sequence_length(boundaries [32, 64,
+/// 128], batch sizes [128, 64, 32, 16], pad 0) → prefetch.
+fn w6(paths: &[String], c: Config) -> Result<Dataset> {
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let read = FileRead::TfRecord(RecordCompression::None);
+    let features =
+        vec![FeatureSpec::var_len("tokens", DType::Int64), FeatureSpec::fixed("label", DType::Int64, vec![])];
+    let options = BucketOptions {
+        padding_values: std::collections::BTreeMap::from([("tokens".to_string(), lit(0i64))]),
+        ..Default::default()
+    };
+    Dataset::splits(&paths, read.clone())?
+        .interleave_with(DatasetFunction::ReadSplit(read), Tunable::Fixed(4), 1, calls(c.interleave))?
+        .map_with(MapFunction::parse_example("record", features)?, calls(c.map))?
+        .filter_with(length(col("tokens")).gt_eq(lit(8i64)), calls(c.map))?
+        .bucket_by_sequence_length(length(col("tokens")), vec![32, 64, 128], vec![128, 64, 32, 16], options)?
+        .prefetch(c.prefetch)
+}
+
 /// About `iters` dependent multiply-add-sqrt steps: arithmetic the compiler cannot skip.
 fn kernel(v: i64, iters: u32) -> f64 {
     let mut x = 1.0 + (v % 1024) as f64 / 1024.0;
@@ -653,6 +707,23 @@ fn autotune_csv_bench(rounds: usize) {
     let title = format!("w1-like, 4 CSV files ({rows} rows) -> interleave(cycle 4) -> map -> filter -> batch(1024)");
     // A pass takes about 0.1 s: 15 rounds cost half a minute.
     compare(&title, rounds.max(15), &grid(true), "cross", |c| w1(dir.path(), c));
+}
+
+fn autotune_w2_bench(rounds: usize) {
+    let per_file = env("FLUMEN_PARALLEL_W2_RECORDS", 160_000) / 8;
+    let dir = tempfile::tempdir().unwrap();
+    let paths = example_records::write_w2(dir.path(), 8, per_file);
+    let title = format!("w2, 8 TFRecord files ({} Examples) -> interleave(cycle 8) -> parse_example -> map -> filter -> batch(256, drop_remainder)", per_file * 8);
+    // A pass takes about 0.1 s: 15 rounds cost half a minute.
+    compare(&title, rounds.max(15), &grid(true), "features", |c| w2(&paths, c));
+}
+
+fn autotune_w6_bench(rounds: usize) {
+    let per_file = env("FLUMEN_PARALLEL_W6_RECORDS", 100_000) / 4;
+    let dir = tempfile::tempdir().unwrap();
+    let paths = example_records::write_w6(dir.path(), 4, per_file);
+    let title = format!("w6, 4 TFRecord files ({} Examples) -> interleave(cycle 4) -> parse_example -> filter -> bucket_by_sequence_length", per_file * 4);
+    compare(&title, rounds.max(15), &grid(true), "tokens", |c| w6(&paths, c));
 }
 
 fn autotune_closure_bench(rounds: usize) {
@@ -823,11 +894,13 @@ fn main() {
     // `cargo bench` passes `--bench`; the first other argument filters the cases.
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let rounds = env("FLUMEN_PARALLEL_ROUNDS", 3).max(1);
-    let cases: [Case; 6] = [
+    let cases: [Case; 8] = [
         ("figure4", figure4_bench),
         ("two-stage", two_stage_bench),
         ("autotune-w4", autotune_w4_bench),
         ("autotune-csv", autotune_csv_bench),
+        ("autotune-w2", autotune_w2_bench),
+        ("autotune-w6", autotune_w6_bench),
         ("autotune-closure", autotune_closure_bench),
         ("memory", memory_bench),
     ];

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Display;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow::array::{
     downcast_integer, downcast_primitive_array, new_null_array, Array, ArrayRef, AsArray, BinaryArray, BooleanArray,
@@ -82,7 +82,7 @@ pub fn evaluate_map(
     let mut values = Vec::with_capacity(outputs.len());
     for out in outputs {
         let dims = list_depth(out_field(out, out_schema)?.data_type());
-        values.push(evaluate_output(&out.expr, batch, dims, |e, flat| evaluate_with_batch_dims(e, flat, 0))?);
+        values.push(evaluate_output(&out.expr, batch, dims, |e, flat| evaluate_with_batch_dims(e, flat.batch(e)?, 0))?);
     }
     assemble_map(outputs, keep_input, batch, out_schema, values)
 }
@@ -95,7 +95,7 @@ pub fn evaluate_output(
     expr: &Expr,
     batch: &RecordBatch,
     dims: usize,
-    flat: impl Fn(&Expr, &RecordBatch) -> Result<ArrayRef>,
+    flat: impl Fn(&Expr, &Tensors) -> Result<ArrayRef>,
 ) -> Result<ArrayRef> {
     let lifted = with_reductions(expr, batch)?;
     let (expr, chunk) = lifted.as_ref().map_or((expr, batch), |(e, b)| (e, b));
@@ -108,7 +108,7 @@ pub fn evaluate_output(
         }
     }
     match Tensors::flatten(expr, chunk, dims)? {
-        Some(tensors) => tensors.wrap(flat(expr, &tensors.batch)?, expr),
+        Some(tensors) => tensors.wrap(flat(expr, &tensors)?, expr),
         None => evaluate_with_batch_dims(expr, chunk, dims),
     }
 }
@@ -199,7 +199,7 @@ pub(crate) fn tensor_arg(arg: &Expr, batch: &RecordBatch) -> Result<TensorArg> {
                 Some(Level::Fixed { nulls, .. }) => nulls.clone(),
                 _ => None,
             };
-            TensorArg { values: evaluate_with_batch_dims(arg, &flat.batch, 0)?, shape, rows, nulls }
+            TensorArg { values: evaluate_with_batch_dims(arg, flat.batch(arg)?, 0)?, shape, rows, nulls }
         }
         None => TensorArg { values: evaluate_with_batch_dims(arg, batch, 0)?, shape: Vec::new(), rows, nulls: None },
     };
@@ -274,14 +274,29 @@ pub(crate) fn reduce_whole(func: Func, arg: &TensorArg) -> Result<ArrayRef> {
 }
 
 /// A tensor expression's chunk made flat: each tensor column replaced by its values, each
-/// per-row scalar column repeated once per value of its row's tensors, so that the
-/// expression runs elementwise over plain columns; [`Tensors::wrap`] puts the tensor shape
-/// back on the result.
+/// per-row scalar column standing for its value repeated once per value of its row's
+/// tensors, so that the expression runs elementwise over plain columns; [`Tensors::wrap`]
+/// puts the tensor shape back on the result. A kernel reads the scalars per row
+/// ([`FlatColumn::Repeated`]); the Arrow evaluation reads [`Tensors::batch`], where they are
+/// repeated into columns of their own.
 #[derive(Debug)]
 pub struct Tensors {
-    /// The flat chunk: one row per tensor value.
-    pub batch: RecordBatch,
+    schema: SchemaRef,
+    columns: Vec<FlatColumn>,
+    /// Values per row's tensor.
+    width: usize,
+    rows: usize,
+    batch: OnceLock<RecordBatch>,
     levels: Vec<Level>,
+}
+
+/// A column of a flat chunk ([`Tensors`]).
+#[derive(Debug, Clone)]
+pub enum FlatColumn {
+    /// A tensor field's values.
+    Values(ArrayRef),
+    /// A per-row scalar, standing for each of its values repeated `width` times.
+    Repeated(ArrayRef),
 }
 
 impl Tensors {
@@ -297,14 +312,14 @@ impl Tensors {
             return Ok(None);
         }
         let mut levels: Option<Vec<Level>> = None;
-        let mut columns: Vec<(&str, ArrayRef)> = Vec::new();
-        let mut scalars: Vec<(&str, &ArrayRef)> = Vec::new();
+        let mut columns: Vec<(&str, FlatColumn)> = Vec::new();
+        let mut scalars: Vec<(&str, FlatColumn)> = Vec::new();
         for (name, _) in &refs {
             let Some(array) = batch.column_by_name(name) else {
                 return Ok(None);
             };
             match list_depth(array.data_type()) {
-                0 => scalars.push((name, array)),
+                0 => scalars.push((name, FlatColumn::Repeated(array.clone()))),
                 d if d == dims && fixed_only(array.data_type()) => {
                     let (these, values) = peel(array, dims).expect("a fixed-size list of that depth");
                     match &levels {
@@ -314,7 +329,7 @@ impl Tensors {
                         Some(_) => {}
                         None => levels = Some(these),
                     }
-                    columns.push((name, values));
+                    columns.push((name, FlatColumn::Values(values)));
                 }
                 _ => return Ok(None),
             }
@@ -327,13 +342,60 @@ impl Tensors {
                 Level::List { .. } => unreachable!("fixed-size levels only"),
             })
             .product();
-        let rows = batch.num_rows();
-        for (name, array) in scalars {
-            columns.push((name, repeat_each(array, rows, width).map_err(|e| at(e, expr))?));
+        columns.extend(scalars);
+        let fields: Vec<Field> = columns
+            .iter()
+            .map(|(name, c)| {
+                let (FlatColumn::Values(a) | FlatColumn::Repeated(a)) = c;
+                Field::new(*name, a.data_type().clone(), true)
+            })
+            .collect();
+        let columns = columns.into_iter().map(|(_, c)| c).collect();
+        let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+        Ok(Some(Tensors { schema, columns, width, rows: batch.num_rows(), batch: OnceLock::new(), levels }))
+    }
+
+    /// The flat chunk's schema: a column per field the expression reads.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// The flat chunk's columns, in the schema's order.
+    pub fn columns(&self) -> &[FlatColumn] {
+        &self.columns
+    }
+
+    /// The values of each row's tensors: how often a repeated column repeats each value.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// The flat chunk's rows: every value of every row's tensors.
+    pub fn len(&self) -> usize {
+        self.rows * self.width
+    }
+
+    /// Whether the flat chunk has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The flat chunk with the repeated columns made (once, on first use).
+    pub fn batch(&self, expr: &Expr) -> Result<&RecordBatch> {
+        if let Some(batch) = self.batch.get() {
+            return Ok(batch);
         }
-        let flat = RecordBatch::try_from_iter(columns.into_iter().map(|(n, a)| (n.to_string(), a)))
+        let columns = self
+            .columns
+            .iter()
+            .map(|c| match c {
+                FlatColumn::Values(a) => Ok(a.clone()),
+                FlatColumn::Repeated(a) => repeat_each(a, self.rows, self.width),
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| at(e, expr))?;
-        Ok(Some(Tensors { batch: flat, levels }))
+        let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| at(e, expr))?;
+        Ok(self.batch.get_or_init(|| batch))
     }
 
     /// The flat result `values` of the expression, shaped as its tensors again.
@@ -345,7 +407,7 @@ impl Tensors {
 /// Each of the first `rows` values of `array` `width` times in a row: a per-element scalar
 /// beside each value of the element's tensor. Numbers without nulls are repeated straight
 /// into the output; anything else is gathered by index.
-fn repeat_each(array: &ArrayRef, rows: usize, width: usize) -> std::result::Result<ArrayRef, ArrowError> {
+pub(crate) fn repeat_each(array: &ArrayRef, rows: usize, width: usize) -> std::result::Result<ArrayRef, ArrowError> {
     fn repeat<T: ArrowPrimitiveType>(array: &PrimitiveArray<T>, rows: usize, width: usize) -> ArrayRef {
         let mut values = Vec::with_capacity(rows * width);
         for v in &array.values()[..rows] {

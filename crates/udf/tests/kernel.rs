@@ -8,7 +8,7 @@ use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float32Array, Float64
 use arrow::datatypes::{DataType, Float32Type, Float64Type, Int32Type, Int64Type};
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{BinaryOp, DType, ElementSpec, Expr, FieldSpec, Func, NamedExpr, Scalar, UnaryOp};
-use flumen_udf::eval::{evaluate, evaluate_map, evaluate_predicate};
+use flumen_udf::eval::{evaluate, evaluate_map, evaluate_predicate, FlatColumn, Tensors};
 use flumen_udf::kernel::{FusedMap, FusedPredicate, Kernel};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -295,9 +295,20 @@ fn tensor_chunk(rows: usize) -> (RecordBatch, ElementSpec) {
 
 #[test]
 fn tensor_outputs_apply_elementwise_with_per_row_scalars_broadcast() {
-    let (whole, spec) = tensor_chunk(50);
+    // 30 rows are one tile of 360 values; 150 rows, 1800 values in four tiles whose bounds
+    // fall inside a row's tensor (512 is no multiple of 12).
+    for rows in [30, 150] {
+        tensor_output_over(rows);
+    }
+}
+
+/// `t * w + (u - f32(k))` over a slice of `rows` rows starting at row 7: the fused map, the
+/// Arrow evaluation and a loop agree, and the kernel (not the Arrow fallback) computed it,
+/// reading the per-row scalars `w` and `k` per row.
+fn tensor_output_over(rows: usize) {
+    let (whole, spec) = tensor_chunk(rows + 20);
     // A slice, so that the tensors' values start at an offset.
-    let batch = whole.slice(7, 30);
+    let batch = whole.slice(7, rows);
     let t = || Expr::col("t");
     let expr = Expr::binary(
         BinaryOp::Add,
@@ -311,9 +322,15 @@ fn tensor_outputs_apply_elementwise_with_per_row_scalars_broadcast() {
     let fused = FusedMap::new(outputs.clone(), false, out.clone()).evaluate(&batch).unwrap();
     let arrow = evaluate_map(&outputs, false, &batch, &out).unwrap();
     assert_eq!(fused, arrow);
+    let flat = Tensors::flatten(&outputs[0].expr, &batch, 2).unwrap().unwrap();
+    assert!(flat.columns().iter().any(|c| matches!(c, FlatColumn::Repeated(_))));
+    let kernel = Kernel::compile(&[&outputs[0].expr], flat.schema()).expect("the expression compiles");
+    let values = kernel.run_flat(&flat).expect("the kernel runs over repeated scalars");
+    let values = flat.wrap(values[0].clone(), &outputs[0].expr).unwrap();
+    assert_eq!(&values, fused.column(0));
     // Against a loop over the rows of the slice.
     let y = fused.column(0).as_fixed_size_list();
-    for row in 0..30 {
+    for row in 0..rows {
         let r = row + 7;
         let matrix = y.value(row);
         let matrix = matrix.as_fixed_size_list();
@@ -326,6 +343,20 @@ fn tensor_outputs_apply_elementwise_with_per_row_scalars_broadcast() {
             }
         }
     }
+}
+
+#[test]
+fn a_repeated_scalar_with_nulls_is_handed_back_to_arrow() {
+    let (batch, _) = tensor_chunk(10);
+    let mut columns = batch.columns().to_vec();
+    columns[2] = Arc::new(Float32Array::from_iter((0..10).map(|r| (r != 4).then_some(r as f32))));
+    let batch = RecordBatch::try_new(batch.schema(), columns).unwrap();
+    let expr = Expr::binary(BinaryOp::Mul, Expr::col("t"), Expr::col("w"));
+    let flat = Tensors::flatten(&expr, &batch, 2).unwrap().unwrap();
+    let kernel = Kernel::compile(&[&expr], flat.schema()).expect("the expression compiles");
+    assert!(kernel.run_flat(&flat).is_none());
+    let out = evaluate(&expr, flat.batch(&expr).unwrap()).unwrap();
+    assert_eq!(out.null_count(), 12, "row 4's twelve values");
 }
 
 #[test]

@@ -110,6 +110,8 @@ elem!(u8, Bool);
 pub struct Tile<'a> {
     /// The kernel's input columns.
     pub inputs: &'a [Input<'a>],
+    /// Per input, its values for this tile when they are made per tile (a repeated scalar).
+    pub expanded: &'a [Option<Buf>],
     /// The registers.
     pub regs: &'a [Buf],
     /// The register of each value number.
@@ -124,7 +126,10 @@ impl<'a> Tile<'a> {
     fn src<T: Elem>(&self, arg: Arg) -> Src<'a, T> {
         match arg {
             Arg::Val(v) => Src::Slice(&T::buf(&self.regs[self.reg_of[v]])[..self.len]),
-            Arg::Col(c) => Src::Slice(&T::input(&self.inputs[c])[self.start..self.start + self.len]),
+            Arg::Col(c) => match &self.expanded[c] {
+                Some(tile) => Src::Slice(&T::buf(tile)[..self.len]),
+                None => Src::Slice(&T::input(&self.inputs[c])[self.start..self.start + self.len]),
+            },
             Arg::Const(k) => Src::Splat(T::konst(k)),
         }
     }

@@ -29,7 +29,9 @@ use arrow::buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use arrow::datatypes::{ArrowPrimitiveType, Float32Type, Float64Type, Int32Type, Int64Type, SchemaRef};
 use flumen_ir::{Expr, NamedExpr, Result};
 
-use crate::eval::{assemble_map, evaluate_output, evaluate_with_batch_dims, list_depth};
+use crate::eval::{
+    assemble_map, evaluate_output, evaluate_with_batch_dims, list_depth, repeat_each, FlatColumn, Tensors,
+};
 
 use exec::{exec, Buf, Elem, Input, Tile};
 use program::{compile, Arg, Konst, Program, Ty};
@@ -55,28 +57,69 @@ impl Kernel {
     /// The outputs over `chunk`, one array per expression; `None` when the chunk is one the
     /// kernel hands back (another schema, nulls under `and`/`or`, a failing operation).
     pub fn run(&self, chunk: &RecordBatch) -> Option<Vec<ArrayRef>> {
-        let schema = chunk.schema();
-        if !Arc::ptr_eq(&schema, &self.schema) && *schema != *self.schema {
+        if !self.fits(chunk.schema_ref()) {
             return None;
         }
+        let columns: Vec<Column> = self.program.inputs.iter().map(|(i, _)| Column::Plain(chunk.column(*i))).collect();
+        self.execute(&columns, chunk.num_rows())
+    }
+
+    /// The outputs over a flat chunk of tensor values ([`Tensors`]), the per-row scalars read
+    /// once per row rather than repeated into columns; `None` as for [`run`](Self::run), and
+    /// when a repeated scalar has nulls or is a bool.
+    pub fn run_flat(&self, tensors: &Tensors) -> Option<Vec<ArrayRef>> {
+        if !self.fits(tensors.schema()) {
+            return None;
+        }
+        let width = tensors.width();
+        let columns = self
+            .program
+            .inputs
+            .iter()
+            .map(|(i, ty)| match &tensors.columns()[*i] {
+                FlatColumn::Values(a) => Some(Column::Plain(a)),
+                FlatColumn::Repeated(a) => {
+                    (a.null_count() == 0 && *ty != Ty::Bool).then_some(Column::Repeated(a, width))
+                }
+            })
+            .collect::<Option<Vec<Column>>>()?;
+        self.execute(&columns, tensors.len())
+    }
+
+    fn fits(&self, schema: &SchemaRef) -> bool {
+        Arc::ptr_eq(schema, &self.schema) || **schema == *self.schema
+    }
+
+    /// Runs the program over `rows` rows of `columns` (the program's inputs, in order).
+    fn execute(&self, columns: &[Column], rows: usize) -> Option<Vec<ArrayRef>> {
         let p = &self.program;
-        let columns: Vec<&ArrayRef> = p.inputs.iter().map(|(i, _)| chunk.column(*i)).collect();
-        let nulls: Vec<Option<&NullBuffer>> = columns.iter().map(|c| c.nulls()).collect();
+        let nulls: Vec<Option<&NullBuffer>> = columns.iter().map(Column::nulls).collect();
         if p.kleene && nulls.iter().any(Option::is_some) {
             return None;
         }
-        let inputs: Vec<Input> = columns.iter().zip(&p.inputs).map(|(c, (_, ty))| input(c, *ty)).collect();
-        let rows = chunk.num_rows();
+        let inputs: Vec<Input> = columns.iter().zip(&p.inputs).map(|(c, (_, ty))| c.input(*ty)).collect();
+        // A repeated scalar's values for the tile, refilled per tile.
+        let mut expanded: Vec<Option<Buf>> = columns
+            .iter()
+            .zip(&p.inputs)
+            .map(|(c, (_, ty))| matches!(c, Column::Repeated(..)).then(|| Buf::new(*ty, TILE.min(rows))))
+            .collect();
         let mut regs: Vec<Buf> = p.regs.iter().map(|ty| Buf::new(*ty, TILE.min(rows))).collect();
         let mut outs: Vec<Option<Buf>> =
             p.outputs.iter().map(|(arg, ty, _)| matches!(arg, Arg::Val(_)).then(|| Buf::new(*ty, rows))).collect();
         let mut start = 0;
         while start < rows {
             let len = TILE.min(rows - start);
+            for (column, buf) in columns.iter().zip(&mut expanded) {
+                if let (Column::Repeated(a, width), Some(buf)) = (column, buf) {
+                    fill_repeated(a, *width, start, len, buf);
+                }
+            }
             for (instr, direct) in p.instrs.iter().zip(&p.direct) {
                 let ok = match direct {
                     Some(k) => {
-                        let tile = Tile { inputs: &inputs, regs: &regs, reg_of: &p.reg_of, start, len };
+                        let tile =
+                            Tile { inputs: &inputs, expanded: &expanded, regs: &regs, reg_of: &p.reg_of, start, len };
                         exec(instr, &tile, outs[*k].as_mut().expect("a computed output"), start)
                     }
                     None => {
@@ -84,7 +127,8 @@ impl Kernel {
                         // read: a result never shares a register with its operands.
                         let r = p.reg_of[instr.out];
                         let mut out = std::mem::replace(&mut regs[r], Buf::Bool(Vec::new()));
-                        let tile = Tile { inputs: &inputs, regs: &regs, reg_of: &p.reg_of, start, len };
+                        let tile =
+                            Tile { inputs: &inputs, expanded: &expanded, regs: &regs, reg_of: &p.reg_of, start, len };
                         let ok = exec(instr, &tile, &mut out, 0);
                         regs[r] = out;
                         ok
@@ -103,16 +147,71 @@ impl Kernel {
             }
             start += len;
         }
-        let arrays = p.outputs.iter().zip(outs).map(|((arg, ty, deps), out)| match (arg, out) {
-            (Arg::Val(_), Some(out)) => {
-                let validity = deps_nulls(&nulls, *deps);
-                array(out, validity)
-            }
-            (Arg::Col(c), _) => columns[*c].clone(),
-            (Arg::Const(k), _) => array(splat(*k, rows), None),
-            (Arg::Val(_), None) => unreachable!("every computed output has a buffer, of type {ty:?}"),
-        });
-        Some(arrays.collect())
+        let mut arrays = Vec::with_capacity(p.outputs.len());
+        for ((arg, ty, deps), out) in p.outputs.iter().zip(outs) {
+            arrays.push(match (arg, out) {
+                (Arg::Val(_), Some(out)) => array(out, deps_nulls(&nulls, *deps)),
+                (Arg::Col(c), _) => columns[*c].array()?,
+                (Arg::Const(k), _) => array(splat(*k, rows), None),
+                (Arg::Val(_), None) => unreachable!("every computed output has a buffer, of type {ty:?}"),
+            });
+        }
+        Some(arrays)
+    }
+}
+
+/// An input column of a kernel run.
+enum Column<'a> {
+    /// A column of the chunk.
+    Plain(&'a ArrayRef),
+    /// A per-row scalar standing for each value repeated `width` times (no nulls).
+    Repeated(&'a ArrayRef, usize),
+}
+
+impl Column<'_> {
+    fn nulls(&self) -> Option<&NullBuffer> {
+        match self {
+            Column::Plain(a) => a.nulls(),
+            Column::Repeated(..) => None,
+        }
+    }
+
+    /// The kernel's view of the column: its values, or nothing for a repeated one, which is
+    /// read from its tile (`fill_repeated`).
+    fn input(&self, ty: Ty) -> Input<'_> {
+        match self {
+            Column::Plain(a) => input(a, ty),
+            Column::Repeated(..) => Input::Bool(Vec::new()),
+        }
+    }
+
+    /// The column as an output of `rows` rows (an output that is an input as is).
+    fn array(&self) -> Option<ArrayRef> {
+        match self {
+            Column::Plain(a) => Some((*a).clone()),
+            Column::Repeated(a, width) => repeat_each(a, a.len(), *width).ok(),
+        }
+    }
+}
+
+/// Writes the tile `start..start + len` of `array`'s values each repeated `width` times
+/// into `buf`: the rows the tile covers, each as one run.
+fn fill_repeated(array: &ArrayRef, width: usize, start: usize, len: usize, buf: &mut Buf) {
+    fn fill<T: Elem>(values: &[T], width: usize, start: usize, out: &mut [T]) {
+        let mut at = 0;
+        while at < out.len() {
+            let flat = start + at;
+            let run = (width - flat % width).min(out.len() - at);
+            out[at..at + run].fill(values[flat / width]);
+            at += run;
+        }
+    }
+    match buf {
+        Buf::F64(out) => fill(array.as_primitive::<Float64Type>().values(), width, start, &mut out[..len]),
+        Buf::F32(out) => fill(array.as_primitive::<Float32Type>().values(), width, start, &mut out[..len]),
+        Buf::I64(out) => fill(array.as_primitive::<Int64Type>().values(), width, start, &mut out[..len]),
+        Buf::I32(out) => fill(array.as_primitive::<Int32Type>().values(), width, start, &mut out[..len]),
+        Buf::Bool(_) => unreachable!("a repeated bool is handed back"),
     }
 }
 
@@ -225,10 +324,10 @@ impl FusedMap {
             let value = match fused.as_mut().filter(|_| *depth == 0).and_then(Iterator::next) {
                 Some(value) => value,
                 None => evaluate_output(&out.expr, chunk, *depth, |expr, flat| {
-                    let run = tensor.get(&[expr], &flat.schema()).and_then(|k| k.run(flat));
+                    let run = tensor.get(&[expr], flat.schema()).and_then(|k| k.run_flat(flat));
                     match run.and_then(|mut v| v.pop()) {
                         Some(value) => Ok(value),
-                        None => evaluate_with_batch_dims(expr, flat, 0),
+                        None => evaluate_with_batch_dims(expr, flat.batch(expr)?, 0),
                     }
                 })?,
             };
