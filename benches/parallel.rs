@@ -33,7 +33,7 @@
 //!   1/2/4 where there is an interleave) on five workloads: w4 of `WORKLOADS.md` (an
 //!   expression map chain over `range(2,000,000)`), a w1-like CSV pipeline (4 generated files,
 //!   parallel interleave, normalizing map, filter, `batch(1024)`), w2 and w6 over TFRecord
-//!   files of Examples the bench writes (`common/example_records.rs`: 400,000 and 200,000
+//!   files of Examples the bench writes as `flumen gen-data` does (`workload_data.rs`: 400,000 and 200,000
 //!   records, the sizes of WORKLOADS.md), and a per-element Rust closure of about 20 µs of arithmetic over
 //!   `range(50,000)`, `batch(256)`. Grid configs
 //!   run with autotuning off, so nothing in them is tuned (an interleave's per-input
@@ -62,10 +62,10 @@
 //! `explain analyze` of each `AUTOTUNE` run and of each memory run (what the tuner chose,
 //! and when).
 
-#[path = "common/example_records.rs"]
-mod example_records;
 #[path = "common/w1_csv.rs"]
 mod w1_csv;
+#[path = "../crates/cli/src/workload_data.rs"]
+mod workload_data;
 
 use std::path::Path;
 use std::process::Command;
@@ -621,21 +621,10 @@ fn w1(dir: &Path, c: Config) -> Result<Dataset> {
 fn w2(paths: &[String], c: Config) -> Result<Dataset> {
     let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
     let read = FileRead::TfRecord(RecordCompression::None);
-    let features = vec![
-        FeatureSpec::fixed("features", DType::Float32, vec![64]),
-        FeatureSpec::fixed("label", DType::Int64, vec![]),
-        FeatureSpec::fixed("id", DType::Int64, vec![]),
-        FeatureSpec::fixed("weight", DType::Float32, vec![]),
-    ];
-    let scale = MapFunction::select([
-        ("features", col("features") * col("weight")),
-        ("label", col("label")),
-        ("id", col("id")),
-    ]);
     Dataset::splits(&paths, read.clone())?
         .interleave_with(DatasetFunction::ReadSplit(read), Tunable::Fixed(8), 1, calls(c.interleave))?
-        .map_with(MapFunction::parse_example("record", features)?, calls(c.map))?
-        .map_with(scale, calls(c.map))?
+        .map_with(MapFunction::parse_example("record", workload_data::w2_features())?, calls(c.map))?
+        .map_with(workload_data::w2_scale(), calls(c.map))?
         .filter_with(col("label").lt(lit(8i64)), calls(c.map))?
         .batch_with(256, true)?
         .prefetch(c.prefetch)
@@ -647,15 +636,13 @@ fn w2(paths: &[String], c: Config) -> Result<Dataset> {
 fn w6(paths: &[String], c: Config) -> Result<Dataset> {
     let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
     let read = FileRead::TfRecord(RecordCompression::None);
-    let features =
-        vec![FeatureSpec::var_len("tokens", DType::Int64), FeatureSpec::fixed("label", DType::Int64, vec![])];
     let options = BucketOptions {
         padding_values: std::collections::BTreeMap::from([("tokens".to_string(), lit(0i64))]),
         ..Default::default()
     };
     Dataset::splits(&paths, read.clone())?
         .interleave_with(DatasetFunction::ReadSplit(read), Tunable::Fixed(4), 1, calls(c.interleave))?
-        .map_with(MapFunction::parse_example("record", features)?, calls(c.map))?
+        .map_with(MapFunction::parse_example("record", workload_data::w6_features())?, calls(c.map))?
         .filter_with(length(col("tokens")).gt_eq(lit(8i64)), calls(c.map))?
         .bucket_by_sequence_length(length(col("tokens")), vec![32, 64, 128], vec![128, 64, 32, 16], options)?
         .prefetch(c.prefetch)
@@ -712,7 +699,7 @@ fn autotune_csv_bench(rounds: usize) {
 fn autotune_w2_bench(rounds: usize) {
     let per_file = env("FLUMEN_PARALLEL_W2_RECORDS", 400_000) / 8;
     let dir = tempfile::tempdir().unwrap();
-    let paths = example_records::write_w2(dir.path(), 8, per_file);
+    let paths = workload_data::examples(dir.path(), per_file, &mut workload_data::Rng(42)).unwrap();
     let title = format!("w2, 8 TFRecord files ({} Examples) -> interleave(cycle 8) -> parse_example -> map -> filter -> batch(256, drop_remainder)", per_file * 8);
     // A pass takes about 0.15 s: 15 rounds cost 45 s. Shorter passes are tuned on less: at
     // 160,000 records (60 ms) AUTOTUNE reached 0.89 of the best, at 400,000 0.96.
@@ -722,7 +709,7 @@ fn autotune_w2_bench(rounds: usize) {
 fn autotune_w6_bench(rounds: usize) {
     let per_file = env("FLUMEN_PARALLEL_W6_RECORDS", 200_000) / 4;
     let dir = tempfile::tempdir().unwrap();
-    let paths = example_records::write_w6(dir.path(), 4, per_file);
+    let paths = workload_data::text(dir.path(), per_file, &mut workload_data::Rng(42)).unwrap();
     let title = format!("w6, 4 TFRecord files ({} Examples) -> interleave(cycle 4) -> parse_example -> filter -> bucket_by_sequence_length", per_file * 4);
     compare(&title, rounds.max(15), &grid(true), "tokens", |c| w6(&paths, c));
 }

@@ -28,6 +28,7 @@ use flumen::prelude::*;
 use flumen::Parallel;
 
 use crate::limit::Outcome;
+use crate::workload_data::{w2_features, w2_scale, w6_features};
 
 /// The workloads `flumen bench` runs.
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -96,19 +97,8 @@ fn w2(data: &Path) -> Result<Dataset, String> {
     let paths = files(data, "tfrecord_example", "tfrecord")?;
     let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
     let read = FileRead::TfRecord(RecordCompression::None);
-    let features = vec![
-        FeatureSpec::fixed("features", DType::Float32, vec![64]),
-        FeatureSpec::fixed("label", DType::Int64, vec![]),
-        FeatureSpec::fixed("id", DType::Int64, vec![]),
-        FeatureSpec::fixed("weight", DType::Float32, vec![]),
-    ];
-    let parse = MapFunction::parse_example("record", features).map_err(|e| e.to_string())?;
-    // features *= weight: a tensor times a per-element scalar, elementwise.
-    let scale = MapFunction::select([
-        ("features", col("features") * col("weight")),
-        ("label", col("label")),
-        ("id", col("id")),
-    ]);
+    let parse = MapFunction::parse_example("record", w2_features()).map_err(|e| e.to_string())?;
+    let scale = w2_scale();
     let ds = Dataset::splits(&paths, read.clone())
         .and_then(|d| d.interleave_with(DatasetFunction::ReadSplit(read), Tunable::Fixed(8), 1, autotuned()))
         .and_then(|d| d.map(parse))
@@ -123,9 +113,7 @@ fn w6(data: &Path) -> Result<Dataset, String> {
     let paths = files(data, "tfrecord_text", "tfrecord")?;
     let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
     let read = FileRead::TfRecord(RecordCompression::None);
-    let features =
-        vec![FeatureSpec::var_len("tokens", DType::Int64), FeatureSpec::fixed("label", DType::Int64, vec![])];
-    let parse = MapFunction::parse_example("record", features).map_err(|e| e.to_string())?;
+    let parse = MapFunction::parse_example("record", w6_features()).map_err(|e| e.to_string())?;
     let options = BucketOptions {
         padding_values: std::collections::BTreeMap::from([("tokens".to_string(), lit(0i64))]),
         ..Default::default()

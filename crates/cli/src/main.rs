@@ -26,6 +26,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench;
 mod gen_data;
 mod limit;
+mod workload_data;
 use flumen::{Checkpoint, Dataset, ExplainFormat, Registry, SaveMode};
 
 #[derive(Parser)]
