@@ -11,7 +11,21 @@ use flumen_ir::{BinaryOp, DType, ElementSpec, Expr, Func, MapFn, NamedExpr, Scal
 /// powers, and casts that can lose the value (to a narrower integer, from strings...).
 /// Rules that would evaluate an expression on other elements than the unoptimized plan
 /// does (dropping it, or filtering before it) require it not to.
+///
+/// An expression over fixed-shape tensor fields (`features * weight`) applies to every
+/// value, and its shapes were checked when the map was typed, so it may fail exactly where
+/// the same expression over one value may. Tensor functions (`one_hot`, `normalize`, axis
+/// reductions) are not looked into: such an expression counts as one that may fail.
 pub fn may_fail(expr: &Expr, spec: &ElementSpec) -> bool {
+    let mut tensor_function = false;
+    expr.visit(&mut |e| tensor_function |= matches!(e, Expr::Call { func, .. } if func.is_tensor_function()));
+    let values;
+    let spec = if tensor_function {
+        spec
+    } else {
+        values = spec.values_of_tensors();
+        &values
+    };
     let mut fails = false;
     expr.visit(&mut |e| {
         let integer = || e.data_type(spec).map(|t| t.is_integer()).unwrap_or(true);
@@ -179,6 +193,21 @@ mod tests {
         assert!(!may_fail(&to_float, &spec()));
         let narrowing = Expr::Cast { arg: Box::new(Expr::col("i")), to: DType::Int8 };
         assert!(may_fail(&narrowing, &spec()));
+    }
+
+    #[test]
+    fn tensor_expressions_may_fail_as_their_values_do() {
+        let spec = ElementSpec::new(vec![
+            FieldSpec::tensor("x", DType::Float32, vec![4]),
+            FieldSpec::tensor("n", DType::Int64, vec![4]),
+            FieldSpec::scalar("w", DType::Float32),
+        ])
+        .unwrap();
+        assert!(!may_fail(&Expr::binary(BinaryOp::Mul, Expr::col("x"), Expr::col("w")), &spec));
+        assert!(may_fail(&Expr::binary(BinaryOp::Add, Expr::col("n"), int(1)), &spec), "integers overflow");
+        let one_hot = Expr::Call { func: flumen_ir::Func::OneHot, args: vec![Expr::col("n"), int(3)] };
+        let scaled = Expr::binary(BinaryOp::Mul, one_hot, Expr::col("w"));
+        assert!(may_fail(&scaled, &spec), "arithmetic over tensor functions is not looked into");
     }
 
     #[test]

@@ -140,6 +140,14 @@ rewrites!(
     s("(filter (> (col value) 3) default none (map (exprs keep (out y (/ 10 (col value)))) default none RANGE))")
         => not s("(map (exprs keep (out y (/ 10 (col value)))) default none (filter (> (col value) 3) default none RANGE))")
 );
+/// A closure's output with a float64[4] tensor `x` and a float64 scalar `w`.
+const TENSORS: &str = r#"(map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':true}} #{'spec':{'fields':[{'name':'x','dtype':'float64','shape':[4],'kind':'dense'},{'name':'w','dtype':'float64','shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE)"#;
+rewrites!(
+    filter_moves_below_a_tensor_map_that_cannot_fail,
+    fusion::rules(),
+    s(&format!("(filter (> (col w) 0.5) default none (map (exprs only (out x (* (col x) (col w))) (out w (col w))) default none {TENSORS}))"))
+        => s(&format!("(map (exprs only (out x (* (col x) (col w))) (out w (col w))) default none (filter (> (col w) 0.5) default none {TENSORS}))"))
+);
 rewrites!(
     map_and_batch_fuse,
     fusion::rules(),
