@@ -12,6 +12,9 @@
 //! - `w2 scale`: w2's `features * weight` over 8,192 elements, a float32[64] tensor times a
 //!   per-element scalar: the fused map reads `weight` once per element (flattened tensors,
 //!   the scalar repeated per tile), the Arrow evaluation repeats it into a column first.
+//! - `w2 filter then scale`: the same map over the 80% of the rows a filter keeps, reading
+//!   them through the filter's selection (`FusedMap::evaluate_selected`) against filtering a
+//!   copy of the chunk first and mapping that.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -149,6 +152,17 @@ fn w2_bench(c: &mut Criterion) {
     g.bench_function("fused kernel", |b| b.iter(|| black_box(fused.evaluate(&chunk))));
     g.bench_function("composed arrow kernels", |b| b.iter(|| black_box(evaluate_map(&outputs, false, &chunk, &out))));
     g.bench_function("hand-written loop", |b| b.iter(|| black_box(w2_scale_by_hand(&chunk))));
+    g.finish();
+
+    // w2's filter below the map: 80% of the rows kept in short runs, as `label < 8` keeps
+    // them. The selection read in place against filtering first and mapping the copy.
+    let mask: BooleanArray = (0..W2_ROWS).map(|r| Some((r * 7919) % 10 < 8)).collect();
+    let filter_first = || fused.evaluate(&arrow::compute::filter_record_batch(&chunk, &mask).expect("filters"));
+    assert_eq!(fused.evaluate_selected(&chunk, &mask).expect("runs"), filter_first().expect("runs"));
+    let mut g = c.benchmark_group("w2 filter then scale");
+    g.throughput(Throughput::Elements((W2_ROWS * 64) as u64));
+    g.bench_function("selection read in place", |b| b.iter(|| black_box(fused.evaluate_selected(&chunk, &mask))));
+    g.bench_function("filtered copy, then map", |b| b.iter(|| black_box(filter_first())));
     g.finish();
 }
 

@@ -81,3 +81,42 @@ fn a_checkpoint_restores_only_into_the_same_fusion() {
         fused.iter_from(&checkpoint).unwrap().map(|b| format!("{:?}", column_i64(&b.unwrap(), "w"))).collect();
     assert_eq!([first, rest].concat(), expected);
 }
+
+/// w2's shape over a float32[4] tensor: `select(t := t * w, label)` then `filter(label < 8)`.
+/// The optimizer moves the filter below the map (the map cannot fail), the stage runs them
+/// as one pass whose tensor kernel reads the kept rows in place, and the batches are those
+/// of the unfused chain, whatever the chunking.
+#[test]
+fn a_filter_under_a_tensor_map_gives_the_unfused_batches() {
+    let rows = 300usize;
+    use arrow::record_batch::RecordBatch;
+    use std::sync::Arc;
+    let item = Arc::new(arrow::datatypes::Field::new("item", arrow::datatypes::DataType::Float32, true));
+    let values = arrow::array::Float32Array::from_iter_values((0..rows * 4).map(|i| i as f32 * 0.25 - 9.0));
+    let t = arrow::array::FixedSizeListArray::new(item, 4, Arc::new(values), None);
+    let w = arrow::array::Float32Array::from_iter_values((0..rows).map(|r| 1.0 + (r % 13) as f32));
+    let label = arrow::array::Int64Array::from_iter_values((0..rows).map(|r| (r * 7 % 10) as i64));
+    let batch = RecordBatch::try_from_iter([
+        ("t", Arc::new(t) as arrow::array::ArrayRef),
+        ("w", Arc::new(w) as arrow::array::ArrayRef),
+        ("label", Arc::new(label) as arrow::array::ArrayRef),
+    ])
+    .unwrap();
+    let scale = MapFunction::select([("t", col("t") * col("w")), ("label", col("label"))]);
+    for chunk_rows in [1, 7, 64, 1000] {
+        let options = Options::default().with_chunk_rows(chunk_rows);
+        let ds = Dataset::from_batches(vec![batch.clone()])
+            .and_then(|d| d.map(scale.clone()))
+            .and_then(|d| d.filter(col("label").lt(lit(8i64))))
+            .and_then(|d| d.batch(4))
+            .unwrap()
+            .with_options(options.clone());
+        let explain = ds.explain();
+        assert!(explain.contains("stage of 2 operators"), "{explain}");
+        let unfused = ds.with_options(options.with_stage_fusion(false));
+        let batches = |ds: &Dataset| ds.iter().map(|b| b.unwrap()).collect::<Vec<RecordBatch>>();
+        let expected = batches(&unfused);
+        assert_eq!(expected.len(), rows * 8 / 10 / 4, "whole batches of the kept rows");
+        assert_eq!(batches(&ds), expected, "chunks of {chunk_rows}");
+    }
+}

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use flumen_ir::{Op, Plan, Result, Tunable};
+use flumen_ir::{Expr, MapFn, NamedExpr, Op, Plan, Predicate, Result, Tunable};
 
 use crate::autotune::tuner::Tuned;
 use crate::context::ExecContext;
@@ -23,7 +23,7 @@ use crate::ops::concatenate::ConcatenateOp;
 use crate::ops::count::{EnumerateOp, ShardOp, SkipOp, TakeOp, TakeWhileOp};
 use crate::ops::file_cache::FileCacheOp;
 use crate::ops::fold::{ReduceOp, ScanOp};
-use crate::ops::function::{filter_fn, map_fn, mask_fn};
+use crate::ops::function::{filter_fn, filter_map_fn, map_fn, mask_fn};
 use crate::ops::group_by_window::GroupByWindowOp;
 use crate::ops::ignore_errors::IgnoreErrorsOp;
 use crate::ops::map::MapOp;
@@ -119,8 +119,20 @@ fn parallel_map(
 fn build_stage(plan: &Plan, stage: &Stage, ctx: &ExecContext) -> Result<BoxOperator> {
     let mut fns = Vec::with_capacity(stage.members.len());
     let mut out_schema = plan.spec().arrow_schema();
-    for member in stage.members.iter().rev() {
+    let mut members = stage.members.iter().rev().peekable();
+    while let Some(member) = members.next() {
         out_schema = member.spec().arrow_schema();
+        // A filter and the expression map above it share one pass: the map reads the
+        // kept rows through the filter's selection.
+        if let Some((predicate, map, outputs, keep_input)) = filter_then_map(member, members.peek().map(|m| **m)) {
+            members.next();
+            out_schema = match map.op() {
+                Op::MapAndBatch { .. } => map.spec().unbatched("map_and_batch")?.arrow_schema(),
+                _ => map.spec().arrow_schema(),
+            };
+            fns.push(filter_map_fn(predicate, outputs, keep_input, out_schema.clone()));
+            continue;
+        }
         fns.push(match member.op() {
             Op::Map { func, vectorized, .. } => map_fn(func, out_schema.clone(), &ctx.registry, *vectorized)?,
             Op::Filter { predicate, vectorized, .. } => filter_fn(predicate, &ctx.registry, *vectorized)?,
@@ -152,6 +164,24 @@ fn build_stage(plan: &Plan, stage: &Stage, ctx: &ExecContext) -> Result<BoxOpera
         }
         _ => Box::new(MapOp::new(input, func)),
     })
+}
+
+/// `filter` and `above` when they are a vectorized expression filter under a vectorized
+/// expression map (or `map_and_batch`): the predicate, the map node, its outputs and whether
+/// it keeps its input's fields.
+fn filter_then_map<'p>(
+    filter: &'p Plan,
+    above: Option<&'p Plan>,
+) -> Option<(&'p Expr, &'p Plan, &'p [NamedExpr], bool)> {
+    let Op::Filter { predicate: Predicate::Expr { expr }, vectorized: true, .. } = filter.op() else { return None };
+    let above = above?;
+    match above.op() {
+        Op::Map { func: MapFn::Exprs { outputs, keep_input }, vectorized: true, .. }
+        | Op::MapAndBatch { func: MapFn::Exprs { outputs, keep_input }, vectorized: true, .. } => {
+            Some((expr, above, outputs.as_slice(), *keep_input))
+        }
+        _ => None,
+    }
 }
 
 fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {

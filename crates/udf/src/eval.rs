@@ -402,6 +402,29 @@ impl Tensors {
     pub fn wrap(&self, values: ArrayRef, expr: &Expr) -> Result<ArrayRef> {
         rewrap(&self.levels, values).map_err(|e| at(e, expr))
     }
+
+    /// Whether no tensor level has nulls: a selection of rows then needs no validity of
+    /// its own ([`wrap_rows`](Self::wrap_rows)).
+    pub fn levels_valid(&self) -> bool {
+        self.levels.iter().all(|l| matches!(l, Level::Fixed { nulls: None, .. }))
+    }
+
+    /// The flat result `values` over `rows` of the chunk's rows (a selection of them),
+    /// shaped as its tensors again; the levels must have no nulls ([`Self::levels_valid`]).
+    pub fn wrap_rows(&self, values: ArrayRef, rows: usize, expr: &Expr) -> Result<ArrayRef> {
+        let levels: Vec<Level> = self
+            .levels
+            .iter()
+            .map(|l| match l {
+                // Each level holds a fixed number of values per row.
+                Level::Fixed { size, len, .. } => {
+                    Level::Fixed { size: *size, len: len / self.rows.max(1) * rows, nulls: None }
+                }
+                Level::List { .. } => unreachable!("fixed-size levels only"),
+            })
+            .collect();
+        rewrap(&levels, values).map_err(|e| at(e, expr))
+    }
 }
 
 /// Each of the first `rows` values of `array` `width` times in a row: a per-element scalar

@@ -380,3 +380,74 @@ fn tensor_expressions_are_typed_by_their_shapes() {
     let err = Expr::col("t").value_type(&batched).unwrap_err().to_string();
     assert!(err.contains("batched element"), "{err}");
 }
+
+/// A map over the rows a mask keeps, its tensor output read through the selection
+/// (`evaluate_selected`), equals the Arrow evaluation of the map over the filtered chunk:
+/// with the input's fields kept or not, the tensor output replacing its input or beside it,
+/// masks keeping runs that cross tiles and tensors, none, all, and with nulls in the mask,
+/// over a slice (values at an offset).
+#[test]
+fn a_map_over_a_selection_equals_the_map_over_the_filtered_chunk() {
+    let (whole, spec) = tensor_chunk(260);
+    let batch = whole.slice(5, 240);
+    let scaled = Expr::binary(
+        BinaryOp::Mul,
+        Expr::col("t"),
+        Expr::binary(BinaryOp::Add, Expr::col("w"), Expr::Literal(Scalar::Float(0.5, DType::Float32))),
+    );
+    let doubled_k = Expr::binary(BinaryOp::Mul, Expr::col("k"), Expr::Literal(Scalar::Int(2, DType::Int64)));
+    let maps: Vec<(Vec<NamedExpr>, bool)> = vec![
+        // w2's shape: the tensor replaced, scalars passed through, the input dropped.
+        (vec![named("t", scaled.clone()), named("k", Expr::col("k"))], false),
+        // The input kept: `t` replaced in its place, a scalar output added.
+        (vec![named("t", scaled.clone()), named("k2", doubled_k.clone())], true),
+        // A new tensor beside the kept input, and one output that is an input as is.
+        (vec![named("y", scaled), named("u", Expr::col("u"))], true),
+    ];
+    let mut rng = Rng::new(11);
+    let masks: Vec<BooleanArray> = vec![
+        (0..240).map(|i| Some(i % 7 != 3 && !(40..90).contains(&i))).collect(),
+        (0..240).map(|_| Some(rng.below(10) < 8)).collect(),
+        (0..240).map(|i| if i % 5 == 0 { None } else { Some(i % 3 != 0) }).collect(),
+        (0..240).map(|_| Some(false)).collect(),
+        (0..240).map(|_| Some(true)).collect(),
+    ];
+    for (outputs, keep_input) in &maps {
+        let mut fields: Vec<FieldSpec> = if *keep_input { spec.fields.clone() } else { Vec::new() };
+        for o in outputs {
+            let (dtype, shape) = o.expr.value_type(&spec).unwrap();
+            let field = FieldSpec::tensor(o.name.clone(), dtype, shape);
+            match fields.iter_mut().find(|f| f.name == o.name) {
+                Some(slot) => *slot = field,
+                None => fields.push(field),
+            }
+        }
+        let out = ElementSpec::new(fields).unwrap().arrow_schema();
+        let map = FusedMap::new(outputs.clone(), *keep_input, out.clone());
+        for mask in &masks {
+            let filtered = arrow::compute::filter_record_batch(&batch, mask).unwrap();
+            let expected = evaluate_map(outputs, *keep_input, &filtered, &out).unwrap();
+            let selected = map.evaluate_selected(&batch, mask).unwrap();
+            assert_eq!(selected, expected, "{outputs:?} keeping the input: {keep_input}");
+        }
+    }
+}
+
+fn named(name: &str, expr: Expr) -> NamedExpr {
+    NamedExpr { name: name.into(), expr }
+}
+
+/// The kernel over row runs computes exactly the runs' rows of the kernel over the whole.
+#[test]
+fn a_kernel_over_row_runs_computes_those_rows() {
+    let (batch, _) = tensor_chunk(100);
+    let expr = Expr::binary(BinaryOp::Sub, Expr::col("u"), Expr::binary(BinaryOp::Mul, Expr::col("t"), Expr::col("w")));
+    let flat = Tensors::flatten(&expr, &batch, 2).unwrap().unwrap();
+    let kernel = Kernel::compile(&[&expr], flat.schema()).expect("compiles");
+    let all = kernel.run_flat(&flat).unwrap().pop().unwrap();
+    let all = all.as_primitive::<Float32Type>().values();
+    let runs = [(0, 1), (3, 50), (60, 2), (99, 1)];
+    let some = kernel.run_flat_selected(&flat, &runs).unwrap().pop().unwrap();
+    let expected: Vec<f32> = runs.iter().flat_map(|(s, n)| all[s * 12..(s + n) * 12].iter().copied()).collect();
+    assert_eq!(some.as_primitive::<Float32Type>().values().to_vec(), expected);
+}

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use arrow::array::{Array, BooleanArray};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use flumen_ir::{ClosureKind, Error, MapFn, Predicate, Result};
+use flumen_ir::{ClosureKind, Error, Expr, MapFn, NamedExpr, Predicate, Result};
 use flumen_udf::closure::guarded;
 use flumen_udf::kernel::{FusedMap, FusedPredicate};
 use flumen_udf::registry::Registry;
@@ -206,6 +206,19 @@ pub fn mask_fn(predicate: &Predicate, operator: &str, registry: &Registry, vecto
 /// The masks of a prefix of a chunk, as one mask.
 pub fn concat_masks(parts: &[BooleanArray]) -> BooleanArray {
     parts.iter().flat_map(|m| m.iter()).collect()
+}
+
+/// A vectorized expression filter and the expression map right above it as one function:
+/// the map's tensor kernels read the rows the predicate keeps in place
+/// ([`FusedMap::evaluate_selected`]) rather than from a filtered copy. Both fail as one
+/// pure function, like the stage they are in.
+pub fn filter_map_fn(predicate: &Expr, outputs: &[NamedExpr], keep_input: bool, schema: SchemaRef) -> ChunkFn {
+    let predicate = FusedPredicate::new(predicate.clone());
+    let map = FusedMap::new(outputs.to_vec(), keep_input, schema);
+    Arc::new(move |chunk| {
+        let mask = predicate.evaluate(chunk).map_err(Failure::Pure)?;
+        map.evaluate_selected(chunk, &mask).map_err(Failure::Pure)
+    })
 }
 
 /// The callable of a `filter`: the chunk's rows for which the predicate holds.

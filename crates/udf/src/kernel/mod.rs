@@ -24,9 +24,11 @@ pub mod program;
 
 use std::sync::{Arc, OnceLock};
 
+use arrow::array::RecordBatchOptions;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray, RecordBatch};
 use arrow::buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
-use arrow::datatypes::{ArrowPrimitiveType, Float32Type, Float64Type, Int32Type, Int64Type, SchemaRef};
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::{ArrowPrimitiveType, Field, Float32Type, Float64Type, Int32Type, Int64Type, Schema, SchemaRef};
 use flumen_ir::{Expr, NamedExpr, Result};
 
 use crate::eval::{
@@ -61,19 +63,44 @@ impl Kernel {
             return None;
         }
         let columns: Vec<Column> = self.program.inputs.iter().map(|(i, _)| Column::Plain(chunk.column(*i))).collect();
-        self.execute(&columns, chunk.num_rows())
+        let rows = chunk.num_rows();
+        self.execute(&columns, &[(0, rows)], rows)
     }
 
     /// The outputs over a flat chunk of tensor values ([`Tensors`]), the per-row scalars read
     /// once per row rather than repeated into columns; `None` as for [`run`](Self::run), and
     /// when a repeated scalar has nulls or is a bool.
     pub fn run_flat(&self, tensors: &Tensors) -> Option<Vec<ArrayRef>> {
+        let len = tensors.len();
+        self.execute(&self.flat_columns(tensors)?, &[(0, len)], len)
+    }
+
+    /// [`run_flat`](Self::run_flat) over only the rows of `runs` (each a first row and a
+    /// count, in order), the outputs holding just those rows' values one after another: a
+    /// filter's selection consumed without first copying the filtered tensors. `None` as for
+    /// `run_flat`, and when an input has nulls or an output is an input as is (either would
+    /// have to be filtered).
+    pub fn run_flat_selected(&self, tensors: &Tensors, runs: &[(usize, usize)]) -> Option<Vec<ArrayRef>> {
+        let columns = self.flat_columns(tensors)?;
+        if columns.iter().any(|c| c.nulls().is_some())
+            || self.program.outputs.iter().any(|(a, ..)| matches!(a, Arg::Col(_)))
+        {
+            return None;
+        }
+        let width = tensors.width();
+        let segments: Vec<(usize, usize)> = runs.iter().map(|(start, rows)| (start * width, rows * width)).collect();
+        let len = segments.iter().map(|(_, n)| n).sum();
+        self.execute(&columns, &segments, len)
+    }
+
+    /// The kernel's inputs from a flat chunk; `None` for another schema, or a repeated
+    /// scalar with nulls or of bools.
+    fn flat_columns<'t>(&self, tensors: &'t Tensors) -> Option<Vec<Column<'t>>> {
         if !self.fits(tensors.schema()) {
             return None;
         }
         let width = tensors.width();
-        let columns = self
-            .program
+        self.program
             .inputs
             .iter()
             .map(|(i, ty)| match &tensors.columns()[*i] {
@@ -82,16 +109,17 @@ impl Kernel {
                     (a.null_count() == 0 && *ty != Ty::Bool).then_some(Column::Repeated(a, width))
                 }
             })
-            .collect::<Option<Vec<Column>>>()?;
-        self.execute(&columns, tensors.len())
+            .collect::<Option<Vec<Column>>>()
     }
 
     fn fits(&self, schema: &SchemaRef) -> bool {
         Arc::ptr_eq(schema, &self.schema) || **schema == *self.schema
     }
 
-    /// Runs the program over `rows` rows of `columns` (the program's inputs, in order).
-    fn execute(&self, columns: &[Column], rows: usize) -> Option<Vec<ArrayRef>> {
+    /// Runs the program over the `segments` of `columns` (the program's inputs, in order),
+    /// each a first row and a count, writing their `rows` results one after another. Only
+    /// a run over the whole of `columns` may have nulls or outputs that are inputs as is.
+    fn execute(&self, columns: &[Column], segments: &[(usize, usize)], rows: usize) -> Option<Vec<ArrayRef>> {
         let p = &self.program;
         let nulls: Vec<Option<&NullBuffer>> = columns.iter().map(Column::nulls).collect();
         if p.kleene && nulls.iter().any(Option::is_some) {
@@ -107,9 +135,11 @@ impl Kernel {
         let mut regs: Vec<Buf> = p.regs.iter().map(|ty| Buf::new(*ty, TILE.min(rows))).collect();
         let mut outs: Vec<Option<Buf>> =
             p.outputs.iter().map(|(arg, ty, _)| matches!(arg, Arg::Val(_)).then(|| Buf::new(*ty, rows))).collect();
-        let mut start = 0;
-        while start < rows {
-            let len = TILE.min(rows - start);
+        let mut at = 0;
+        let tiles = segments.iter().flat_map(|&(first, count)| {
+            (first..first + count).step_by(TILE).map(move |start| (start, TILE.min(first + count - start)))
+        });
+        for (start, len) in tiles {
             for (column, buf) in columns.iter().zip(&mut expanded) {
                 if let (Column::Repeated(a, width), Some(buf)) = (column, buf) {
                     fill_repeated(a, *width, start, len, buf);
@@ -120,7 +150,7 @@ impl Kernel {
                     Some(k) => {
                         let tile =
                             Tile { inputs: &inputs, expanded: &expanded, regs: &regs, reg_of: &p.reg_of, start, len };
-                        exec(instr, &tile, outs[*k].as_mut().expect("a computed output"), start)
+                        exec(instr, &tile, outs[*k].as_mut().expect("a computed output"), at)
                     }
                     None => {
                         // The result's register leaves the set while the operands are
@@ -141,11 +171,11 @@ impl Kernel {
             for (k, ((arg, _, _), out)) in p.outputs.iter().zip(&mut outs).enumerate() {
                 if let (Arg::Val(v), Some(out)) = (arg, out) {
                     if !p.direct.contains(&Some(k)) {
-                        copy_tile(&regs[p.reg_of[*v]], out, start, len);
+                        copy_tile(&regs[p.reg_of[*v]], out, at, len);
                     }
                 }
             }
-            start += len;
+            at += len;
         }
         let mut arrays = Vec::with_capacity(p.outputs.len());
         for ((arg, ty, deps), out) in p.outputs.iter().zip(outs) {
@@ -295,6 +325,9 @@ pub struct FusedMap {
     /// Each output's list depth in the output schema: 0 for a scalar.
     depths: Vec<usize>,
     scalars: Compiled,
+    /// The scalar outputs' kernel over the columns [`evaluate_selected`](Self::evaluate_selected)
+    /// filters, a chunk of another schema.
+    selected_scalars: Compiled,
     tensors: Vec<Compiled>,
 }
 
@@ -307,22 +340,108 @@ impl FusedMap {
             .map(|o| out_schema.field_with_name(&o.name).map_or(0, |f| list_depth(f.data_type())))
             .collect();
         let tensors = outputs.iter().map(|_| Compiled::default()).collect();
-        FusedMap { outputs, keep_input, out_schema, depths, scalars: Compiled::default(), tensors }
+        FusedMap {
+            outputs,
+            keep_input,
+            out_schema,
+            depths,
+            scalars: Compiled::default(),
+            selected_scalars: Compiled::default(),
+            tensors,
+        }
     }
 
     /// The output chunk of `chunk`.
     pub fn evaluate(&self, chunk: &RecordBatch) -> Result<RecordBatch> {
+        let values = self.values(chunk, &self.scalars, vec![None; self.outputs.len()])?;
+        assemble_map(&self.outputs, self.keep_input, chunk, &self.out_schema, values)
+    }
+
+    /// The output chunk of the rows of `chunk` that `mask` keeps (null counting as false):
+    /// what [`evaluate`](Self::evaluate) gives for the filtered chunk, with each tensor
+    /// output's kernel reading the kept rows in place ([`Kernel::run_flat_selected`]), so
+    /// that a tensor column only such outputs read is never copied by the filter (w2's
+    /// `features`, whose filtered copy the scaled output would replace at once).
+    pub fn evaluate_selected(&self, chunk: &RecordBatch, mask: &BooleanArray) -> Result<RecordBatch> {
+        let mask = if mask.null_count() > 0 { arrow::compute::prep_null_mask_filter(mask) } else { mask.clone() };
+        let rows = mask.true_count();
+        if rows == chunk.num_rows() {
+            return self.evaluate(chunk);
+        }
+        let runs: Vec<(usize, usize)> = mask.values().set_slices().map(|(start, end)| (start, end - start)).collect();
+        let mut done: Vec<Option<ArrayRef>> = vec![None; self.outputs.len()];
+        for (k, ((out, depth), tensor)) in self.outputs.iter().zip(&self.depths).zip(&self.tensors).enumerate() {
+            let mut computed_first = false;
+            out.expr.visit(&mut |e| computed_first |= matches!(e, Expr::Call { func, .. } if func.is_computed_first()));
+            if *depth == 0 || computed_first {
+                continue;
+            }
+            let Some(flat) = Tensors::flatten(&out.expr, chunk, *depth)?.filter(Tensors::levels_valid) else {
+                continue;
+            };
+            let run = tensor.get(&[&out.expr], flat.schema()).and_then(|k| k.run_flat_selected(&flat, &runs));
+            if let Some(value) = run.and_then(|mut v| v.pop()) {
+                done[k] = Some(flat.wrap_rows(value, rows, &out.expr)?);
+            }
+        }
+        if done.iter().all(Option::is_none) {
+            return self.evaluate(&filter_record_batch(chunk, &mask)?);
+        }
+        // Filter only the columns something else reads: the other outputs, and the input
+        // fields kept as they are.
+        let replaced = |name: &str| self.outputs.iter().zip(&done).any(|(o, d)| d.is_some() && o.name == name);
+        let mut read: Vec<String> = Vec::new();
+        for (out, d) in self.outputs.iter().zip(&done) {
+            if d.is_none() {
+                read.extend(out.expr.columns());
+            }
+        }
+        let schema = chunk.schema();
+        let keep: Vec<usize> = (0..schema.fields().len())
+            .filter(|i| {
+                let name = schema.field(*i).name().as_str();
+                read.iter().any(|r| r == name) || (self.keep_input && !replaced(name))
+            })
+            .collect();
+        let rest = filter_record_batch(&chunk.project(&keep)?, &mask)?;
+        let values = self.values(&rest, &self.selected_scalars, done)?;
+        // The kept input fields in their places; a replaced one's place holds its output.
+        let mut input: Vec<(String, ArrayRef)> = Vec::new();
+        if self.keep_input {
+            for field in schema.fields() {
+                let name = field.name();
+                let column = match rest.column_by_name(name) {
+                    Some(c) => c.clone(),
+                    None => (self.outputs.iter().zip(&values))
+                        .find(|(o, _)| o.name == *name)
+                        .map(|(_, v)| v.clone())
+                        .expect("a column left unfiltered is replaced by an output"),
+                };
+                input.push((name.clone(), column));
+            }
+        }
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        let fields: Vec<Field> = input.iter().map(|(n, c)| Field::new(n, c.data_type().clone(), true)).collect();
+        let columns = input.into_iter().map(|(_, c)| c).collect();
+        let input = RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options)?;
+        assemble_map(&self.outputs, self.keep_input, &input, &self.out_schema, values)
+    }
+
+    /// The outputs over `chunk`, those in `done` as they are; `scalars` is the kernel of the
+    /// scalar outputs for chunks of this schema.
+    fn values(&self, chunk: &RecordBatch, scalars: &Compiled, done: Vec<Option<ArrayRef>>) -> Result<Vec<ArrayRef>> {
         let scalar: Vec<&Expr> =
             self.outputs.iter().zip(&self.depths).filter(|(_, d)| **d == 0).map(|(o, _)| &o.expr).collect();
         let mut fused = if scalar.is_empty() {
             None
         } else {
-            self.scalars.get(&scalar, &chunk.schema()).and_then(|k| k.run(chunk)).map(Vec::into_iter)
+            scalars.get(&scalar, &chunk.schema()).and_then(|k| k.run(chunk)).map(Vec::into_iter)
         };
         let mut values = Vec::with_capacity(self.outputs.len());
-        for ((out, depth), tensor) in self.outputs.iter().zip(&self.depths).zip(&self.tensors) {
+        for (((out, depth), tensor), done) in self.outputs.iter().zip(&self.depths).zip(&self.tensors).zip(done) {
             let value = match fused.as_mut().filter(|_| *depth == 0).and_then(Iterator::next) {
                 Some(value) => value,
+                None if done.is_some() => done.expect("checked"),
                 None => evaluate_output(&out.expr, chunk, *depth, |expr, flat| {
                     let run = tensor.get(&[expr], flat.schema()).and_then(|k| k.run_flat(flat));
                     match run.and_then(|mut v| v.pop()) {
@@ -333,7 +452,7 @@ impl FusedMap {
             };
             values.push(value);
         }
-        assemble_map(&self.outputs, self.keep_input, chunk, &self.out_schema, values)
+        Ok(values)
     }
 }
 
