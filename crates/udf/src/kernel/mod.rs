@@ -328,6 +328,9 @@ pub struct FusedMap {
     /// The scalar outputs' kernel over the columns [`evaluate_selected`](Self::evaluate_selected)
     /// filters, a chunk of another schema.
     selected_scalars: Compiled,
+    /// Per output, whether its kernel may read a selection in place: a tensor output with
+    /// no reduction or tensor function, which the Arrow evaluation computes first.
+    selectable: Vec<bool>,
     tensors: Vec<Compiled>,
 }
 
@@ -335,11 +338,21 @@ impl FusedMap {
     /// The map computing `outputs` (keeping the input columns when `keep_input`) into
     /// chunks of `out_schema`.
     pub fn new(outputs: Vec<NamedExpr>, keep_input: bool, out_schema: SchemaRef) -> Self {
-        let depths = outputs
+        let depths: Vec<usize> = outputs
             .iter()
             .map(|o| out_schema.field_with_name(&o.name).map_or(0, |f| list_depth(f.data_type())))
             .collect();
         let tensors = outputs.iter().map(|_| Compiled::default()).collect();
+        let selectable = outputs
+            .iter()
+            .zip(&depths)
+            .map(|(o, depth)| {
+                let mut computed_first = false;
+                o.expr
+                    .visit(&mut |e| computed_first |= matches!(e, Expr::Call { func, .. } if func.is_computed_first()));
+                *depth > 0 && !computed_first
+            })
+            .collect();
         FusedMap {
             outputs,
             keep_input,
@@ -347,6 +360,7 @@ impl FusedMap {
             depths,
             scalars: Compiled::default(),
             selected_scalars: Compiled::default(),
+            selectable,
             tensors,
         }
     }
@@ -368,12 +382,13 @@ impl FusedMap {
         if rows == chunk.num_rows() {
             return self.evaluate(chunk);
         }
+        if !self.selectable.contains(&true) {
+            return self.evaluate(&filter_record_batch(chunk, &mask)?);
+        }
         let runs: Vec<(usize, usize)> = mask.values().set_slices().map(|(start, end)| (start, end - start)).collect();
         let mut done: Vec<Option<ArrayRef>> = vec![None; self.outputs.len()];
         for (k, ((out, depth), tensor)) in self.outputs.iter().zip(&self.depths).zip(&self.tensors).enumerate() {
-            let mut computed_first = false;
-            out.expr.visit(&mut |e| computed_first |= matches!(e, Expr::Call { func, .. } if func.is_computed_first()));
-            if *depth == 0 || computed_first {
+            if !self.selectable[k] {
                 continue;
             }
             let Some(flat) = Tensors::flatten(&out.expr, chunk, *depth)?.filter(Tensors::levels_valid) else {
