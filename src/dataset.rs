@@ -286,6 +286,7 @@ impl Dataset {
         let func = match f {
             MapFunction::Exprs { outputs, keep_input } => MapFn::Exprs { outputs: named(&outputs)?, keep_input },
             MapFunction::Closure(c, output) => MapFn::Closure { closure: c.register(&mut registry, "map")?, output },
+            MapFunction::ParseExample { field, features } => MapFn::ParseExample { field, features },
         };
         let op = Op::Map {
             func,

@@ -60,6 +60,13 @@ pub enum MapFunction {
     },
     /// A closure with its declared output spec.
     Closure(Closure, ElementSpec),
+    /// `parse_example` of a bytes field (see [`MapFunction::parse_example`]).
+    ParseExample {
+        /// The bytes field holding the serialized records.
+        field: String,
+        /// The features to parse.
+        features: Vec<flumen_udf::example::FeatureSpec>,
+    },
 }
 
 impl MapFunction {
@@ -94,32 +101,16 @@ impl MapFunction {
     }
 
     /// tf.data's `parse_example`: the serialized `tf.train.Example`s in bytes field `field`
-    /// parsed into one field per feature (and nothing else), a whole chunk per call.
+    /// parsed into one field per feature (and nothing else).
     ///
     /// A record that cannot be parsed (malformed, a required feature missing, a feature of
     /// another type or length) is an error of that element, which `ignore_errors` skips.
-    /// The function is a registered batch closure named `parse_example(<features>)`: the
-    /// optimizer parallelizes it and fuses it with a following `batch`, but cannot look
-    /// inside it, and a plan holding it is not serializable without its registry.
+    /// The function is part of the plan: it serializes without a registry, explain shows its
+    /// features, and the optimizer vectorizes it (a chunk's records parsed in one call),
+    /// parallelizes it and fuses it with a following `batch`.
     pub fn parse_example(field: &str, features: Vec<flumen_udf::example::FeatureSpec>) -> Result<Self> {
-        use arrow::array::AsArray;
-        let output =
-            flumen_udf::example::output_spec(&features).map_err(|e| flumen_ir::Error::plan("parse_example", e))?;
-        let names: Vec<&str> = features.iter().map(|f| f.name.as_str()).collect();
-        let name = format!("parse_example({})", names.join(","));
-        let (field, schema) = (field.to_string(), output.arrow_schema());
-        let parse = move |chunk: &RecordBatch| {
-            let records = chunk.column_by_name(&field).and_then(|c| c.as_binary_opt::<i32>()).ok_or_else(|| {
-                flumen_ir::Error::execution("parse_example", format!("the element has no bytes field '{field}'"))
-            })?;
-            let columns = flumen_udf::example::parse_examples(records, &features).map_err(|e| {
-                let location = flumen_ir::Location::new("parse_example", format!("record {} of the chunk", e.row));
-                flumen_ir::Error::data(location, e.message)
-            })?;
-            Ok(RecordBatch::try_new(schema.clone(), columns)?)
-        };
-        let closure = Closure::new(Some(&name), Callable::Batch(Arc::new(parse)), ClosureKind::PerBatchRowwise);
-        Ok(MapFunction::Closure(closure, output))
+        flumen_udf::example::output_spec(&features).map_err(|e| flumen_ir::Error::plan("parse_example", e))?;
+        Ok(MapFunction::ParseExample { field: field.to_string(), features })
     }
 
     /// Declares the closure non-deterministic (random, time-dependent): the optimizer will

@@ -270,68 +270,64 @@ fn w1_csv_tabular() {
     assert_eq!(same_as_unoptimized(&ds), 1, "at most 240 rows: one batch");
 }
 
-/// The fields of w2's `tf.train.Example`s once parsed.
-fn w2_example_spec() -> ElementSpec {
-    spec(vec![
-        FieldSpec::tensor("features", DType::Float32, vec![64]),
-        FieldSpec::scalar("label", DType::Int64),
-        FieldSpec::scalar("id", DType::Int64),
-        FieldSpec::scalar("weight", DType::Float32),
-    ])
+const W2_FILES: [&str; 3] = [
+    "target/explain-data/w2/part-0.tfrecord",
+    "target/explain-data/w2/part-1.tfrecord",
+    "target/explain-data/w2/part-2.tfrecord",
+];
+
+/// w2's files in miniature: 3 TFRecord files of 128 `tf.train.Example`s; record `i` of file
+/// `f` (`n = 128 f + i`) holds `features` = `n + k/64` for k in 0..64, `label` = `n mod 10`,
+/// `id` = `n` and `weight` = `0.5 + (n mod 4)/4`.
+fn w2_files() -> &'static [&'static str] {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        for (f, path) in W2_FILES.iter().enumerate() {
+            std::fs::create_dir_all(std::path::Path::new(path).parent().unwrap()).unwrap();
+            let mut writer = flumen::TfRecordWriter::create(path, RecordCompression::None).unwrap();
+            for n in (128 * f as i64)..(128 * f as i64 + 128) {
+                let features: Vec<f32> = (0..64).map(|k| n as f32 + k as f32 / 64.0).collect();
+                let weight = [0.5 + (n % 4) as f32 * 0.25];
+                let example = flumen::serialize_example(&[
+                    ("features", flumen::FeatureValues::Float32(&features)),
+                    ("label", flumen::FeatureValues::Int64(&[n % 10])),
+                    ("id", flumen::FeatureValues::Int64(&[n])),
+                    ("weight", flumen::FeatureValues::Float32(&weight)),
+                ]);
+                writer.write(&example).unwrap();
+            }
+            writer.finish().unwrap();
+        }
+    });
+    &W2_FILES
 }
 
-/// w2: TFRecord files of `tf.train.Example`s → map(parse_single_example) →
-/// map(features *= weight) → filter(label < 8) → batch(256, drop_remainder) → prefetch.
-///
-/// This models the TFRecord reader until TFRecord support lands: a named generator of
-/// serialized records stands for `interleave(TFRecord files, cycle 8)`, and named
-/// per-element closures stand for `parse_single_example` (a record here is the features,
-/// label, id and weight in little-endian bytes) and for the scaling (expressions take
-/// scalar fields only; `features` is a tensor).
+/// w2: TFRecord files of `tf.train.Example`s → interleave(cycle 3, block 1, parallel) →
+/// map(parse_example) → map(features *= weight) → filter(label < 8) → batch(256,
+/// drop_remainder) → prefetch. `parse_example` is a plan function: the optimizer vectorizes
+/// it (one call per chunk) and parallelizes it; the written plan, run with the optimizer
+/// off, parses record by record.
 #[test]
 fn w2_tfrecord_example() {
-    let record = |i: usize| {
-        let mut bytes = Vec::new();
-        for k in 0..64 {
-            bytes.extend((i as f32 + k as f32 / 64.0).to_le_bytes());
-        }
-        bytes.extend((i as i64 % 10).to_le_bytes());
-        bytes.extend((i as i64).to_le_bytes());
-        bytes.extend((0.5 + (i % 4) as f32 * 0.25).to_le_bytes());
-        bytes
-    };
-    let parse = MapFunction::element(Some("parse_single_example"), w2_example_spec(), |row| {
-        let bytes = binary_of(row, "serialized");
-        let f32_at = |o: usize| f32::from_le_bytes(bytes[o..o + 4].try_into().unwrap());
-        let i64_at = |o: usize| i64::from_le_bytes(bytes[o..o + 8].try_into().unwrap());
-        let features = Float32Array::from_iter_values((0..64).map(|k| f32_at(4 * k)));
-        Ok(RecordBatch::try_from_iter([
-            ("features", tensors(Arc::new(features), &[64])),
-            ("label", Arc::new(Int64Array::from(vec![i64_at(256)])) as ArrayRef),
-            ("id", Arc::new(Int64Array::from(vec![i64_at(264)]))),
-            ("weight", Arc::new(Float32Array::from(vec![f32_at(272)]))),
-        ])?)
-    });
-    let scaled_spec = spec(vec![
-        FieldSpec::tensor("features", DType::Float32, vec![64]),
-        FieldSpec::scalar("label", DType::Int64),
-        FieldSpec::scalar("id", DType::Int64),
-    ]);
-    let scale = MapFunction::element(Some("scale_by_weight"), scaled_spec, |row| {
-        let weight = row.column_by_name("weight").unwrap().as_primitive::<Float32Type>().value(0);
-        let features = tensor_values(row.column_by_name("features").unwrap());
-        let scaled =
-            Float32Array::from_iter_values(features.as_primitive::<Float32Type>().values().iter().map(|f| f * weight));
-        Ok(RecordBatch::try_from_iter([
-            ("features", tensors(Arc::new(scaled), &[64])),
-            ("label", row.column_by_name("label").unwrap().clone()),
-            ("id", row.column_by_name("id").unwrap().clone()),
-        ])?)
-    });
-    let ds = serialized_records("tfrecord_example_files", 3, 128, record)
-        .map(parse)
+    let read = FileRead::TfRecord(RecordCompression::None);
+    let features = vec![
+        FeatureSpec::fixed("features", DType::Float32, vec![64]),
+        FeatureSpec::fixed("label", DType::Int64, vec![]),
+        FeatureSpec::fixed("id", DType::Int64, vec![]),
+        FeatureSpec::fixed("weight", DType::Float32, vec![]),
+    ];
+    let parallel = Parallel { num_parallel_calls: Tunable::Autotune, deterministic: None };
+    let ds = Dataset::splits(w2_files(), read.clone())
         .unwrap()
-        .map(scale)
+        .interleave_with(DatasetFunction::ReadSplit(read), Tunable::Fixed(3), 1, parallel)
+        .unwrap()
+        .map(MapFunction::parse_example("record", features).unwrap())
+        .unwrap()
+        .map(MapFunction::select([
+            ("features", col("features") * col("weight")),
+            ("label", col("label")),
+            ("id", col("id")),
+        ]))
         .unwrap()
         .filter(col("label").lt(lit(8i64)))
         .unwrap()
@@ -341,6 +337,17 @@ fn w2_tfrecord_example() {
         .unwrap();
     insta::assert_snapshot!(verbose(&ds));
     assert_eq!(same_as_unoptimized(&ds), 1, "308 of 384 examples pass: one full batch, the rest dropped");
+    // The one batch holds, in the interleave's order (file 0, 1, 2, 0, ...), the examples
+    // whose label n mod 10 is under 8, each feature scaled by its weight.
+    let batch = ds.iter().next().unwrap().unwrap();
+    let expected_ids: Vec<i64> =
+        (0..128).flat_map(|i| [i, 128 + i, 256 + i]).filter(|n| n % 10 < 8).take(256).collect();
+    assert_eq!(column_i64(&batch, "id"), expected_ids);
+    let features =
+        batch.column_by_name("features").unwrap().as_fixed_size_list().values().as_primitive::<Float32Type>().clone();
+    let n = expected_ids[5];
+    let weight = 0.5 + (n % 4) as f32 * 0.25;
+    assert_eq!(features.value(5 * 64 + 3), (n as f32 + 3.0 / 64.0) * weight);
 }
 
 /// w3: Avro files read with ATDS-style feature specs → batch(1024).
@@ -748,6 +755,53 @@ fn projection_pushdown_into_parquet() {
         .unwrap();
     insta::assert_snapshot!(verbose(&ds));
     assert_eq!(same_as_unoptimized(&ds), 100);
+}
+
+/// Projection pushdown below `parse_example`: the parse reads only its records' column, so
+/// a Parquet file of serialized Examples next to other columns is read for that column
+/// alone. Its features all stay (each can fail: record 5 lacks its label and is an error
+/// of that element, optimized or not).
+#[test]
+fn projection_pushdown_below_parse_example() {
+    let path = "target/explain-data/examples.parquet";
+    let records: Vec<Vec<u8>> = (0..12i64)
+        .map(|i| {
+            let x = [i as f32 * 0.5, -(i as f32)];
+            let label = [i % 3];
+            let mut features = vec![("x", flumen::FeatureValues::Float32(&x))];
+            if i != 5 {
+                features.push(("label", flumen::FeatureValues::Int64(&label)));
+            }
+            flumen::serialize_example(&features)
+        })
+        .collect();
+    let batch = RecordBatch::try_from_iter([
+        ("id", Arc::new(Int64Array::from_iter_values(0..12)) as ArrayRef),
+        ("note", Arc::new(StringArray::from_iter_values((0..12).map(|i| format!("note {i}"))))),
+        ("record", Arc::new(BinaryArray::from_iter_values(records.iter()))),
+    ])
+    .unwrap();
+    let mut bytes = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    write_if_changed(path, &bytes);
+    let features =
+        vec![FeatureSpec::fixed("x", DType::Float32, vec![2]), FeatureSpec::fixed("label", DType::Int64, vec![])];
+    let ds = Dataset::parquet(&[path], None)
+        .unwrap()
+        .map(MapFunction::parse_example("record", features).unwrap())
+        .unwrap()
+        .batch(4)
+        .unwrap();
+    insta::assert_snapshot!(verbose(&ds));
+    assert_eq!(same_as_unoptimized(&ds), 4, "3 batches and the error of record 5");
+    let out = items(&ds);
+    assert!(out[1].as_ref().is_err_and(|e| e.contains("required feature 'label' is missing")), "{out:?}");
+    // As in tf.data, the batch that meets the error is lost with it: ids 0..3, then 6..9 and
+    // 10..11 (label = id mod 3).
+    let labels: Vec<i64> = out.iter().flatten().flat_map(|b| column_i64(b, "label")).collect();
+    assert_eq!(labels, [0, 1, 2, 0, 0, 1, 2, 0, 1, 2]);
 }
 
 /// Predicate pushdown into Parquet: a filter right above the read becomes the reader's

@@ -268,11 +268,46 @@ fn ill_typed_plans_are_rejected_where_they_are_written() {
         (r.batch(2).unwrap().filter(col("value").gt(lit(1i64))), "not a scalar"),
         (r.bucket_by_sequence_length(col("value"), vec![3, 2], vec![1, 1, 1], BucketOptions::default()), "increasing"),
         (Dataset::sample_from_datasets(&[&r], vec![0.5, 0.5], None, false), "2 weights for 1 inputs"),
+        (r.map(parse_label()), "no field 'record'"),
+        (
+            r.map(MapFunction::select([("record", col("value"))])).unwrap().map(parse_label()),
+            "field 'record' is record: int64[], not the scalar bytes",
+        ),
     ];
     for (result, needle) in cases {
         let err = result.err().unwrap_or_else(|| panic!("expected an error containing {needle:?}")).to_string();
         assert!(err.contains(needle), "expected {needle:?} in: {err}");
     }
+}
+
+/// `parse_example` of an int64 `label` from the field `record`.
+fn parse_label() -> MapFunction {
+    MapFunction::parse_example("record", vec![FeatureSpec::fixed("label", DType::Int64, vec![])]).unwrap()
+}
+
+/// `parse_example` is a plan function, not a closure: a pipeline parsing Examples
+/// serializes and runs again from its JSON with an empty registry.
+#[test]
+fn parse_example_plans_serialize_without_a_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e.tfrecord").to_string_lossy().into_owned();
+    let mut writer = flumen::TfRecordWriter::create(&path, RecordCompression::None).unwrap();
+    for label in [7i64, -3, 40] {
+        writer.write(&flumen::serialize_example(&[("label", flumen::FeatureValues::Int64(&[label]))])).unwrap();
+    }
+    writer.finish().unwrap();
+    let ds = Dataset::tfrecord(&[&path], RecordCompression::None).unwrap().map(parse_label()).unwrap();
+    let json = ds.serialize().unwrap();
+    assert!(json.contains("parse_example"), "{json}");
+    let back = Dataset::deserialize(&json, Registry::default()).unwrap();
+    assert_eq!(back.plan(), ds.plan());
+    assert_eq!(back.fingerprint(), ds.fingerprint());
+    let labels: Vec<i64> = back.iter().flat_map(|e| column_i64(&e.unwrap(), "label")).collect();
+    assert_eq!(labels, [7, -3, 40]);
+    // The features are part of the fingerprint.
+    let other = MapFunction::parse_example("record", vec![FeatureSpec::fixed("label", DType::Int64, vec![1])]);
+    let other = Dataset::tfrecord(&[&path], RecordCompression::None).unwrap().map(other.unwrap()).unwrap();
+    assert_ne!(other.fingerprint(), ds.fingerprint());
 }
 
 #[test]

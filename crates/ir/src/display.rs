@@ -37,7 +37,14 @@ fn map_fn(f: &MapFn) -> String {
             format!("{}{}", outs.join(", "), if *keep_input { "" } else { " (only these)" })
         }
         MapFn::Closure { closure, .. } => format!("closure '{}' ({:?})", closure.name, closure.kind),
+        MapFn::ParseExample { field, features } => parse_example(field, features),
     }
+}
+
+/// How explain shows a `parse_example` map: `parse_example(record -> features: float32[64], ...)`.
+pub fn parse_example(field: &str, features: &[crate::example::FeatureSpec]) -> String {
+    let features: Vec<String> = features.iter().map(|f| f.field().to_string()).collect();
+    format!("parse_example({field} -> {})", features.join(", "))
 }
 
 fn predicate(p: &Predicate) -> String {

@@ -2,10 +2,12 @@
 //!
 //! A plan never holds code: an expression UDF is its expression tree, and a Rust closure is
 //! a [`ClosureRef`] naming an entry of the runtime's registry, with the output spec and the
-//! properties (deterministic, stateless) that the optimizer's guards read.
+//! properties (deterministic, stateless) that the optimizer's guards read. Built-in functions
+//! the runtime implements natively (`parse_example`) are described by their arguments.
 
 use serde::{Deserialize, Serialize};
 
+use crate::example::FeatureSpec;
 use crate::expr::Expr;
 use crate::source::FileFormat;
 use crate::spec::ElementSpec;
@@ -69,13 +71,21 @@ pub enum MapFn {
         /// The spec of the elements it returns.
         output: ElementSpec,
     },
+    /// tf.data's `parse_example`: the serialized `tf.train.Example` in bytes field `field`
+    /// parsed into one field per feature; the element becomes exactly those fields.
+    ParseExample {
+        /// The scalar bytes field holding the serialized record.
+        field: String,
+        /// The features, in output order.
+        features: Vec<FeatureSpec>,
+    },
 }
 
 impl MapFn {
     /// True when the function may be run on any thread in any order with the same result.
     pub fn is_stateless_and_deterministic(&self) -> bool {
         match self {
-            MapFn::Exprs { .. } => true,
+            MapFn::Exprs { .. } | MapFn::ParseExample { .. } => true,
             MapFn::Closure { closure, .. } => closure.stateless && closure.deterministic,
         }
     }

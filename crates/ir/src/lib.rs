@@ -16,6 +16,7 @@ pub mod cardinality;
 pub mod display;
 pub mod dtype;
 pub mod error;
+pub mod example;
 pub mod expr;
 pub mod fingerprint;
 pub mod function;

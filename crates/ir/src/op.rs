@@ -603,9 +603,22 @@ impl Op {
     }
 }
 
-/// The output of an expression or closure map.
+/// The output of an expression, closure or `parse_example` map.
 fn map_output(func: &MapFn, input: &ElementSpec) -> Result<ElementSpec> {
     match func {
+        MapFn::ParseExample { field, features } => {
+            let error = |message: String| Error::plan("parse_example", message);
+            match input.field(field) {
+                Some(f) if f.dtype == DType::Binary && f.is_scalar() && input.batch_dims == 0 => {}
+                Some(f) => {
+                    return Err(error(format!(
+                        "field '{field}' is {f}, not the scalar bytes of one serialized Example per element"
+                    )))
+                }
+                None => return Err(error(format!("the element has no field '{field}' (it has {input})"))),
+            }
+            crate::example::output_spec(features).map_err(error)
+        }
         MapFn::Closure { output, .. } => {
             output.check_unique("map")?;
             Ok(output.clone())

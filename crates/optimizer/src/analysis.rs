@@ -62,6 +62,7 @@ impl Facts {
                 Some(outputs.iter().flat_map(|o| o.expr.columns()).collect())
             }
             Value::Pred { predicate: flumen_ir::Predicate::Expr { expr }, .. } => Some(expr.columns()),
+            Value::Func { func: flumen_ir::MapFn::ParseExample { field, .. }, .. } => Some([field.clone()].into()),
             _ => None,
         }
     }

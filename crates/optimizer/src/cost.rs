@@ -108,6 +108,11 @@ impl DefaultCost {
         let work = match func {
             MapFn::Exprs { .. } if vectorized => rows * width * ops * self.per_op_columnar,
             MapFn::Exprs { .. } => rows * (self.dispatch + width * ops * self.per_op_columnar),
+            // Parsing is columnar work over the record's bytes, like a batch closure's.
+            MapFn::ParseExample { .. } if vectorized => {
+                rows * (self.dispatch / 10.0 + width * self.per_op_columnar * 10.0)
+            }
+            MapFn::ParseExample { .. } => rows * (self.dispatch + width * self.per_op_columnar * 10.0),
             MapFn::Closure { closure, .. } => match closure.kind {
                 ClosureKind::PerElement => rows * (2.0 * self.dispatch) * width,
                 ClosureKind::PerBatch | ClosureKind::PerBatchRowwise => {
@@ -133,7 +138,12 @@ impl CostModel for DefaultCost {
             // Functions and expressions: the number of operations.
             let own = match node {
                 Node::Lit(_) | Node::Name(_) | Node::Opaque(_) | Node::Col(_) => 0.0,
-                Node::Exprs(_) | Node::Out(_) | Node::Pfor(_) | Node::ClosureFn(_) | Node::ClosurePred(_) => 0.0,
+                Node::Exprs(_)
+                | Node::Out(_)
+                | Node::Pfor(_)
+                | Node::ClosureFn(_)
+                | Node::ClosurePred(_)
+                | Node::ParseFn(_) => 0.0,
                 _ => 1.0,
             };
             return Cost::ops(own + node.children().iter().map(|c| child(*c).total).sum::<f64>());

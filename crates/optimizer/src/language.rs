@@ -45,6 +45,7 @@ mod node {
         "out" = Out([Id; 2]),
         "closure" = ClosureFn([Id; 2]),
         "closure" = ClosurePred(Id),
+        "parse_example" = ParseFn(Id),
         "pfor" = Pfor(Id),
         // ---- expressions ----
         "col" = Col(Id),

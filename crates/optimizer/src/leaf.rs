@@ -177,6 +177,8 @@ pub enum OpaqueValue {
     Source(SourceDesc),
     /// A registered closure.
     Closure(ClosureRef),
+    /// The arguments of a `parse_example` map: the bytes field and the features.
+    ParseExample(String, Vec<flumen_ir::example::FeatureSpec>),
     /// A closure's declared output spec.
     Spec(ElementSpec),
     /// An operator whose arguments no rule rewrites (inputs excluded).

@@ -134,6 +134,10 @@ pub fn lower_map_fn(sink: &mut impl NodeSink, func: &MapFn, vectorized: bool) ->
             let s = opaque(sink, OpaqueValue::Spec(output.clone()));
             sink.add_node(Node::ClosureFn([c, s]))
         }
+        MapFn::ParseExample { field, features } => {
+            let args = opaque(sink, OpaqueValue::ParseExample(field.clone(), features.clone()));
+            sink.add_node(Node::ParseFn(args))
+        }
     };
     if vectorized {
         sink.add_node(Node::Pfor(id))

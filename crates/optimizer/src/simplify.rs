@@ -147,14 +147,10 @@ pub fn fold_map_fn(func: &MapFn, input: &ElementSpec) -> MapFn {
     let MapFn::Exprs { outputs, keep_input } = func else {
         return func.clone();
     };
-    let folded = outputs.iter().map(|o| NamedExpr { name: o.name.clone(), expr: fold(&o.expr) }).collect();
-    let folded = MapFn::Exprs { outputs: folded, keep_input: *keep_input };
-    let same_types = outputs.iter().zip(match &folded {
-        MapFn::Exprs { outputs, .. } => outputs,
-        MapFn::Closure { .. } => unreachable!("folded an expression map"),
-    });
-    if same_types.into_iter().all(|(a, b)| a.expr.data_type(input).ok() == b.expr.data_type(input).ok()) {
-        folded
+    let folded: Vec<NamedExpr> =
+        outputs.iter().map(|o| NamedExpr { name: o.name.clone(), expr: fold(&o.expr) }).collect();
+    if outputs.iter().zip(&folded).all(|(a, b)| a.expr.data_type(input).ok() == b.expr.data_type(input).ok()) {
+        MapFn::Exprs { outputs: folded, keep_input: *keep_input }
     } else {
         func.clone()
     }

@@ -172,6 +172,12 @@ fn try_decode(node: &Node, child: &dyn Fn(Id) -> Value) -> Result<Value, String>
             }
             _ => Err("closure needs a closure and a spec".into()),
         },
+        Node::ParseFn(a) => match child(*a) {
+            Value::Opaque(OpaqueValue::ParseExample(field, features)) => {
+                Ok(Value::Func { func: MapFn::ParseExample { field, features }, pfor: false })
+            }
+            _ => Err("parse_example needs its field and features".into()),
+        },
         Node::ClosurePred(c) => match child(*c) {
             Value::Opaque(OpaqueValue::Closure(closure)) => {
                 Ok(Value::Pred { predicate: Predicate::Closure { closure }, pfor: false })
@@ -179,10 +185,12 @@ fn try_decode(node: &Node, child: &dyn Fn(Id) -> Value) -> Result<Value, String>
             _ => Err("closure predicate needs a closure".into()),
         },
         Node::Pfor(f) => match child(*f) {
-            Value::Func { func: func @ MapFn::Exprs { .. }, pfor: false } => Ok(Value::Func { func, pfor: true }),
+            Value::Func { func: func @ (MapFn::Exprs { .. } | MapFn::ParseExample { .. }), pfor: false } => {
+                Ok(Value::Func { func, pfor: true })
+            }
             Value::Expr(expr) => Ok(Value::Pred { predicate: Predicate::Expr { expr }, pfor: true }),
             Value::Lit(s) => Ok(Value::Pred { predicate: Predicate::Expr { expr: Expr::Literal(s) }, pfor: true }),
-            other => Err(format!("only expression functions can be vectorized, not {}", short(&other))),
+            other => Err(format!("only expressions and parse_example can be vectorized, not {}", short(&other))),
         },
         Node::Sink(p) => Ok(Value::Sink(plan(*p)?)),
         Node::Source(s) => match child(*s) {

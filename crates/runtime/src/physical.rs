@@ -245,6 +245,8 @@ fn map_strategy(func: &MapFn, vectorized: bool) -> String {
     match func {
         MapFn::Exprs { .. } if vectorized => "columnar expressions".to_string(),
         MapFn::Exprs { .. } => "per-row fallback: expressions".to_string(),
+        MapFn::ParseExample { field, .. } if vectorized => format!("columnar parse_example of '{field}'"),
+        MapFn::ParseExample { field, .. } => format!("per-row fallback: parse_example of '{field}'"),
         MapFn::Closure { closure, .. } => closure_strategy(closure),
     }
 }

@@ -5,7 +5,8 @@
 //!   and columns of Parquet and CSV sources (also inside `flat_map`/`interleave` reads),
 //!   so those columns are never decoded. CSV columns that can fail to parse (numbers,
 //!   bools) are kept, so a malformed record stays an error. Filters on the way add the
-//!   fields they read.
+//!   fields they read, and a `parse_example` reads its records' field only (its features
+//!   are all kept: any of them can make a record an error).
 //! - Predicate: a filter right above a Parquet read becomes the reader's predicate
 //!   (row-group pruning from statistics plus an exact row filter). Only through
 //!   operators where that is exact: a plain read, or a `flat_map` of reads (not an
@@ -128,6 +129,14 @@ fn project_node(m: &mut Match, node: &Node, needed: &BTreeSet<String>, depth: us
         }
         Node::Map([f, c, d, x]) => {
             let (func, vectorized) = value(m, *f).func().map(|(f, p)| (f.clone(), p))?;
+            let num_parallel_calls = crate::value::tunable(&value(m, *c)).ok()?;
+            let deterministic = crate::value::optional_bool(&value(m, *d)).ok()?;
+            if let MapFn::ParseExample { field, .. } = &func {
+                // Every feature can fail (missing, of another type or length), so none is
+                // pruned; below the parse, only the records are read.
+                let input = project(m, *x, &BTreeSet::from([field.clone()]), depth + 1)?;
+                return m.add(Op::Map { func, num_parallel_calls, deterministic, vectorized }, &[input]);
+            }
             let MapFn::Exprs { outputs, keep_input } = &func else { return None };
             let x_plan = value(m, *x).plan()?.clone();
             // Keep the outputs someone reads, and those that could fail (their errors count).
@@ -150,12 +159,8 @@ fn project_node(m: &mut Match, node: &Node, needed: &BTreeSet<String>, depth: us
             if !pruned_here && input.is_none() {
                 return None;
             }
-            let op = Op::Map {
-                func: MapFn::Exprs { outputs: kept, keep_input: *keep_input },
-                num_parallel_calls: crate::value::tunable(&value(m, *c)).ok()?,
-                deterministic: crate::value::optional_bool(&value(m, *d)).ok()?,
-                vectorized,
-            };
+            let func = MapFn::Exprs { outputs: kept, keep_input: *keep_input };
+            let op = Op::Map { func, num_parallel_calls, deterministic, vectorized };
             m.add(op, &[input.unwrap_or(*x)])
         }
         Node::Batch([.., x])

@@ -3,7 +3,8 @@
 //! `map(f).batch(b) → batch(b).map(pfor f)` (tf.data's map_vectorization) when `f` is an
 //! expression map over scalar fields — stateless, deterministic and with a static output
 //! spec — and, because flumen moves elements in chunks anyway, `map(f) → map(pfor f)` and
-//! `filter(p) → filter(pfor p)` over the chunk. Closures are opaque and never vectorized:
+//! `filter(p) → filter(pfor p)` over the chunk; `map(parse_example) → map(pfor parse_example)`
+//! parses each chunk's records in one call. Closures are opaque and never vectorized:
 //! a per-element closure stays a per-row operator, and explain names it as such.
 
 use flumen_ir::{MapFn, Op, Plan, Predicate, Tunable};
@@ -39,9 +40,10 @@ pub fn rules() -> Vec<Rule> {
 }
 
 /// True for functions that can run over many elements at once with the same results:
-/// expression maps (stateless and deterministic by construction).
+/// expression maps (stateless and deterministic by construction) and `parse_example`, which
+/// parses a chunk's records in one call (tf.data's batched `parse_example`).
 pub fn vectorizable(f: &MapFn) -> bool {
-    matches!(f, MapFn::Exprs { .. })
+    matches!(f, MapFn::Exprs { .. } | MapFn::ParseExample { .. })
 }
 
 /// True when `f` over elements of `x` has a static output spec after batching (it reads

@@ -7,11 +7,13 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, BooleanArray};
+use arrow::array::{Array, AsArray, BooleanArray};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use flumen_ir::{ClosureKind, Error, Expr, MapFn, NamedExpr, Predicate, Result};
+use flumen_ir::example::FeatureSpec;
+use flumen_ir::{ClosureKind, Error, Expr, Location, MapFn, NamedExpr, Predicate, Result};
 use flumen_udf::closure::guarded;
+use flumen_udf::example::parse_examples;
 use flumen_udf::kernel::{FusedMap, FusedPredicate};
 use flumen_udf::registry::Registry;
 
@@ -109,6 +111,16 @@ pub fn map_fn(func: &MapFn, schema: SchemaRef, registry: &Registry, vectorized: 
             };
             Ok(per_element(f, join))
         }
+        MapFn::ParseExample { field, features } => {
+            let f = parse_example_fn(field.clone(), features.clone(), schema.clone());
+            if vectorized {
+                return Ok(f);
+            }
+            let join = move |rows: Vec<RecordBatch>| {
+                Ok(concat(&rows)?.unwrap_or_else(|| RecordBatch::new_empty(schema.clone())))
+            };
+            Ok(per_element(f, join))
+        }
         MapFn::Closure { closure, .. } => {
             let operator = format!("map(closure '{}')", closure.name);
             match closure.kind {
@@ -144,6 +156,29 @@ pub fn map_fn(func: &MapFn, schema: SchemaRef, registry: &Registry, vectorized: 
             }
         }
     }
+}
+
+/// `parse_example` over a chunk's records, in one call. A bad record fails at its row, after
+/// the records before it (parsed again on their own: only on that error path).
+fn parse_example_fn(field: String, features: Vec<FeatureSpec>, schema: SchemaRef) -> ChunkFn {
+    let parse = move |chunk: &RecordBatch| -> std::result::Result<RecordBatch, (usize, Error)> {
+        let Some(records) = chunk.column_by_name(&field).and_then(|c| c.as_binary_opt::<i32>()) else {
+            let message = format!("the element has no bytes field '{field}'");
+            return Err((0, Error::execution("parse_example", message)));
+        };
+        // The error belongs to the element at row `e.row`; its place in the chunk is not a
+        // position the user knows (chunks are cut differently optimized or not), and the
+        // error comes out of the iterator in that element's place.
+        let columns = parse_examples(records, &features)
+            .map_err(|e| (e.row, Error::data(Location::source(format!("parse_example of '{field}'")), e.message)))?;
+        RecordBatch::try_new(schema.clone(), columns).map_err(|e| (0, e.into()))
+    };
+    Arc::new(move |chunk| {
+        parse(chunk).map_err(|(row, error)| match parse(&chunk.slice(0, row)) {
+            Ok(before) => Failure::AtRow { done: vec![before], row, error },
+            Err(_) => Failure::Whole(error),
+        })
+    })
 }
 
 /// The mask function of a predicate: one bool per element of a chunk.
