@@ -105,19 +105,17 @@ pub fn element_bytes(spec: &ElementSpec) -> f64 {
 impl DefaultCost {
     /// The work of running `func` (of `ops` operations) on one row of `width` elements.
     fn call(&self, func: &MapFn, vectorized: bool, ops: f64, width: f64, rows: f64, parallel: bool) -> f64 {
+        // Opaque columnar work (a batch closure, a parse) per row, past the call's dispatch.
+        let opaque = width * self.per_op_columnar * 10.0;
+        let per_chunk = rows * (self.dispatch / 10.0 + opaque);
         let work = match func {
             MapFn::Exprs { .. } if vectorized => rows * width * ops * self.per_op_columnar,
             MapFn::Exprs { .. } => rows * (self.dispatch + width * ops * self.per_op_columnar),
-            // Parsing is columnar work over the record's bytes, like a batch closure's.
-            MapFn::ParseExample { .. } if vectorized => {
-                rows * (self.dispatch / 10.0 + width * self.per_op_columnar * 10.0)
-            }
-            MapFn::ParseExample { .. } => rows * (self.dispatch + width * self.per_op_columnar * 10.0),
+            MapFn::ParseExample { .. } if vectorized => per_chunk,
+            MapFn::ParseExample { .. } => rows * (self.dispatch + opaque),
             MapFn::Closure { closure, .. } => match closure.kind {
                 ClosureKind::PerElement => rows * (2.0 * self.dispatch) * width,
-                ClosureKind::PerBatch | ClosureKind::PerBatchRowwise => {
-                    rows * (self.dispatch / 10.0 + width * self.per_op_columnar * 10.0)
-                }
+                ClosureKind::PerBatch | ClosureKind::PerBatchRowwise => per_chunk,
             },
         };
         if parallel {

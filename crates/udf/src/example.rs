@@ -129,6 +129,9 @@ impl Values {
 /// One requested feature while parsing: its values and, per record, where they end.
 struct Column<'a> {
     spec: &'a FeatureSpec,
+    /// The values a fixed-length feature holds per record (its shape's product), checked
+    /// per record.
+    per_record: usize,
     values: Values,
     offsets: Vec<i32>,
     /// The record in which this feature was last seen.
@@ -353,7 +356,7 @@ fn parse_record(record: &[u8], row: usize, columns: &mut [Column], sparse: &[Spa
         let start = *column.offsets.last().expect("offsets start with 0") as usize;
         let count = column.values.len() - start;
         if let FeatureKind::FixedLen { default, .. } = &column.spec.kind {
-            let want = column.spec.values_per_record();
+            let want = column.per_record;
             if column.seen != Some(row) {
                 match default {
                     Some(d) => append_default(d, &mut column.values),
@@ -391,6 +394,7 @@ pub fn parse_examples(records: &BinaryArray, features: &[FeatureSpec]) -> Result
         .iter()
         .map(|spec| Column {
             spec,
+            per_record: spec.values_per_record(),
             values: match spec.dtype {
                 DType::Int64 => Values::Int64(Vec::with_capacity(capacity(spec, records))),
                 DType::Float32 => Values::Float32(Vec::with_capacity(capacity(spec, records))),

@@ -96,6 +96,17 @@ fn per_element<T: 'static>(
     })
 }
 
+/// `f` over whole chunks when `vectorized` (pfor), else once per element, the results
+/// joined into one chunk of `schema`.
+fn chunked_if(vectorized: bool, f: ChunkFn, schema: SchemaRef) -> ChunkFn {
+    if vectorized {
+        return f;
+    }
+    let join =
+        move |rows: Vec<RecordBatch>| Ok(concat(&rows)?.unwrap_or_else(|| RecordBatch::new_empty(schema.clone())));
+    per_element(f, join)
+}
+
 /// The callable of a `map` with output `schema`. An expression map runs over whole chunks
 /// when `vectorized` (pfor), and once per element otherwise.
 pub fn map_fn(func: &MapFn, schema: SchemaRef, registry: &Registry, vectorized: bool) -> Result<ChunkFn> {
@@ -103,23 +114,11 @@ pub fn map_fn(func: &MapFn, schema: SchemaRef, registry: &Registry, vectorized: 
         MapFn::Exprs { outputs, keep_input } => {
             let map = FusedMap::new(outputs.clone(), *keep_input, schema.clone());
             let f: ChunkFn = Arc::new(move |chunk| map.evaluate(chunk).map_err(Failure::Pure));
-            if vectorized {
-                return Ok(f);
-            }
-            let join = move |rows: Vec<RecordBatch>| {
-                Ok(concat(&rows)?.unwrap_or_else(|| RecordBatch::new_empty(schema.clone())))
-            };
-            Ok(per_element(f, join))
+            Ok(chunked_if(vectorized, f, schema))
         }
         MapFn::ParseExample { field, features } => {
             let f = parse_example_fn(field.clone(), features.clone(), schema.clone());
-            if vectorized {
-                return Ok(f);
-            }
-            let join = move |rows: Vec<RecordBatch>| {
-                Ok(concat(&rows)?.unwrap_or_else(|| RecordBatch::new_empty(schema.clone())))
-            };
-            Ok(per_element(f, join))
+            Ok(chunked_if(vectorized, f, schema))
         }
         MapFn::Closure { closure, .. } => {
             let operator = format!("map(closure '{}')", closure.name);
