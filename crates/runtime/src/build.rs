@@ -23,7 +23,7 @@ use crate::ops::concatenate::ConcatenateOp;
 use crate::ops::count::{EnumerateOp, ShardOp, SkipOp, TakeOp, TakeWhileOp};
 use crate::ops::file_cache::FileCacheOp;
 use crate::ops::fold::{ReduceOp, ScanOp};
-use crate::ops::function::{filter_fn, filter_map_fn, map_fn, mask_fn};
+use crate::ops::function::{filter_fn, filter_map_fn, map_fn, mask_fn, MaskFn};
 use crate::ops::group_by_window::GroupByWindowOp;
 use crate::ops::ignore_errors::IgnoreErrorsOp;
 use crate::ops::map::MapOp;
@@ -117,6 +117,13 @@ fn parallel_map(
 /// counted as its top node. A `map_and_batch` top batches the chain's output; its tasks gather
 /// whole batches' rows unless a filter below makes the output rows unknown.
 fn build_stage(plan: &Plan, stage: &Stage, ctx: &ExecContext) -> Result<BoxOperator> {
+    if let Op::GroupByWindow { .. } | Op::BucketBySequenceLength { .. } = plan.op() {
+        let Op::Filter { predicate, vectorized, .. } = stage.members[1].op() else {
+            unreachable!("a grouping stage fuses a filter")
+        };
+        let keep = mask_fn(predicate, "filter", &ctx.registry, *vectorized)?;
+        return build_grouping(plan, build(stage.input, ctx)?, Some(keep));
+    }
     let mut fns = Vec::with_capacity(stage.members.len());
     let mut out_schema = plan.spec().arrow_schema();
     let mut members = stage.members.iter().rev().peekable();
@@ -328,8 +335,20 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
             chunk_rows,
             schema,
         )),
+        Op::GroupByWindow { .. } | Op::BucketBySequenceLength { .. } => build_grouping(plan, input()?, None)?,
+    })
+}
+
+/// The operator of a `group_by_window` or `bucket_by_sequence_length` plan node over
+/// `input`, grouping only the rows `keep` holds true for when a filter is fused into it.
+fn build_grouping(plan: &Plan, input: BoxOperator, keep: Option<MaskFn>) -> Result<BoxOperator> {
+    Ok(match plan.op() {
         Op::GroupByWindow { key, window_size } => {
-            Box::new(GroupByWindowOp::new(input()?, key.clone(), *window_size, schema))
+            let op = GroupByWindowOp::new(input, key.clone(), *window_size, plan.spec().arrow_schema());
+            Box::new(match keep {
+                Some(keep) => op.keeping(keep),
+                None => op,
+            })
         }
         Op::BucketBySequenceLength {
             length,
@@ -338,16 +357,23 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
             padding_values,
             pad_to_bucket_boundary,
             drop_remainder,
-        } => Box::new(BucketBySequenceLengthOp::new(
-            input()?,
-            length.clone(),
-            bucket_boundaries.clone(),
-            bucket_batch_sizes.clone(),
-            padding_values.clone(),
-            *pad_to_bucket_boundary,
-            *drop_remainder,
-            plan.spec(),
-        )?),
+        } => {
+            let op = BucketBySequenceLengthOp::new(
+                input,
+                length.clone(),
+                bucket_boundaries.clone(),
+                bucket_batch_sizes.clone(),
+                padding_values.clone(),
+                *pad_to_bucket_boundary,
+                *drop_remainder,
+                plan.spec(),
+            )?;
+            Box::new(match keep {
+                Some(keep) => op.keeping(keep),
+                None => op,
+            })
+        }
+        other => unreachable!("{} is not a grouping", other.name()),
     })
 }
 

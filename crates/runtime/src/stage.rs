@@ -17,6 +17,13 @@
 //! A stage's nodes agree on their order (`deterministic`) and are all parallel or all
 //! sequential; a parallel stage runs with the widest of their parallelism settings. Its top
 //! may also be a `map_and_batch`.
+//!
+//! `group_by_window` and `bucket_by_sequence_length` also top a stage: of one such filter
+//! below them, whatever its parallelism. The grouping evaluates the predicate itself and
+//! groups only the rows it keeps, by reference into the input chunk, so the kept rows are not
+//! copied into a filtered chunk first (w6's filter copied every token list once before
+//! bucketing copied it again into the padded batch). Predicates are cheap next to that copy;
+//! errors are reported per element in place, as the filter reports them.
 
 use std::sync::Arc;
 
@@ -42,6 +49,12 @@ impl<'a> Stage<'a> {
     /// The stage topped by `plan`, when `plan` and at least its input fuse.
     pub fn of(plan: &'a Plan) -> Option<Stage<'a>> {
         let (parallel, deterministic) = match plan.op() {
+            Op::GroupByWindow { .. } | Op::BucketBySequenceLength { .. } => {
+                let filter = plan.input();
+                let fuses = matches!(filter.op(), Op::Filter { predicate, vectorized, .. }
+                    if fusible_predicate(predicate, *vectorized));
+                return fuses.then(|| Stage { members: vec![plan, filter], input: filter.input() });
+            }
             Op::MapAndBatch { func, vectorized, num_parallel_calls, deterministic, .. } => {
                 fusible_map(func, *vectorized).then_some((is_parallel(num_parallel_calls), *deterministic))?
             }
@@ -219,5 +232,35 @@ mod tests {
         let stage = Stage::of(&above).unwrap();
         assert_eq!(stage.members.len(), 2);
         assert_eq!(stage.input.op().name(), "map");
+    }
+
+    /// `filter(value > 2)` over `input`.
+    fn filter(input: &Plan, calls: Tunable, vectorized: bool) -> Plan {
+        let expr = Expr::binary(BinaryOp::Gt, Expr::col("value"), Expr::Literal(Scalar::Int(2, DType::Int64)));
+        let op = Op::Filter {
+            predicate: Predicate::Expr { expr },
+            vectorized,
+            num_parallel_calls: calls,
+            deterministic: None,
+        };
+        Plan::new(op, vec![input.clone()]).unwrap()
+    }
+
+    #[test]
+    fn a_grouping_takes_in_the_columnar_filter_below_it_whatever_its_parallelism() {
+        let window = |input: &Plan| {
+            let op = Op::GroupByWindow { key: Expr::col("value"), window_size: 2 };
+            Plan::new(op, vec![input.clone()]).unwrap()
+        };
+        for calls in [Tunable::Default, Tunable::Autotune] {
+            let plan = window(&filter(&map(&range(), Tunable::Autotune, None, true), calls, true));
+            let stage = Stage::of(&plan).unwrap();
+            assert_eq!(stage.members.len(), 2);
+            // Only the filter: the map below it stays an operator (of a stage of its own).
+            assert_eq!(stage.input.op().name(), "map");
+        }
+        // A filter called once per element, or none: nothing to take in.
+        assert_eq!(members(&window(&filter(&range(), Tunable::Default, false))), 1);
+        assert_eq!(members(&window(&range())), 1);
     }
 }

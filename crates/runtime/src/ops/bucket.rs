@@ -19,6 +19,7 @@ use super::list_kernels::{gather, pad_gathered, pad_groups, pad_value, PadGroup}
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
 use crate::operator::{BoxOperator, Operator};
+use crate::ops::function::MaskFn;
 
 const OP: &str = "bucket_by_sequence_length";
 
@@ -103,6 +104,13 @@ impl BucketBySequenceLengthOp {
             grouper: Grouper::new(input, length, OP, drop_remainder),
             ready: VecDeque::new(),
         })
+    }
+
+    /// Groups only the rows `keep` holds true for: a filter fused into this operator (see
+    /// `crate::stage`).
+    pub fn keeping(mut self, keep: MaskFn) -> Self {
+        self.grouper = self.grouper.keeping(keep);
+        self
     }
 
     /// Pads `groups` (each a bucket and a number of rows) into one chunk: their rows are
@@ -213,11 +221,14 @@ mod tests {
 
     use arrow::array::{Int64Array, ListArray};
     use arrow::datatypes::{DataType, Int64Type};
-    use flumen_ir::{BinaryOp, DType, FieldSpec, Func, Op};
+    use flumen_ir::{BinaryOp, DType, FieldSpec, Func, Op, Predicate};
+    use flumen_udf::registry::Registry;
 
     use super::*;
     use crate::conform::conform_array;
+    use crate::ops::function::{filter_fn, mask_fn};
     use crate::ops::list_kernels::testing::{chunk, rows, source, strs};
+    use crate::ops::map::MapOp;
 
     fn spec() -> ElementSpec {
         ElementSpec::new(vec![FieldSpec::ragged("tok", DType::Int64, vec![-1]), FieldSpec::scalar("id", DType::Int64)])
@@ -255,6 +266,17 @@ mod tests {
         drop: bool,
         padding: BTreeMap<String, Scalar>,
     ) -> (Vec<RecordBatch>, Vec<String>) {
+        run_over(source(input()), None, length, pad_to_boundary, drop, padding)
+    }
+
+    fn run_over(
+        input: BoxOperator,
+        keep: Option<MaskFn>,
+        length: Expr,
+        pad_to_boundary: bool,
+        drop: bool,
+        padding: BTreeMap<String, Scalar>,
+    ) -> (Vec<RecordBatch>, Vec<String>) {
         let op = Op::BucketBySequenceLength {
             length: length.clone(),
             bucket_boundaries: vec![3, 5],
@@ -266,7 +288,7 @@ mod tests {
         let out_spec = op.output_spec(&[&spec()]).unwrap();
         let schema = out_spec.arrow_schema();
         let mut b = BucketBySequenceLengthOp::new(
-            source(input()),
+            input,
             length,
             vec![3, 5],
             vec![2, 2, 2],
@@ -276,6 +298,9 @@ mod tests {
             &out_spec,
         )
         .unwrap();
+        if let Some(keep) = keep {
+            b = b.keeping(keep);
+        }
         let (mut out, mut errors) = (Vec::new(), Vec::new());
         loop {
             match b.next_chunk() {
@@ -349,5 +374,45 @@ mod tests {
             rows(&out, "tok"),
             strs(&["[[1, 2, 3, 0], [7, 8, 9, 10]]", "[[1], [9]]", "[[5, 5, 5]]", "[[1, 2, 3, 4, 5, 6]]"])
         );
+    }
+
+    #[test]
+    fn a_fused_filter_buckets_and_fails_exactly_as_the_filter_operator_before_it() {
+        let int = |v| Expr::Literal(Scalar::Int(v, DType::Int64));
+        let id = || Expr::col("id");
+        // Drops element 2; fails at element 3 (1 / 0); keeps the others.
+        let keep = Expr::binary(
+            BinaryOp::And,
+            Expr::binary(BinaryOp::NotEq, id(), int(2)),
+            Expr::binary(
+                BinaryOp::Gt,
+                Expr::binary(BinaryOp::Div, int(1), Expr::binary(BinaryOp::Sub, id(), int(3))),
+                int(-10),
+            ),
+        );
+        // Fails only for element 2, which the filter drops: never an error.
+        let length = Expr::binary(
+            BinaryOp::Add,
+            Expr::Call { func: Func::Length, args: vec![Expr::col("tok")] },
+            Expr::binary(
+                BinaryOp::Mul,
+                int(0),
+                Expr::binary(BinaryOp::Div, int(1), Expr::binary(BinaryOp::Sub, id(), int(2))),
+            ),
+        );
+        let predicate = Predicate::Expr { expr: keep };
+        let registry = Registry::default();
+        let filter = MapOp::new(source(input()), filter_fn(&predicate, &registry, true).unwrap());
+        let (unfused, unfused_errors) = run_over(Box::new(filter), None, length.clone(), false, false, BTreeMap::new());
+        let mask = mask_fn(&predicate, "filter", &registry, true).unwrap();
+        let (fused, fused_errors) = run_over(source(input()), Some(mask), length, false, false, BTreeMap::new());
+        assert_eq!(rows(&fused, "id"), rows(&unfused, "id"));
+        assert_eq!(rows(&fused, "tok"), rows(&unfused, "tok"));
+        assert_eq!(fused_errors, unfused_errors);
+        // Element 3 is the one error; 2 is dropped, so bucket 2 (element 2 alone) is gone:
+        // bucket 1 fills at element 4, bucket 0 at 5, and 6 is flushed at the end.
+        assert_eq!(fused_errors.len(), 1, "{fused_errors:?}");
+        assert!(fused_errors[0].contains("Divide by zero"), "{}", fused_errors[0]);
+        assert_eq!(rows(&fused, "id"), strs(&["[1, 4]", "[0, 5]", "[6]"]));
     }
 }

@@ -12,6 +12,7 @@ use super::list_kernels::{push_run, wrap, Run};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
 use crate::operator::{BoxOperator, Operator};
+use crate::ops::function::MaskFn;
 
 /// `group_by_window(key, window_size)`.
 pub struct GroupByWindowOp {
@@ -29,6 +30,13 @@ impl GroupByWindowOp {
             schema,
             grouper: Grouper::new(input, key, "group_by_window", false),
         }
+    }
+
+    /// Groups only the rows `keep` holds true for: a filter fused into this operator (see
+    /// `crate::stage`).
+    pub fn keeping(mut self, keep: MaskFn) -> Self {
+        self.grouper = self.grouper.keeping(keep);
+        self
     }
 
     fn build(&mut self, groups: &[Group]) -> Result<RecordBatch> {

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use arrow::datatypes::{DataType, Int64Type};
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Expr, Result};
@@ -16,6 +16,7 @@ use flumen_ir::{Error, Expr, Result};
 use super::list_kernels::gather;
 use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::BoxOperator;
+use crate::ops::function::{concat_masks, MaskFn};
 
 /// A row of a retained chunk: `(chunk id, row)`.
 pub(crate) type RowRef = (u64, usize);
@@ -43,6 +44,9 @@ pub(crate) struct Grouper {
     /// Completed groups (or the errors of rows that have none) not yet returned, in order.
     pending: VecDeque<Result<Vec<Group>>>,
     finished: bool,
+    /// The predicate of a filter fused into the grouping: rows it drops are never grouped,
+    /// so the filter does not copy the rows it keeps.
+    keep: Option<MaskFn>,
 }
 
 impl Grouper {
@@ -59,7 +63,15 @@ impl Grouper {
             groups: BTreeMap::new(),
             pending: VecDeque::new(),
             finished: false,
+            keep: None,
         }
+    }
+
+    /// Groups only the rows `keep` holds true for, as a filter below would (see
+    /// `crate::stage`).
+    pub(crate) fn keeping(mut self, keep: MaskFn) -> Self {
+        self.keep = Some(keep);
+        self
     }
 
     /// The next groups to build: those completed by a run of rows, then the ones still open
@@ -88,44 +100,87 @@ impl Grouper {
                         self.chunks.clear();
                     }
                 }
-                Some(chunk) => match eval_keys(&self.key, &chunk, self.op) {
-                    Ok(keys) => {
-                        let keys = keys.as_primitive::<Int64Type>().clone();
-                        self.feed(chunk, |row| Ok((!keys.is_null(row)).then(|| keys.value(row))), &mut classify);
-                    }
-                    Err(_) => {
-                        // The key failed somewhere in the chunk: evaluate it element by element,
-                        // so that only the failing elements are errors (tf.data's contract).
-                        let (key, op, rows) = (self.key.clone(), self.op, chunk.clone());
-                        let key_of = |row: usize| {
-                            let keys = eval_keys(&key, &rows.slice(row, 1), op)?;
-                            let keys = keys.as_primitive::<Int64Type>();
-                            Ok((!keys.is_null(0)).then(|| keys.value(0)))
-                        };
-                        self.feed(chunk, key_of, &mut classify);
-                    }
-                },
+                Some(chunk) => self.take(chunk, &mut classify),
             }
         }
     }
 
-    /// Feeds one chunk's rows with their keys (`key_of(row)`, `None` when null), queueing the
-    /// groups completed by a run of rows, or the error of a row whose key fails or that
-    /// `classify` rejects.
+    /// Feeds the rows of `chunk` that the filter keeps (all of them without one). A row the
+    /// filter fails on is an error in its place, and the rows after it are filtered on; a
+    /// chunk the filter fails on as a whole is one error, as the filter operator reports it.
+    fn take(&mut self, chunk: RecordBatch, classify: &mut impl FnMut(Option<i64>) -> Result<(i64, usize)>) {
+        let n = chunk.num_rows();
+        let id = self.add_chunk(chunk.clone());
+        let mut start = 0;
+        while start < n {
+            let rows = chunk.slice(start, n - start);
+            let (mask, failed) = match &self.keep {
+                None => (None, None),
+                Some(keep) => match keep(&rows) {
+                    Ok(mask) => (Some(mask), None),
+                    Err(failure) => match failure.locate(&rows, &**keep) {
+                        Ok((done, row, error)) => (Some(concat_masks(&done)), Some((row, error))),
+                        Err(error) => {
+                            self.pending.push_back(Err(error));
+                            break;
+                        }
+                    },
+                },
+            };
+            let len = failed.as_ref().map_or(rows.num_rows(), |(row, _)| *row);
+            if let Err(error) = self.feed(id, &rows.slice(0, len), start, mask.as_ref(), classify) {
+                self.pending.push_back(Err(error));
+                break;
+            }
+            let Some((row, error)) = failed else { break };
+            self.pending.push_back(Err(error));
+            start += row + 1;
+        }
+        self.release_if_unused(id);
+    }
+
+    /// Feeds `rows` (rows `start..` of retained chunk `id`) that `mask` keeps (all without
+    /// one) with their keys, queueing the groups completed by a run of rows, or the error of
+    /// a row whose key fails or that `classify` rejects. Keys are evaluated over all of
+    /// `rows` at once; where that fails, element by element over the kept rows only, so that
+    /// a row the filter drops is never an error.
     fn feed(
         &mut self,
-        chunk: RecordBatch,
-        key_of: impl Fn(usize) -> Result<Option<i64>>,
-        mut classify: impl FnMut(Option<i64>) -> Result<(i64, usize)>,
-    ) {
-        let n = chunk.num_rows();
-        let id = self.add_chunk(chunk);
+        id: u64,
+        rows: &RecordBatch,
+        start: usize,
+        mask: Option<&BooleanArray>,
+        classify: &mut impl FnMut(Option<i64>) -> Result<(i64, usize)>,
+    ) -> Result<()> {
+        let n = rows.num_rows();
+        if mask.is_some_and(|m| m.len() < n) {
+            return Err(Error::execution(self.op, "internal: the filter gave fewer values than elements"));
+        }
+        let kept = |row: usize| mask.is_none_or(|m| m.is_valid(row) && m.value(row));
+        let keys = eval_keys(&self.key, rows, self.op).ok().map(|k| k.as_primitive::<Int64Type>().clone());
+        let (key, op) = (&self.key, self.op);
+        let key_of = |row: usize| -> Result<Option<i64>> {
+            match &keys {
+                Some(keys) => Ok((!keys.is_null(row)).then(|| keys.value(row))),
+                None => {
+                    // The key failed somewhere in the chunk: evaluate it element by element,
+                    // so that only the failing elements are errors (tf.data's contract).
+                    let keys = eval_keys(key, &rows.slice(row, 1), op)?;
+                    let keys = keys.as_primitive::<Int64Type>();
+                    Ok((!keys.is_null(0)).then(|| keys.value(0)))
+                }
+            }
+        };
         let mut done: Vec<Group> = Vec::new();
-        for row in 0..n {
-            match key_of(row).and_then(&mut classify) {
+        let mut pushed = 0;
+        for row in (0..n).filter(|&row| kept(row)) {
+            match key_of(row).and_then(&mut *classify) {
                 Ok((key, window)) => {
-                    if let Some(g) = self.push(key, id, row, window) {
-                        done.push(g);
+                    pushed += 1;
+                    let group = self.groups.entry(key).or_default();
+                    group.push((id, start + row));
+                    if group.len() >= window {
+                        done.extend(self.groups.remove(&key).map(|g| (key, g)));
                     }
                 }
                 Err(e) => {
@@ -136,10 +191,13 @@ impl Grouper {
                 }
             }
         }
+        if let Some((_, refs)) = self.chunks.get_mut(&id) {
+            *refs += pushed;
+        }
         if !done.is_empty() {
             self.pending.push_back(Ok(done));
         }
-        self.release_if_unused(id);
+        Ok(())
     }
 
     /// Retains `chunk` for rows to be pushed; returns its id.
@@ -155,20 +213,6 @@ impl Grouper {
         if self.chunks.get(&id).is_some_and(|(_, refs)| *refs == 0) {
             self.chunks.remove(&id);
         }
-    }
-
-    /// Adds row `row` of chunk `id` to group `key`; returns the group when it reaches `window`
-    /// rows (the group is then removed).
-    fn push(&mut self, key: i64, id: u64, row: usize, window: usize) -> Option<Group> {
-        if let Some((_, refs)) = self.chunks.get_mut(&id) {
-            *refs += 1;
-        }
-        let group = self.groups.entry(key).or_default();
-        group.push((id, row));
-        if group.len() >= window {
-            return self.groups.remove(&key).map(|g| (key, g));
-        }
-        None
     }
 
     /// The rows of `groups`, concatenated in order, one array per column; releases them.
@@ -190,19 +234,25 @@ impl Grouper {
         let mut chunks: Vec<RecordBatch> = Vec::new();
         let mut local: HashMap<u64, usize> = HashMap::new();
         let mut rows = Vec::with_capacity(groups.iter().map(|(_, g)| g.len()).sum());
+        // Consecutive rows mostly lie in one chunk: its index is looked up once per run.
+        let mut last: Option<(u64, usize)> = None;
         for &(id, row) in groups.iter().flat_map(|(_, g)| g) {
-            let at = match local.get(&id) {
-                Some(at) => *at,
-                None => {
-                    let (chunk, _) = self
-                        .chunks
-                        .get(&id)
-                        .ok_or_else(|| Error::execution(self.op, "internal: a grouped row's chunk was released"))?;
-                    chunks.push(chunk.clone());
-                    local.insert(id, chunks.len() - 1);
-                    chunks.len() - 1
-                }
+            let at = match last {
+                Some((last_id, at)) if last_id == id => at,
+                _ => match local.get(&id) {
+                    Some(at) => *at,
+                    None => {
+                        let (chunk, _) = self
+                            .chunks
+                            .get(&id)
+                            .ok_or_else(|| Error::execution(self.op, "internal: a grouped row's chunk was released"))?;
+                        chunks.push(chunk.clone());
+                        local.insert(id, chunks.len() - 1);
+                        chunks.len() - 1
+                    }
+                },
             };
+            last = Some((id, at));
             rows.push((at, row));
         }
         Ok((chunks, rows))
@@ -210,16 +260,17 @@ impl Grouper {
 
     /// Lets go of the rows of `groups`, releasing chunks none of whose rows still wait.
     pub(crate) fn release(&mut self, groups: &[Group]) {
-        let mut ids: Vec<u64> = Vec::new();
+        let mut runs: Vec<(u64, usize)> = Vec::new();
         for &(id, _) in groups.iter().flat_map(|(_, g)| g) {
-            if let Some((_, refs)) = self.chunks.get_mut(&id) {
-                *refs = refs.saturating_sub(1);
-            }
-            if ids.last() != Some(&id) {
-                ids.push(id);
+            match runs.last_mut() {
+                Some((last, count)) if *last == id => *count += 1,
+                _ => runs.push((id, 1)),
             }
         }
-        for id in ids {
+        for (id, count) in runs {
+            if let Some((_, refs)) = self.chunks.get_mut(&id) {
+                *refs = refs.saturating_sub(count);
+            }
             self.release_if_unused(id);
         }
     }
