@@ -236,6 +236,57 @@ fn interleave_of_uneven_inputs_refills_slots_in_turn() {
     assert_eq!(ints(&ds, "value"), vec![1, 2, 2, 3, 3, 4, 3, 4, 4, 4]);
 }
 
+/// tf.data's deterministic interleave order over in-memory `inputs`: a slot is read
+/// `block` elements at a time; one found exhausted is cleared and the cycle moves on; an
+/// empty slot is filled from the next input when the cycle reaches it.
+fn interleave_reference(inputs: &[Vec<i64>], cycle: usize, block: usize) -> Vec<i64> {
+    let mut pending = inputs.iter();
+    let mut slots: Vec<Option<std::collections::VecDeque<i64>>> = vec![None; cycle];
+    let (mut out, mut i, mut taken, mut input_done) = (Vec::new(), 0, 0, false);
+    while !(input_done && slots.iter().all(Option::is_none)) {
+        match &mut slots[i] {
+            None if input_done => i = (i + 1) % cycle,
+            None => match pending.next() {
+                Some(values) => slots[i] = Some(values.iter().copied().collect()),
+                None => input_done = true,
+            },
+            Some(slot) => match slot.pop_front() {
+                Some(x) => {
+                    out.push(x);
+                    taken += 1;
+                    if taken == block {
+                        (taken, i) = (0, (i + 1) % cycle);
+                    }
+                }
+                None => {
+                    slots[i] = None;
+                    (taken, i) = (0, (i + 1) % cycle);
+                }
+            },
+        }
+    }
+    out
+}
+
+#[test]
+fn interleave_of_multi_row_chunks_follows_tf_data_order() {
+    // Element x yields LENS[x] values 100x, 100x + 1, ... in chunks of CHUNKS[x] rows, so
+    // whole rounds of blocks are often buffered in every slot (and often not).
+    const LENS: [i64; 6] = [7, 12, 5, 30, 4, 9];
+    const CHUNKS: [i64; 6] = [4, 5, 3, 12, 2, 9];
+    let inputs: Vec<Vec<i64>> = (0..6).map(|x| (0..LENS[x]).map(|v| 100 * x as i64 + v).collect()).collect();
+    let spec = range(0, 1).element_spec().clone();
+    let values = DatasetFunction::closure(Some("values"), spec, |row| {
+        let x = column_i64(row, "value")[0] as usize;
+        let all: Vec<i64> = (0..LENS[x]).map(|v| 100 * x as i64 + v).collect();
+        Dataset::from_batches(all.chunks(CHUNKS[x] as usize).map(|c| int_batch("value", c.to_vec())).collect())
+    });
+    for (cycle, block) in [(3, 2), (2, 1), (4, 3), (3, 5)] {
+        let ds = range(0, 6).interleave(values.clone(), Tunable::Fixed(cycle as u32), block as u64).unwrap();
+        assert_eq!(ints(&ds, "value"), interleave_reference(&inputs, cycle, block), "cycle {cycle}, block {block}");
+    }
+}
+
 #[test]
 fn flat_map_from_tensor_slices() {
     let ds = range(0, 7).batch(3).unwrap().flat_map(DatasetFunction::FromTensorSlices).unwrap();

@@ -61,6 +61,12 @@ impl RowReader {
         self.current.as_ref().is_some_and(|c| self.offset < c.num_rows())
     }
 
+    /// The rows of the pulled chunk left to read (a read of up to this many would not pull
+    /// the input).
+    pub fn buffered_rows(&self) -> usize {
+        self.current.as_ref().map_or(0, |c| c.num_rows().saturating_sub(self.offset))
+    }
+
     /// Up to `max` next rows as one zero-copy slice of a single input chunk (so possibly
     /// fewer than `max` even before the end); `None` at the end.
     pub fn next_slice(&mut self, max: usize) -> Result<Option<RecordBatch>> {

@@ -352,6 +352,47 @@ impl InterleaveOp {
         self.cycle_index = (self.cycle_index + 1) % self.slots.len();
     }
 
+    /// Whole rounds of the cycle at once, when every slot is open and holds whole blocks in
+    /// its current chunk and the cycle is at the start of a block: the rounds that all slots
+    /// can serve without pulling, as many as fit in `room` rows, are added to `gather` slot
+    /// by slot, with one read per slot. The order is the one round after round of
+    /// [`InterleaveOp::next_run`] gives (no slot waits, so none is skipped). Returns whether
+    /// any rows were taken.
+    fn take_rounds(&mut self, gather: &mut Gather, room: usize) -> Result<bool> {
+        let (n, b) = (self.slots.len(), usize::try_from(self.block_length).unwrap_or(usize::MAX));
+        if self.block_index != 0 || b == 0 {
+            return Ok(false);
+        }
+        let mut rounds = room / n.saturating_mul(b).max(1);
+        for slot in &self.slots {
+            let Some((reader, ..)) = slot else { return Ok(false) };
+            rounds = rounds.min(reader.buffered_rows() / b);
+        }
+        if rounds == 0 {
+            return Ok(false);
+        }
+        // Sources first, so that a failure leaves every reader where it was.
+        let mut starts = Vec::with_capacity(n);
+        for k in 0..n {
+            let (reader, _, opened, _) = self.slots[(self.cycle_index + k) % n].as_ref().expect("every slot is open");
+            let chunk = reader.current().expect("buffered rows are in the current chunk");
+            starts.push(gather.source((*opened, reader.generation()), chunk, &self.datasets.schema)?);
+        }
+        let mut firsts = Vec::with_capacity(n);
+        for k in 0..n {
+            let (reader, ..) = self.slots[(self.cycle_index + k) % n].as_mut().expect("every slot is open");
+            firsts.push(reader.next_range(rounds * b)?.expect("the rows are buffered").0);
+        }
+        let starts: Vec<(usize, usize)> = starts.into_iter().zip(firsts).collect();
+        for round in 0..rounds {
+            for &(source, offset) in &starts {
+                let first = offset + round * b;
+                gather.indices.extend((first..first + b).map(|row| (source, row)));
+            }
+        }
+        Ok(true)
+    }
+
     /// The next run of elements from the current block, as the slot it comes from and the
     /// range `(offset, rows)` of that slot's current chunk; `None` at the end.
     fn next_run(&mut self) -> Result<Option<(usize, usize, usize)>> {
@@ -421,16 +462,22 @@ impl Gather {
         rows: usize,
         schema: &SchemaRef,
     ) -> Result<()> {
+        let source = self.source(key, chunk, schema)?;
+        self.indices.extend((offset..offset + rows).map(|row| (source, row)));
+        Ok(())
+    }
+
+    /// The index of the source `chunk`, known by `key`, added (relabeled to `schema`) unless
+    /// it is there.
+    fn source(&mut self, key: (u64, u64), chunk: &RecordBatch, schema: &SchemaRef) -> Result<usize> {
         // A source is usually the last one added, or one a cycle ago.
-        let source = match self.sources.iter().rposition(|(k, _)| *k == key) {
+        Ok(match self.sources.iter().rposition(|(k, _)| *k == key) {
             Some(i) => i,
             None => {
                 self.sources.push((key, crate::conform::relabel(chunk.clone(), schema)?));
                 self.sources.len() - 1
             }
-        };
-        self.indices.extend((offset..offset + rows).map(|row| (source, row)));
-        Ok(())
+        })
     }
 
     /// The gathered rows as one chunk: a zero-copy slice when they are one range of one
@@ -459,6 +506,16 @@ impl Operator for InterleaveOp {
             // Parallel: hand out what is here rather than wait for a slow input to fill the chunk.
             if gather.rows() > 0 && !self.current_ready() {
                 break;
+            }
+            let room = self.chunk_rows - gather.rows();
+            match self.take_rounds(&mut gather, room) {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) if gather.rows() == 0 => return Err(e),
+                Err(e) => {
+                    self.error = Some(e);
+                    break;
+                }
             }
             match self.next_run() {
                 Ok(Some((slot, offset, rows))) => {
