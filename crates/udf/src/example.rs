@@ -20,7 +20,7 @@ use arrow::array::{
     Array, ArrayBuilder, ArrayRef, AsArray, BinaryArray, BinaryBuilder, FixedSizeListArray, Float32Array, Int64Array,
     ListArray, StructArray, UInt32Array,
 };
-use arrow::buffer::OffsetBuffer;
+use arrow::buffer::{Buffer, MutableBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{DataType, Field, Int64Type};
 pub use flumen_ir::example::{output_spec, Defaults, FeatureKind, FeatureSpec};
 use flumen_ir::DType;
@@ -97,7 +97,9 @@ pub struct ParseError {
 /// Values of one feature across the chunk.
 enum Values {
     Int64(Vec<i64>),
-    Float32(Vec<f32>),
+    /// Floats as their little-endian bytes, so that a packed `FloatList` (little-endian
+    /// floats on the wire) is appended with one copy.
+    Float32(MutableBuffer),
     Bytes(BinaryBuilder),
 }
 
@@ -105,7 +107,7 @@ impl Values {
     fn len(&self) -> usize {
         match self {
             Values::Int64(v) => v.len(),
-            Values::Float32(v) => v.len(),
+            Values::Float32(v) => v.len() / 4,
             Values::Bytes(b) => ArrayBuilder::len(b),
         }
     }
@@ -113,7 +115,7 @@ impl Values {
     fn truncate(&mut self, n: usize) {
         match self {
             Values::Int64(v) => v.truncate(n),
-            Values::Float32(v) => v.truncate(n),
+            Values::Float32(v) => v.truncate(n * 4),
             // Only reached for a feature listed twice in one record, which protobuf resolves
             // to the last: rebuild without the first listing's values.
             Values::Bytes(b) => {
@@ -167,8 +169,16 @@ impl<'a> Wire<'a> {
         }
     }
 
+    /// A varint of more than one byte: two bytes (the lengths of lists of tens of values)
+    /// without the loop.
     #[inline(never)]
     fn long_varint(&mut self) -> Result<u64, String> {
+        if let Some(&[b0, b1]) = self.bytes.get(self.at..self.at + 2) {
+            if b1 < 0x80 {
+                self.at += 2;
+                return Ok(u64::from(b0 & 0x7f) | u64::from(b1) << 7);
+            }
+        }
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
             let byte = *self.bytes.get(self.at).ok_or("a varint runs past the end")?;
@@ -248,7 +258,11 @@ fn append_list(list: &[u8], values: &mut Values) -> Result<(), String> {
                 if packed.len() % 4 != 0 {
                     return Err("a packed float list is not a multiple of 4 bytes".into());
                 }
-                v.extend(packed.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))));
+                if cfg!(target_endian = "little") {
+                    v.extend_from_slice(packed);
+                } else {
+                    packed.chunks_exact(4).for_each(|c| v.push(f32::from_le_bytes(c.try_into().expect("4 bytes"))));
+                }
             }
             (Values::Float32(v), 5) => v.push(f32::from_le_bytes(wire.take(4)?.try_into().expect("4 bytes"))),
             (Values::Int64(v), 2) => packed_varints(wire.delimited()?, v)?,
@@ -312,10 +326,63 @@ fn append_feature(feature: &[u8], column: &mut Column) -> Result<(), String> {
     Ok(())
 }
 
+/// The requested keys, each with the columns that read it, and per entry position of the
+/// `Features` map the key found there in the last record. Examples written by one program
+/// list their features in the same order, so the guess is checked with one comparison
+/// instead of a search through the keys.
+struct Keys {
+    names: Vec<(Vec<u8>, Vec<usize>)>,
+    guesses: Vec<usize>,
+}
+
+impl Keys {
+    fn of(columns: &[FeatureSpec]) -> Keys {
+        let mut names: Vec<(Vec<u8>, Vec<usize>)> = Vec::new();
+        for (c, spec) in columns.iter().enumerate() {
+            match names.iter_mut().find(|(name, _)| name.as_slice() == spec.name.as_bytes()) {
+                Some((_, readers)) => readers.push(c),
+                None => names.push((spec.name.as_bytes().to_vec(), vec![c])),
+            }
+        }
+        Keys { names, guesses: Vec::new() }
+    }
+
+    /// The requested key equal to `key`, the entry at `position` of its record.
+    #[inline]
+    fn find(&mut self, position: usize, key: &[u8]) -> Option<usize> {
+        if let Some(&guess) = self.guesses.get(position) {
+            if self.names.get(guess).is_some_and(|(name, _)| same(name, key)) {
+                return Some(guess);
+            }
+        }
+        let found = self.names.iter().position(|(name, _)| same(name, key));
+        let guess = found.unwrap_or(usize::MAX);
+        if position < self.guesses.len() {
+            self.guesses[position] = guess;
+        } else if position == self.guesses.len() {
+            self.guesses.push(guess);
+        }
+        found
+    }
+}
+
+/// Byte-string equality, short keys compared in line rather than by a library call.
+#[inline]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && if a.len() <= 16 { a.iter().zip(b).all(|(x, y)| x == y) } else { a == b }
+}
+
 /// Parses one serialized `Example` (record `row`) into the columns, then checks the record's
 /// `sparse` features.
-fn parse_record(record: &[u8], row: usize, columns: &mut [Column], sparse: &[Sparse]) -> Result<(), String> {
+fn parse_record(
+    record: &[u8],
+    row: usize,
+    columns: &mut [Column],
+    keys: &mut Keys,
+    sparse: &[Sparse],
+) -> Result<(), String> {
     let mut example = Wire::new(record);
+    let mut position = 0;
     while !example.done() {
         let (field, wire_type) = example.key()?;
         if field != 1 || wire_type != 2 {
@@ -339,9 +406,12 @@ fn parse_record(record: &[u8], row: usize, columns: &mut [Column], sparse: &[Spa
                 }
             }
             let Some(key) = key else { continue };
+            position += 1;
+            let Some(found) = keys.find(position - 1, key) else { continue };
             // A key read by several columns (a sparse feature's index and a feature of its
             // own) feeds each of them.
-            for column in columns.iter_mut().filter(|c| c.spec.name.as_bytes() == key) {
+            for &c in &keys.names[found].1 {
+                let column = &mut columns[c];
                 // A key listed twice: protobuf keeps the last value.
                 if column.seen == Some(row) {
                     let start = *column.offsets.last().expect("offsets start with 0") as usize;
@@ -389,6 +459,7 @@ fn append_default(default: &Defaults, values: &mut Values) {
 /// as [`output_spec`] describes them. Stops at the first bad record.
 pub fn parse_examples(records: &BinaryArray, features: &[FeatureSpec]) -> Result<Vec<ArrayRef>, ParseError> {
     let layout = Layout::of(features);
+    let mut keys = Keys::of(&layout.columns);
     let mut columns: Vec<Column> = layout
         .columns
         .iter()
@@ -397,7 +468,7 @@ pub fn parse_examples(records: &BinaryArray, features: &[FeatureSpec]) -> Result
             per_record: spec.values_per_record(),
             values: match spec.dtype {
                 DType::Int64 => Values::Int64(Vec::with_capacity(capacity(spec, records))),
-                DType::Float32 => Values::Float32(Vec::with_capacity(capacity(spec, records))),
+                DType::Float32 => Values::Float32(MutableBuffer::with_capacity(capacity(spec, records) * 4)),
                 _ => Values::Bytes(BinaryBuilder::with_capacity(records.len(), 0)),
             },
             offsets: vec![0],
@@ -408,7 +479,7 @@ pub fn parse_examples(records: &BinaryArray, features: &[FeatureSpec]) -> Result
         if records.is_null(row) {
             return Err(ParseError { row, message: "the record is null".into() });
         }
-        parse_record(records.value(row), row, &mut columns, &layout.sparse)
+        parse_record(records.value(row), row, &mut columns, &mut keys, &layout.sparse)
             .map_err(|message| ParseError { row, message })?;
     }
     let parsed: Vec<ArrayRef> = columns.into_iter().map(finish).collect();
@@ -587,7 +658,10 @@ fn finish(column: Column) -> ArrayRef {
     let field = column.spec.field();
     let flat: ArrayRef = match column.values {
         Values::Int64(v) => Arc::new(Int64Array::from(v)),
-        Values::Float32(v) => Arc::new(Float32Array::from(v)),
+        Values::Float32(v) => {
+            let len = v.len() / 4;
+            Arc::new(Float32Array::new(ScalarBuffer::new(Buffer::from(v), 0, len), None))
+        }
         Values::Bytes(mut b) => Arc::new(b.finish()),
     };
     let array: ArrayRef = match &column.spec.kind {
@@ -695,6 +769,27 @@ mod tests {
         assert_eq!(tags.value_offsets(), &[0, 2, 2, 2]);
         let values: Vec<&[u8]> = tags.values().as_binary::<i32>().iter().map(|v| v.unwrap()).collect();
         assert_eq!(values, vec![&b"a"[..], b"bc"]);
+    }
+
+    #[test]
+    fn lengths_and_values_of_one_two_and_more_varint_bytes_parse() {
+        // A 40-float list is 160 bytes, its length (and the entry's, and the map's) a
+        // two-byte varint; ids take one, two, three and ten bytes (negative).
+        let floats: Vec<f32> = (0..40).map(|i| i as f32 * 0.5).collect();
+        let ids = [5i64, 300, 16_389, -2];
+        let records = BinaryArray::from_iter_values(ids.iter().map(|id| {
+            serialize_example(&[("id", FeatureValues::Int64(&[*id])), ("v", FeatureValues::Float32(&floats))])
+        }));
+        let fixed = |name: &str, dtype, shape| FeatureSpec {
+            name: name.into(),
+            dtype,
+            kind: FeatureKind::FixedLen { shape, default: None },
+        };
+        let cols = parse_examples(&records, &[fixed("v", DType::Float32, vec![40]), fixed("id", DType::Int64, vec![])])
+            .unwrap();
+        let v = cols[0].as_fixed_size_list().values().as_primitive::<Float32Type>().values().to_vec();
+        assert_eq!(v, floats.repeat(4));
+        assert_eq!(cols[1].as_primitive::<Int64Type>().values().to_vec(), ids.to_vec());
     }
 
     #[test]
