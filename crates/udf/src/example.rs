@@ -471,7 +471,12 @@ pub fn parse_examples(records: &BinaryArray, features: &[FeatureSpec]) -> Result
                 DType::Float32 => Values::Float32(MutableBuffer::with_capacity(capacity(spec, records) * 4)),
                 _ => Values::Bytes(BinaryBuilder::with_capacity(records.len(), 0)),
             },
-            offsets: vec![0],
+            offsets: {
+                // One end per record: grown by doubling, it was copied a dozen times a chunk.
+                let mut offsets = Vec::with_capacity(records.len() + 1);
+                offsets.push(0);
+                offsets
+            },
             seen: None,
         })
         .collect();
