@@ -322,16 +322,15 @@ fn sparse_features_parse_from_tfrecords_and_batch() {
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].contains("index 9 of feature 'idx' is outside [0, 4)"), "{}", errors[0]);
     let kept: Vec<_> = ds.ignore_errors().unwrap().iter().map(|e| e.unwrap()).collect();
-    let entries: Vec<(Vec<i64>, Vec<f32>)> = kept
-        .iter()
-        .map(|element| {
-            let s = element.column(0).as_struct();
-            let coords = s.column(0).as_list::<i32>().value(0);
-            let coords = coords.as_fixed_size_list().values().as_primitive::<Int64Type>().values().to_vec();
-            let values = s.column(1).as_list::<i32>().value(0);
-            (coords, values.as_primitive::<Float32Type>().values().to_vec())
-        })
-        .collect();
+    // Each element's sparse tensor as its flat coordinates and its values.
+    let entry = |element: &arrow::record_batch::RecordBatch| {
+        let s = element.column(0).as_struct();
+        let coords = s.column(0).as_list::<i32>().value(0);
+        let coords = coords.as_fixed_size_list().values().as_primitive::<Int64Type>().values().to_vec();
+        let values = s.column(1).as_list::<i32>().value(0);
+        (coords, values.as_primitive::<Float32Type>().values().to_vec())
+    };
+    let entries: Vec<(Vec<i64>, Vec<f32>)> = kept.iter().map(entry).collect();
     assert_eq!(entries, vec![(vec![0, 2], vec![0.5, 2.0]), (vec![], vec![]), (vec![1], vec![3.0])]);
     assert!(kept.iter().all(|e| e.column(0).null_count() == 0));
     // Batched as tf.data batches SparseTensors: each entry's element position comes first.
@@ -355,4 +354,12 @@ fn sparse_features_parse_from_tfrecords_and_batch() {
         .collect::<Vec<_>>()
         .concat();
     assert_eq!(batches, vec![(vec![0, 0, 0, 2], vec![0.5, 2.0]), (vec![0, 1], vec![3.0])]);
+    // Unbatched back into the elements: where a batch's element count is known. A sparse
+    // field alone does not record it (tf.data's dense_shape[0]) unless the batch size is fixed.
+    let err = batched.unbatch().unwrap_err().to_string();
+    assert!(err.contains("all sparse with an unknown leading dimension"), "{err}");
+    let fixed = ds.ignore_errors().unwrap().batch_with(2, true).unwrap().unbatch().unwrap();
+    assert_eq!(fixed.element_spec().to_string(), "{s: sparse float32[4]}");
+    let unbatched: Vec<(Vec<i64>, Vec<f32>)> = fixed.iter().map(|e| entry(&e.unwrap())).collect();
+    assert_eq!(unbatched, vec![(vec![0, 2], vec![0.5, 2.0]), (vec![], vec![])]);
 }

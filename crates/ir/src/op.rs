@@ -465,10 +465,10 @@ impl Op {
                 let padded = padded_spec(input(), padded_shapes, padding_values, &name)?;
                 Ok(padded.batched(if *drop_remainder { *batch_size as i64 } else { UNKNOWN }))
             }
-            Op::Unbatch => input().unbatched(&name),
+            Op::Unbatch => unbatched_elements(input(), &name),
             Op::Rebatch { batch_size, drop_remainder } => {
                 positive("batch_size", *batch_size)?;
-                let inner = input().unbatched(&name)?;
+                let inner = unbatched_elements(input(), &name)?;
                 Ok(inner.batched(if *drop_remainder { *batch_size as i64 } else { UNKNOWN }))
             }
             Op::Shuffle { buffer_size, .. } => {
@@ -712,9 +712,40 @@ fn dataset_fn_output(func: &DatasetFn, input: &ElementSpec, operator: &str) -> R
             }
             format.output_spec()
         }
-        DatasetFn::FromTensorSlices => input.unbatched(operator),
+        DatasetFn::FromTensorSlices => unbatched_elements(input, operator),
         DatasetFn::Closure { output, .. } => Ok(output.clone()),
     }
+}
+
+/// The elements `unbatch` makes of `input`'s. A sparse field's elements are its slices
+/// along the leading dimension, so it needs rank 2 or more (a sparse tensor has rank 1 or
+/// more, as in TensorFlow). A sparse field does not record how many elements it holds
+/// (tf.data's `dense_shape[0]`): a dense or ragged field says it, or else the sparse
+/// fields' leading dimension must be known.
+fn unbatched_elements(input: &ElementSpec, operator: &str) -> Result<ElementSpec> {
+    let sparse = |f: &&FieldSpec| f.kind == FieldKind::Sparse;
+    if let Some(f) = input.fields.iter().filter(sparse).find(|f| f.shape.len() < 2) {
+        return Err(Error::plan(
+            operator,
+            format!(
+                "sparse field '{}' has rank {}: its slices would be sparse tensors of rank 0",
+                f.name,
+                f.shape.len()
+            ),
+        ));
+    }
+    let all_sparse = !input.fields.is_empty() && input.fields.iter().all(|f| sparse(&f));
+    if all_sparse && input.fields.iter().all(|f| f.shape[0] < 0) {
+        let names: Vec<&str> = input.fields.iter().map(|f| f.name.as_str()).collect();
+        return Err(Error::plan(
+            operator,
+            format!(
+                "the fields {names:?} are all sparse with an unknown leading dimension: how many elements each \
+                 holds is not recorded (batch them with drop_remainder, or with a dense field)"
+            ),
+        ));
+    }
+    input.unbatched(operator)
 }
 
 /// The spec after padding: padded fields get the target shape, `-1` where the batch decides.

@@ -251,7 +251,10 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         }
         Op::FlatMap { func } => {
             let opened = ctx.metrics.stats(StatsKey::Opened(plan.node_id()));
-            Box::new(FlatMapOp::new(input()?, ElementDatasets::new(func, ctx, schema)?.counted(opened)))
+            Box::new(FlatMapOp::new(
+                input()?,
+                ElementDatasets::new(func, ctx, plan.input().spec(), schema)?.counted(opened),
+            ))
         }
         // A cycle length of AUTOTUNE is the number of cores, fixed at the start as in
         // tf.data: changing it while running would change the element order.
@@ -261,7 +264,7 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
                 Tunable::Default | Tunable::Autotune => ctx.options.cores,
             };
             let opened = ctx.metrics.stats(StatsKey::Opened(plan.node_id()));
-            let datasets = ElementDatasets::new(func, ctx, schema)?.counted(opened);
+            let datasets = ElementDatasets::new(func, ctx, plan.input().spec(), schema)?.counted(opened);
             let op = InterleaveOp::new(input()?, datasets, cycle, *block_length, chunk_rows);
             if !is_parallel(num_parallel_calls) {
                 return Ok(Box::new(op));
@@ -298,9 +301,9 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
             plan.input().spec(),
             plan.spec(),
         )?),
-        Op::Unbatch => Box::new(UnbatchOp::new(input()?, schema)),
+        Op::Unbatch => Box::new(UnbatchOp::new(input()?, plan.input().spec(), schema)),
         Op::Rebatch { batch_size, drop_remainder } => {
-            Box::new(RebatchOp::new(input()?, *batch_size, *drop_remainder, schema)?)
+            Box::new(RebatchOp::new(input()?, plan.input().spec(), *batch_size, *drop_remainder, schema)?)
         }
         Op::Shuffle { buffer_size, seed, reshuffle_each_iteration } => {
             let seed = ctx.seed(plan, *seed, *reshuffle_each_iteration);

@@ -202,6 +202,102 @@ fn wrap_sparse(fields: &Fields, values: &ArrayRef, runs: &[Run]) -> Result<Array
     Ok(Arc::new(StructArray::try_new(fields.clone(), columns, None)?))
 }
 
+/// A column of sparse tensors (per element, a list of coordinates and a list of values), read
+/// along its leading dimension for `unbatch`.
+pub struct SparseRows<'a> {
+    coords: &'a ListArray,
+    /// Every coordinate of the column, `rank` per point.
+    flat: &'a [i64],
+    rank: usize,
+    values: &'a ListArray,
+}
+
+impl<'a> SparseRows<'a> {
+    /// The sparse tensors of `column`; `None` when it holds none.
+    pub fn of(column: &'a ArrayRef) -> Option<SparseRows<'a>> {
+        let elements = column.as_struct_opt().filter(|s| s.num_columns() == 2)?;
+        let (coords, values) = (elements.column(0).as_list_opt::<i32>()?, elements.column(1).as_list_opt::<i32>()?);
+        let points = coords.values().as_fixed_size_list_opt()?;
+        let flat = points.values().as_primitive_opt::<Int64Type>()?.values();
+        Some(SparseRows { coords, flat, rank: points.value_length() as usize, values })
+    }
+
+    /// Row `row`'s points, as a range of point numbers, and the value number of its first.
+    fn points(&self, row: usize) -> (usize, usize, usize) {
+        let c = self.coords.value_offsets();
+        (c[row] as usize, c[row + 1] as usize, self.values.value_offsets()[row] as usize)
+    }
+
+    /// Whether row `row` splits into `count` elements: one value per point, and every
+    /// point's leading coordinate in `[0, count)`.
+    pub fn fits(&self, row: usize, count: usize) -> bool {
+        let (start, end, _) = self.points(row);
+        let v = self.values.value_offsets();
+        end - start == (v[row + 1] - v[row]) as usize
+            && (start..end).all(|j| usize::try_from(self.flat[j * self.rank]).is_ok_and(|c| c < count))
+    }
+
+    /// Rows `rows` (each [`fits`](Self::fits) its `count`) as their elements, in order, a
+    /// column of `out_type`: element `e` of a row holds the row's points whose leading
+    /// coordinate is `e`, without that coordinate, in the row's order, as tf.data slices a
+    /// batched `SparseTensor`. Values are a zero-copy slice unless points need reordering.
+    pub fn unbatch(
+        &self,
+        rows: std::ops::Range<usize>,
+        count: impl Fn(usize) -> usize,
+        out_type: &DataType,
+    ) -> Result<ArrayRef> {
+        let bad = || Error::execution("unbatch", format!("cannot unbatch sparse tensors into {out_type}"));
+        let DataType::Struct(fields) = out_type else { return Err(bad()) };
+        let (DataType::List(coord_item), DataType::List(value_item)) = (fields[0].data_type(), fields[1].data_type())
+        else {
+            return Err(bad());
+        };
+        let DataType::FixedSizeList(index_item, out_rank) = coord_item.data_type() else { return Err(bad()) };
+        if *out_rank as usize + 1 != self.rank {
+            return Err(bad());
+        }
+        let r = self.rank;
+        let (mut coords, mut order, mut offsets) = (Vec::new(), Vec::new(), vec![0i32]);
+        let mut points: Vec<usize> = Vec::new();
+        for row in rows {
+            let (start, end, first_value) = self.points(row);
+            points.clear();
+            points.extend(start..end);
+            // Stable: points of one element keep their order.
+            points.sort_by_key(|&j| self.flat[j * r]);
+            let mut at = 0;
+            for element in 0..count(row) as i64 {
+                while let Some(&j) = points.get(at).filter(|&&j| self.flat[j * r] == element) {
+                    coords.extend_from_slice(&self.flat[j * r + 1..(j + 1) * r]);
+                    order.push(u32::try_from(first_value + j - start).map_err(|_| too_large(first_value + j))?);
+                    at += 1;
+                }
+                offsets.push(i32::try_from(order.len()).map_err(|_| too_large(order.len()))?);
+            }
+        }
+        let child = self.values.values();
+        let values = match order.first() {
+            None => child.slice(0, 0),
+            Some(&first) if order.windows(2).all(|w| w[1] == w[0] + 1) => child.slice(first as usize, order.len()),
+            Some(_) => take(child, &UInt32Array::from(order), None)?,
+        };
+        let coords =
+            FixedSizeListArray::try_new(index_item.clone(), *out_rank, Arc::new(Int64Array::from(coords)), None)?;
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(ListArray::try_new(coord_item.clone(), offsets.clone(), Arc::new(coords), None)?),
+            Arc::new(ListArray::try_new(
+                value_item.clone(),
+                offsets,
+                conform_array(values, value_item.data_type())?,
+                None,
+            )?),
+        ];
+        Ok(Arc::new(StructArray::try_new(fields.clone(), columns, None)?))
+    }
+}
+
 fn too_large(total: usize) -> Error {
     Error::execution("batch", format!("a list column of {total} values exceeds the 2^31 value limit of List"))
 }

@@ -6,21 +6,32 @@
 
 use std::sync::Arc;
 
+use arrow::array::ArrayRef;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use flumen_ir::{Error, Result};
+use flumen_ir::{ElementSpec, Error, FieldKind, Result};
 
 use super::batch::BatchOp;
-use super::list_kernels::{item_type, outer_level, Nest};
+use super::list_kernels::{item_type, outer_level, Nest, SparseRows};
 use crate::checkpoint::replay::PrePull;
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::{conform_array, make_batch};
 use crate::operator::{BoxOperator, Operator};
 
+/// A field's leading dimension in a chunk.
+enum Leading<'a> {
+    /// A dense or ragged field: its outer list level and that level's child.
+    List(Nest, ArrayRef),
+    /// A sparse field: its elements are the slices of its tensors.
+    Sparse(SparseRows<'a>),
+}
+
 /// `unbatch()`.
 pub struct UnbatchOp {
     input: BoxOperator,
     schema: SchemaRef,
+    /// Elements per input element when every field is sparse: their known leading dimension.
+    sparse_elements: Option<usize>,
     /// A chunk being read and the first element not yet unbatched.
     pending: Option<(RecordBatch, usize)>,
     /// Input elements before the current chunk (for error messages).
@@ -32,9 +43,16 @@ pub struct UnbatchOp {
 }
 
 impl UnbatchOp {
-    /// Unbatches `input`; `schema` is the output schema.
-    pub fn new(input: BoxOperator, schema: SchemaRef) -> Self {
-        UnbatchOp { input, schema, pending: None, seen: 0, before: PrePull::default(), base: 0 }
+    /// Unbatches `input`, of elements of `input_spec`; `schema` is the output schema.
+    pub fn new(input: BoxOperator, input_spec: &ElementSpec, schema: SchemaRef) -> Self {
+        // A sparse field does not record its leading dimension per element (plans check that
+        // a dense or ragged field gives it where the spec does not).
+        let sparse_elements = input_spec
+            .fields
+            .iter()
+            .filter(|f| f.kind == FieldKind::Sparse)
+            .find_map(|f| f.shape.first().and_then(|&d| usize::try_from(d).ok()));
+        UnbatchOp { input, schema, sparse_elements, pending: None, seen: 0, before: PrePull::default(), base: 0 }
     }
 }
 
@@ -58,14 +76,17 @@ impl Operator for UnbatchOp {
                 .iter()
                 .zip(self.schema.fields())
                 .map(|(c, f)| {
-                    outer_level(c).ok_or_else(|| {
+                    if let Some(sparse) = SparseRows::of(c) {
+                        return Ok(Leading::Sparse(sparse));
+                    }
+                    outer_level(c).map(|(nest, child)| Leading::List(nest, child)).ok_or_else(|| {
                         Error::execution(
                             "unbatch",
                             format!("field '{}' of type {} has no list dimension to unbatch", f.name(), c.data_type()),
                         )
                     })
                 })
-                .collect::<Result<Vec<(Nest, _)>>>();
+                .collect::<Result<Vec<Leading>>>();
             let levels = match levels {
                 Ok(l) => l,
                 Err(e) => {
@@ -73,10 +94,23 @@ impl Operator for UnbatchOp {
                     return Err(e);
                 }
             };
+            let lists: Vec<&Nest> = levels
+                .iter()
+                .filter_map(|l| match l {
+                    Leading::List(nest, _) => Some(nest),
+                    Leading::Sparse(_) => None,
+                })
+                .collect();
+            let sparse_elements = self.sparse_elements;
+            // Elements per input element: a list field's length, else the sparse fields' known
+            // leading dimension.
+            let count = |i: usize| lists.first().map(|nest| nest.len(i)).or(sparse_elements).unwrap_or(0);
             // The first element whose fields disagree on their leading length.
             let bad = (from..n).find(|&i| {
-                let l0 = levels.first().map(|(nest, _)| nest.len(i));
-                levels.iter().any(|(nest, _)| Some(nest.len(i)) != l0)
+                levels.iter().any(|l| match l {
+                    Leading::List(nest, _) => nest.len(i) != count(i),
+                    Leading::Sparse(sparse) => !sparse.fits(i, count(i)),
+                })
             });
             let end = bad.unwrap_or(n);
             if bad == Some(from) {
@@ -91,7 +125,19 @@ impl Operator for UnbatchOp {
                     .fields()
                     .iter()
                     .zip(&levels)
-                    .map(|(f, (nest, _))| format!("'{}' has {}", f.name(), nest.len(i)))
+                    .map(|(f, l)| match l {
+                        Leading::List(nest, _) => format!("'{}' has {}", f.name(), nest.len(i)),
+                        Leading::Sparse(sparse) if sparse.fits(i, count(i)) => {
+                            format!("'{}' splits into {}", f.name(), count(i))
+                        }
+                        Leading::Sparse(_) => format!(
+                            "sparse '{}' does not split into {} (a point's leading index is outside [0, {}) or \
+                             its values do not match its points)",
+                            f.name(),
+                            count(i),
+                            count(i)
+                        ),
+                    })
                     .collect();
                 return Err(Error::execution(
                     "unbatch",
@@ -107,21 +153,16 @@ impl Operator for UnbatchOp {
             } else {
                 self.seen += n as u64;
             }
-            let Some((first, _)) = levels.first() else {
-                continue;
-            };
-            let start = first.range(from).0;
-            let stop = first.range(end - 1).0 + first.len(end - 1);
-            let rows = stop - start;
+            let rows: usize = (from..end).map(count).sum();
             if rows == 0 {
                 continue;
             }
             let columns = levels
                 .iter()
                 .zip(self.schema.fields())
-                .map(|((nest, child), f)| {
-                    let s = nest.range(from).0;
-                    conform_array(child.slice(s, rows), f.data_type())
+                .map(|(l, f)| match l {
+                    Leading::List(nest, child) => conform_array(child.slice(nest.range(from).0, rows), f.data_type()),
+                    Leading::Sparse(sparse) => sparse.unbatch(from..end, count, f.data_type()),
                 })
                 .collect::<Result<Vec<_>>>()?;
             return make_batch(&self.schema, columns, rows).map(Some);
@@ -163,8 +204,15 @@ pub struct RebatchOp {
 }
 
 impl RebatchOp {
-    /// Rebatches `input` into batches of `batch_size` (> 0); `schema` is the output schema.
-    pub fn new(input: BoxOperator, batch_size: u64, drop_remainder: bool, schema: SchemaRef) -> Result<Self> {
+    /// Rebatches `input`, of elements of `input_spec`, into batches of `batch_size` (> 0);
+    /// `schema` is the output schema.
+    pub fn new(
+        input: BoxOperator,
+        input_spec: &ElementSpec,
+        batch_size: u64,
+        drop_remainder: bool,
+        schema: SchemaRef,
+    ) -> Result<Self> {
         let fields = schema
             .fields()
             .iter()
@@ -179,7 +227,7 @@ impl RebatchOp {
             })
             .collect::<Result<Vec<_>>>()?;
         let unbatched: SchemaRef = Arc::new(Schema::new(fields));
-        let unbatch = UnbatchOp::new(input, unbatched);
+        let unbatch = UnbatchOp::new(input, input_spec, unbatched);
         Ok(RebatchOp { inner: BatchOp::new(Box::new(unbatch), batch_size, drop_remainder, schema) })
     }
 }
@@ -227,7 +275,7 @@ mod tests {
         let child_ptr =
             batched[0].column(0).as_fixed_size_list().values().as_primitive::<Int64Type>().values().as_ptr();
         let schema = int_spec("x").arrow_schema();
-        let mut op = UnbatchOp::new(source(batched), schema.clone());
+        let mut op = UnbatchOp::new(source(batched), &int_spec("x").batched(2), schema.clone());
         let out = collect(&mut op, &schema).unwrap();
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].column(0).as_primitive::<Int64Type>().values().as_ptr(), child_ptr);
@@ -262,7 +310,7 @@ mod tests {
         let empty = c.slice(0, 1);
         let out_spec = Op::Unbatch.output_spec(&[&in_spec]).unwrap();
         let schema = out_spec.arrow_schema();
-        let mut op = UnbatchOp::new(source(vec![empty, c.slice(1, 2), c.slice(3, 1)]), schema.clone());
+        let mut op = UnbatchOp::new(source(vec![empty, c.slice(1, 2), c.slice(3, 1)]), &in_spec, schema.clone());
         let out = collect(&mut op, &schema).unwrap();
         assert_eq!(rows(&out, "x"), strs(&["1", "2", "3"]));
         assert_eq!(rows(&out, "s"), strs(&["a", "b", "c"]));
@@ -278,7 +326,7 @@ mod tests {
         let a = list_col(vec![Some(vec![1]), Some(vec![2, 3]), Some(vec![4])], &spec.fields[0].arrow_type());
         let b = list_col(vec![Some(vec![10]), Some(vec![20]), Some(vec![40])], &spec.fields[1].arrow_type());
         let schema = spec.unbatched("unbatch").unwrap().arrow_schema();
-        let mut op = UnbatchOp::new(source(vec![chunk(&spec, vec![a, b])]), schema.clone());
+        let mut op = UnbatchOp::new(source(vec![chunk(&spec, vec![a, b])]), &spec, schema.clone());
         let first = op.next_chunk().unwrap().unwrap();
         assert_eq!(rows(&[first], "a"), strs(&["1"]));
         let err = op.next_chunk().unwrap_err().to_string();
@@ -295,15 +343,119 @@ mod tests {
         let batch = BatchOp::new(source(int_chunks("x", &values, &[3, 5, 2])), 3, false, batched_schema.clone());
         let op = Op::Rebatch { batch_size: 4, drop_remainder: false };
         let schema = op.output_spec(&[&int_spec("x").batched(-1)]).unwrap().arrow_schema();
-        let mut rebatch = RebatchOp::new(Box::new(batch), 4, false, schema.clone()).unwrap();
+        let in_spec = int_spec("x").batched(-1);
+        let mut rebatch = RebatchOp::new(Box::new(batch), &in_spec, 4, false, schema.clone()).unwrap();
         let out = collect(&mut rebatch, &schema).unwrap();
         assert_eq!(rows(&out, "x"), strs(&["[0, 1, 2, 3]", "[4, 5, 6, 7]", "[8, 9]"]));
 
         let batch = BatchOp::new(source(int_chunks("x", &values, &[3, 5, 2])), 3, false, batched_schema);
         let schema = int_spec("x").batched(4).arrow_schema();
-        let mut rebatch = RebatchOp::new(Box::new(batch), 4, true, schema.clone()).unwrap();
+        let mut rebatch = RebatchOp::new(Box::new(batch), &in_spec, 4, true, schema.clone()).unwrap();
         let out = collect(&mut rebatch, &schema).unwrap();
         assert_eq!(rows(&out, "x"), strs(&["[0, 1, 2, 3]", "[4, 5, 6, 7]"]));
         assert_eq!(out[0].column(0).len(), out[0].num_rows());
+    }
+
+    /// A column of sparse tensors of `spec`'s field `f`: per row, its points (`rank`
+    /// coordinates each) and their values.
+    fn sparse_col(spec: &ElementSpec, f: usize, rows: &[Vec<(Vec<i64>, i64)>]) -> ArrayRef {
+        use arrow::array::{FixedSizeListArray, Int64Array, StructArray};
+        use arrow::buffer::OffsetBuffer;
+        let arrow::datatypes::DataType::Struct(fields) = spec.fields[f].arrow_type() else { unreachable!() };
+        let (arrow::datatypes::DataType::List(coord_item), arrow::datatypes::DataType::List(value_item)) =
+            (fields[0].data_type(), fields[1].data_type())
+        else {
+            unreachable!()
+        };
+        let arrow::datatypes::DataType::FixedSizeList(index_item, rank) = coord_item.data_type() else {
+            unreachable!()
+        };
+        let coords: Vec<i64> = rows.iter().flatten().flat_map(|(c, _)| c.clone()).collect();
+        let values: Vec<i64> = rows.iter().flatten().map(|(_, v)| *v).collect();
+        let offsets = OffsetBuffer::from_lengths(rows.iter().map(Vec::len));
+        let coords = FixedSizeListArray::new(index_item.clone(), *rank, Arc::new(Int64Array::from(coords)), None);
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(ListArray::new(coord_item.clone(), offsets.clone(), Arc::new(coords), None)),
+            Arc::new(ListArray::new(value_item.clone(), offsets, Arc::new(Int64Array::from(values)), None)),
+        ];
+        Arc::new(StructArray::new(fields, columns, None))
+    }
+
+    /// Each element's points of sparse field `name` as `(coordinates, value)`.
+    fn sparse_rows(chunks: &[RecordBatch], name: &str) -> Vec<Vec<(Vec<i64>, i64)>> {
+        let mut out = Vec::new();
+        for c in chunks {
+            let s = c.column_by_name(name).unwrap().as_struct();
+            let (coords, values) = (s.column(0).as_list::<i32>(), s.column(1).as_list::<i32>());
+            for r in 0..c.num_rows() {
+                let points = coords.value(r);
+                let points = points.as_fixed_size_list();
+                let values = values.value(r);
+                let values = values.as_primitive::<Int64Type>();
+                out.push(
+                    (0..points.len())
+                        .map(|p| (points.value(p).as_primitive::<Int64Type>().values().to_vec(), values.value(p)))
+                        .collect(),
+                );
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn sparse_tensors_unbatch_into_their_slices_along_the_leading_dimension() {
+        let spec = ElementSpec::new(vec![
+            FieldSpec::tensor("id", DType::Int64, vec![-1]),
+            FieldSpec::sparse("s", DType::Int64, vec![-1, 4]),
+        ])
+        .unwrap();
+        // Row 0 holds 3 elements, its points out of order; row 1 two empty ones; row 2 one
+        // element with a point at leading index 1, outside [0, 1); row 3 one element.
+        let ids = list_col(
+            vec![Some(vec![7, 8, 9]), Some(vec![5, 6]), Some(vec![4]), Some(vec![3])],
+            &spec.fields[0].arrow_type(),
+        );
+        let s = sparse_col(
+            &spec,
+            1,
+            &[
+                vec![(vec![1, 0], 10), (vec![0, 2], 20), (vec![2, 1], 30), (vec![0, 0], 40)],
+                vec![],
+                vec![(vec![1, 3], 50)],
+                vec![(vec![0, 3], 60)],
+            ],
+        );
+        let out_spec = Op::Unbatch.output_spec(&[&spec]).unwrap();
+        assert_eq!(out_spec.to_string(), "{id: int64[], s: sparse int64[4]}");
+        let schema = out_spec.arrow_schema();
+        let mut op = UnbatchOp::new(source(vec![chunk(&spec, vec![ids, s])]), &spec, schema.clone());
+        let first = op.next_chunk().unwrap().unwrap();
+        assert_eq!(rows(std::slice::from_ref(&first), "id"), strs(&["7", "8", "9", "5", "6"]));
+        // Element e of a row holds the points with leading index e, in the row's order.
+        let expected: Vec<Vec<(Vec<i64>, i64)>> =
+            vec![vec![(vec![2], 20), (vec![0], 40)], vec![(vec![0], 10)], vec![(vec![1], 30)], vec![], vec![]];
+        assert_eq!(sparse_rows(&[first], "s"), expected);
+        let err = op.next_chunk().unwrap_err().to_string();
+        assert!(err.contains("element 2") && err.contains("sparse 's' does not split into 1"), "{err}");
+        let rest = collect(&mut op, &schema).unwrap();
+        assert_eq!(rows(&rest, "id"), strs(&["3"]));
+        assert_eq!(sparse_rows(&rest, "s"), vec![vec![(vec![3], 60)]]);
+    }
+
+    #[test]
+    fn sparse_fields_unbatch_only_where_the_element_count_is_known() {
+        let alone = ElementSpec::new(vec![FieldSpec::sparse("s", DType::Int64, vec![-1, 4])]).unwrap();
+        let err = Op::Unbatch.output_spec(&[&alone]).unwrap_err().to_string();
+        assert!(err.contains("all sparse with an unknown leading dimension"), "{err}");
+        let known = ElementSpec::new(vec![FieldSpec::sparse("s", DType::Int64, vec![2, 4])]).unwrap();
+        let out_spec = Op::Unbatch.output_spec(&[&known]).unwrap();
+        let s = sparse_col(&known, 0, &[vec![(vec![1, 2], 10)], vec![]]);
+        let schema = out_spec.arrow_schema();
+        let mut op = UnbatchOp::new(source(vec![chunk(&known, vec![s])]), &known, schema.clone());
+        let out = collect(&mut op, &schema).unwrap();
+        assert_eq!(sparse_rows(&out, "s"), vec![vec![], vec![(vec![2], 10)], vec![], vec![]]);
+        let rank1 = ElementSpec::new(vec![FieldSpec::sparse("s", DType::Int64, vec![4])]).unwrap();
+        let err = Op::Unbatch.output_spec(&[&rank1]).unwrap_err().to_string();
+        assert!(err.contains("has rank 1"), "{err}");
     }
 }
