@@ -94,6 +94,24 @@ pub struct ParseError {
     pub message: String,
 }
 
+/// Why a record does not parse, boxed so that the parser's results stay two words wide
+/// (returned in registers on the hot path, where the error never happens).
+#[derive(Debug)]
+#[allow(clippy::box_collection)] // One pointer wide on purpose: a `String` is three.
+struct Bad(Box<String>);
+
+impl From<&str> for Bad {
+    fn from(message: &str) -> Self {
+        Bad(Box::new(message.to_string()))
+    }
+}
+
+impl From<String> for Bad {
+    fn from(message: String) -> Self {
+        Bad(Box::new(message))
+    }
+}
+
 /// Values of one feature across the chunk.
 enum Values {
     Int64(Vec<i64>),
@@ -159,7 +177,7 @@ impl<'a> Wire<'a> {
     /// The next varint. Field keys and the lengths of short messages are one byte, and they
     /// are most of what a parse reads, so that case is decided before the loop.
     #[inline]
-    fn varint(&mut self) -> Result<u64, String> {
+    fn varint(&mut self) -> Result<u64, Bad> {
         match self.bytes.get(self.at) {
             Some(&byte) if byte < 0x80 => {
                 self.at += 1;
@@ -172,7 +190,7 @@ impl<'a> Wire<'a> {
     /// A varint of more than one byte: two bytes (the lengths of lists of tens of values)
     /// without the loop.
     #[inline(never)]
-    fn long_varint(&mut self) -> Result<u64, String> {
+    fn long_varint(&mut self) -> Result<u64, Bad> {
         if let Some(&[b0, b1]) = self.bytes.get(self.at..self.at + 2) {
             if b1 < 0x80 {
                 self.at += 2;
@@ -192,7 +210,7 @@ impl<'a> Wire<'a> {
     }
 
     #[inline]
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Bad> {
         let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or("a field runs past the end")?;
         let out = &self.bytes[self.at..end];
         self.at = end;
@@ -201,25 +219,25 @@ impl<'a> Wire<'a> {
 
     /// The next field's number and wire type.
     #[inline]
-    fn key(&mut self) -> Result<(u64, u8), String> {
+    fn key(&mut self) -> Result<(u64, u8), Bad> {
         let key = self.varint()?;
         Ok((key >> 3, (key & 7) as u8))
     }
 
     #[inline]
-    fn delimited(&mut self) -> Result<&'a [u8], String> {
+    fn delimited(&mut self) -> Result<&'a [u8], Bad> {
         let n = usize::try_from(self.varint()?).map_err(|_| "a length does not fit in memory")?;
         self.take(n)
     }
 
     /// Skips a field of `wire_type` whose key was read.
-    fn skip(&mut self, wire_type: u8) -> Result<(), String> {
+    fn skip(&mut self, wire_type: u8) -> Result<(), Bad> {
         match wire_type {
             0 => self.varint().map(drop),
             1 => self.take(8).map(drop),
             2 => self.delimited().map(drop),
             5 => self.take(4).map(drop),
-            t => Err(format!("unsupported wire type {t}")),
+            t => Err(format!("unsupported wire type {t}").into()),
         }
     }
 }
@@ -243,7 +261,7 @@ fn type_name(dtype: DType) -> &'static str {
 }
 
 /// Appends the values of a `BytesList`, `FloatList` or `Int64List` message.
-fn append_list(list: &[u8], values: &mut Values) -> Result<(), String> {
+fn append_list(list: &[u8], values: &mut Values) -> Result<(), Bad> {
     let mut wire = Wire::new(list);
     while !wire.done() {
         let (field, wire_type) = wire.key()?;
@@ -267,7 +285,7 @@ fn append_list(list: &[u8], values: &mut Values) -> Result<(), String> {
             (Values::Float32(v), 5) => v.push(f32::from_le_bytes(wire.take(4)?.try_into().expect("4 bytes"))),
             (Values::Int64(v), 2) => packed_varints(wire.delimited()?, v)?,
             (Values::Int64(v), 0) => v.push(wire.varint()? as i64),
-            (_, t) => return Err(format!("a list value has wire type {t}")),
+            (_, t) => return Err(format!("a list value has wire type {t}").into()),
         }
     }
     Ok(())
@@ -278,7 +296,7 @@ fn append_list(list: &[u8], values: &mut Values) -> Result<(), String> {
 /// Eight bytes at a time where eight remain: the first byte without a continuation bit ends
 /// the value, and its 7-bit groups are gathered without a loop (the common 1 to 8 byte
 /// values); the rest go through [`Wire::varint`].
-fn packed_varints(bytes: &[u8], out: &mut Vec<i64>) -> Result<(), String> {
+fn packed_varints(bytes: &[u8], out: &mut Vec<i64>) -> Result<(), Bad> {
     // At most one value per byte.
     out.reserve(bytes.len());
     let mut at = 0;
@@ -305,7 +323,7 @@ fn packed_varints(bytes: &[u8], out: &mut Vec<i64>) -> Result<(), String> {
 }
 
 /// Parses one `Feature` message into `column`.
-fn append_feature(feature: &[u8], column: &mut Column) -> Result<(), String> {
+fn append_feature(feature: &[u8], column: &mut Column) -> Result<(), Bad> {
     let mut wire = Wire::new(feature);
     while !wire.done() {
         let (field, wire_type) = wire.key()?;
@@ -319,7 +337,8 @@ fn append_feature(feature: &[u8], column: &mut Column) -> Result<(), String> {
                 column.spec.name,
                 type_name(found),
                 type_name(column.spec.dtype)
-            ));
+            )
+            .into());
         }
         append_list(wire.delimited()?, &mut column.values)?;
     }
@@ -366,10 +385,22 @@ impl Keys {
     }
 }
 
-/// Byte-string equality, short keys compared in line rather than by a library call.
+/// Byte-string equality, compared in line a word at a time (feature keys are short, and a
+/// library call or a loop per byte cost more than the comparison).
 #[inline]
 fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && if a.len() <= 16 { a.iter().zip(b).all(|(x, y)| x == y) } else { a == b }
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4 bytes"));
+    match n {
+        // The last word overlaps the one before it where `n` is not a multiple of 8.
+        8.. => (0..n / 8).all(|k| word(a, 8 * k) == word(b, 8 * k)) && word(a, n - 8) == word(b, n - 8),
+        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        _ => a.iter().zip(b).all(|(x, y)| x == y),
+    }
 }
 
 /// Parses one serialized `Example` (record `row`) into the columns, then checks the record's
@@ -380,7 +411,7 @@ fn parse_record(
     columns: &mut [Column],
     keys: &mut Keys,
     sparse: &[Sparse],
-) -> Result<(), String> {
+) -> Result<(), Bad> {
     let mut example = Wire::new(record);
     let mut position = 0;
     while !example.done() {
@@ -430,10 +461,10 @@ fn parse_record(
             if column.seen != Some(row) {
                 match default {
                     Some(d) => append_default(d, &mut column.values),
-                    None => return Err(format!("required feature '{}' is missing", column.spec.name)),
+                    None => return Err(format!("required feature '{}' is missing", column.spec.name).into()),
                 }
             } else if count != want {
-                return Err(format!("feature '{}' has {count} values, its shape holds {want}", column.spec.name));
+                return Err(format!("feature '{}' has {count} values, its shape holds {want}", column.spec.name).into());
             }
         }
         let end = i32::try_from(column.values.len()).map_err(|_| "more than 2^31 values in one chunk")?;
@@ -485,7 +516,7 @@ pub fn parse_examples(records: &BinaryArray, features: &[FeatureSpec]) -> Result
             return Err(ParseError { row, message: "the record is null".into() });
         }
         parse_record(records.value(row), row, &mut columns, &mut keys, &layout.sparse)
-            .map_err(|message| ParseError { row, message })?;
+            .map_err(|Bad(message)| ParseError { row, message: *message })?;
     }
     let parsed: Vec<ArrayRef> = columns.into_iter().map(finish).collect();
     Ok(layout.outputs.iter().map(|out| out.array(&parsed, &layout.sparse)).collect())
@@ -795,6 +826,23 @@ mod tests {
         let v = cols[0].as_fixed_size_list().values().as_primitive::<Float32Type>().values().to_vec();
         assert_eq!(v, floats.repeat(4));
         assert_eq!(cols[1].as_primitive::<Int64Type>().values().to_vec(), ids.to_vec());
+    }
+
+    #[test]
+    fn keys_are_the_same_exactly_when_every_byte_is() {
+        for n in 0..24usize {
+            let a: Vec<u8> = (0..n).map(|i| (i as u8).wrapping_mul(37) ^ 5).collect();
+            assert!(same(&a, &a.clone()), "{n}");
+            for at in 0..n {
+                let mut b = a.clone();
+                b[at] ^= 0x40;
+                assert!(!same(&a, &b), "length {n}, byte {at}");
+            }
+            if n > 0 {
+                assert!(!same(&a, &a[..n - 1]), "{n}");
+                assert_eq!(same(&a[1..], &a[..n - 1]), a[1..] == a[..n - 1], "{n}");
+            }
+        }
     }
 
     #[test]
