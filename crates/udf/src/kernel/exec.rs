@@ -40,6 +40,29 @@ impl Buf {
             Ty::Bool => Buf::Bool(vec![0; len]),
         }
     }
+
+    /// An empty register of type `ty` with room for `len` values, grown with
+    /// [`grow_to`](Self::grow_to).
+    pub fn with_capacity(ty: Ty, len: usize) -> Buf {
+        match ty {
+            Ty::F64 => Buf::F64(Vec::with_capacity(len)),
+            Ty::F32 => Buf::F32(Vec::with_capacity(len)),
+            Ty::I64 => Buf::I64(Vec::with_capacity(len)),
+            Ty::I32 => Buf::I32(Vec::with_capacity(len)),
+            Ty::Bool => Buf::Bool(Vec::with_capacity(len)),
+        }
+    }
+
+    /// Extends the register to `len` values (zeros until written).
+    pub fn grow_to(&mut self, len: usize) {
+        match self {
+            Buf::F64(v) => v.resize(len, 0.0),
+            Buf::F32(v) => v.resize(len, 0.0),
+            Buf::I64(v) => v.resize(len, 0),
+            Buf::I32(v) => v.resize(len, 0),
+            Buf::Bool(v) => v.resize(len, 0),
+        }
+    }
 }
 
 /// An input column's values for the whole chunk (bools unpacked to bytes).

@@ -133,13 +133,19 @@ impl Kernel {
             .map(|(c, (_, ty))| matches!(c, Column::Repeated(..)).then(|| Buf::new(*ty, TILE.min(rows))))
             .collect();
         let mut regs: Vec<Buf> = p.regs.iter().map(|ty| Buf::new(*ty, TILE.min(rows))).collect();
-        let mut outs: Vec<Option<Buf>> =
-            p.outputs.iter().map(|(arg, ty, _)| matches!(arg, Arg::Val(_)).then(|| Buf::new(*ty, rows))).collect();
+        // Outputs grow a tile at a time, each tile's zeros written just before its values, in
+        // the cache: zeroing a whole output first was a pass of its own over cold memory.
+        let mut outs: Vec<Option<Buf>> = p
+            .outputs
+            .iter()
+            .map(|(arg, ty, _)| matches!(arg, Arg::Val(_)).then(|| Buf::with_capacity(*ty, rows)))
+            .collect();
         let mut at = 0;
         let tiles = segments.iter().flat_map(|&(first, count)| {
             (first..first + count).step_by(TILE).map(move |start| (start, TILE.min(first + count - start)))
         });
         for (start, len) in tiles {
+            outs.iter_mut().flatten().for_each(|out| out.grow_to(at + len));
             for (column, buf) in columns.iter().zip(&mut expanded) {
                 if let (Column::Repeated(a, width), Some(buf)) = (column, buf) {
                     fill_repeated(a, *width, start, len, buf);
