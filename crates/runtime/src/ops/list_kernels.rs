@@ -18,11 +18,11 @@ use std::sync::Arc;
 use arrow::array::{make_array, ArrayData, MutableArrayData, UInt32Array};
 use arrow::array::{
     new_empty_array, new_null_array, Array, ArrayRef, AsArray, BinaryArray, BooleanArray, FixedSizeListArray,
-    Float64Array, Int64Array, LargeListArray, ListArray, StringArray, StructArray, UInt64Array,
+    Float64Array, Int64Array, LargeListArray, ListArray, PrimitiveArray, StringArray, StructArray, UInt64Array,
 };
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use arrow::compute::{cast_with_options, interleave, take, CastOptions};
-use arrow::datatypes::{DataType, Fields, Int64Type};
+use arrow::datatypes::{ArrowPrimitiveType, DataType, Fields, Float32Type, Float64Type, Int32Type, Int64Type};
 use flumen_ir::{DType, Error, Result, Scalar};
 
 use crate::conform::conform_array;
@@ -553,6 +553,20 @@ fn pad_rank1(
     let leaf_type = sources[0].1.data_type();
     let widest = targets.iter().copied().max().unwrap_or(0);
     let pad = conform_array(pad.clone(), leaf_type)?;
+    let shape = Shape { rows, groups, targets: &targets, total };
+    let typed = match leaf_type {
+        DataType::Int64 => pad_primitive::<Int64Type>(sources, &pad, &shape),
+        DataType::Int32 => pad_primitive::<Int32Type>(sources, &pad, &shape),
+        DataType::Float32 => pad_primitive::<Float32Type>(sources, &pad, &shape),
+        DataType::Float64 => pad_primitive::<Float64Type>(sources, &pad, &shape),
+        _ => None,
+    };
+    if let Some(mut values) = typed {
+        for k in (0..2).rev() {
+            values = wrap(&types[k], values, &runs[k])?;
+        }
+        return Ok(values);
+    }
     let pads = take(&pad, &UInt32Array::from(vec![0u32; widest]), None)?.to_data();
     let leaves: Vec<ArrayData> = sources.iter().map(|(_, leaf)| leaf.to_data()).collect();
     let mut inputs: Vec<&ArrayData> = leaves.iter().collect();
@@ -575,6 +589,40 @@ fn pad_rank1(
         values = wrap(&types[k], values, &runs[k])?;
     }
     Ok(values)
+}
+
+/// The rows of the groups of a padded batch and how long each group's rows are padded to.
+struct Shape<'a> {
+    rows: &'a [(usize, usize)],
+    groups: &'a [(usize, &'a [Option<usize>])],
+    targets: &'a [usize],
+    total: usize,
+}
+
+/// [`pad_rank1`]'s leaf values for primitive leaves without nulls and a non-null pad: each
+/// row's values and its padding appended to one buffer, without the per-range dispatch of
+/// `MutableArrayData` (w6 pads 200,000 token lists a pass). `None` otherwise.
+fn pad_primitive<T: ArrowPrimitiveType>(
+    sources: &[(Nest, ArrayRef)],
+    pad: &ArrayRef,
+    shape: &Shape,
+) -> Option<ArrayRef> {
+    let pad = pad.as_primitive_opt::<T>().filter(|p| p.len() == 1 && p.null_count() == 0)?.value(0);
+    let leaves: Vec<&[T::Native]> = sources
+        .iter()
+        .map(|(_, leaf)| leaf.as_primitive_opt::<T>().filter(|l| l.null_count() == 0).map(|l| l.values().as_ref()))
+        .collect::<Option<_>>()?;
+    let mut out: Vec<T::Native> = Vec::with_capacity(shape.total);
+    let mut at = 0;
+    for (&(len, _), &target) in shape.groups.iter().zip(shape.targets) {
+        for &(source, row) in &shape.rows[at..at + len] {
+            let (s, l) = sources[source].0.range(row);
+            out.extend_from_slice(&leaves[source][s..s + l]);
+            out.resize(out.len() + target - l, pad);
+        }
+        at += len;
+    }
+    Some(Arc::new(PrimitiveArray::<T>::new(out.into(), None)))
 }
 
 fn push_runs(runs: &mut Vec<Run>, run: Run) {
@@ -798,6 +846,40 @@ mod tests {
         let batch_type = list_type(DataType::Int64, None);
         let none = pad_gathered(&[&scalar], &[(0, 0)], &[(1, &[][..])], &pad, &batch_type, "t", "x").unwrap();
         assert!(none.is_none());
+    }
+
+    #[test]
+    fn pad_gathered_pads_values_with_nulls_and_other_types_alike() {
+        // Rows [1, null] and [3] of int64 (with a null: the general path), then of float32
+        // and of strings: padded with the type's pad to the longest, 2.
+        let ints: ArrayRef = Arc::new(ListArray::from_iter_primitive::<arrow::datatypes::Int64Type, _, _>(vec![
+            Some(vec![Some(1), None]),
+            Some(vec![Some(3)]),
+        ]));
+        let floats: ArrayRef = Arc::new(ListArray::from_iter_primitive::<arrow::datatypes::Float32Type, _, _>(vec![
+            Some(vec![Some(1.5), Some(2.5)]),
+            Some(vec![Some(3.5)]),
+        ]));
+        let words = wrap(
+            &list_type(DataType::Utf8, None),
+            Arc::new(StringArray::from(vec!["a", "b", "c"])),
+            &[Run::new(2, 1), Run::new(1, 1)],
+        )
+        .unwrap();
+        let dims = [None];
+        let cases: [(&ArrayRef, ArrayRef, [&str; 4]); 3] = [
+            (&ints, Arc::new(Int64Array::from(vec![7i64])), ["1", "null", "3", "7"]),
+            (&floats, Arc::new(arrow::array::Float32Array::from(vec![-1.0f32])), ["1.5", "2.5", "3.5", "-1.0"]),
+            (&words, Arc::new(StringArray::from(vec!["_"])), ["a", "b", "c", "_"]),
+        ];
+        for (column, pad, expected) in cases {
+            let out_type = list_type(list_type(pad.data_type().clone(), None), None);
+            let out = pad_gathered(&[column], &[(0, 0), (0, 1)], &[(2, &dims[..])], &pad, &out_type, "t", "x")
+                .unwrap()
+                .unwrap();
+            let flat = out.as_list::<i32>().values().as_list::<i32>().values().clone();
+            assert_eq!(fmt_array(flat.as_ref()), expected, "{}", pad.data_type());
+        }
     }
 
     #[test]
