@@ -347,11 +347,7 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
 fn build_grouping(plan: &Plan, input: BoxOperator, keep: Option<MaskFn>) -> Result<BoxOperator> {
     Ok(match plan.op() {
         Op::GroupByWindow { key, window_size } => {
-            let op = GroupByWindowOp::new(input, key.clone(), *window_size, plan.spec().arrow_schema());
-            Box::new(match keep {
-                Some(keep) => op.keeping(keep),
-                None => op,
-            })
+            Box::new(GroupByWindowOp::new(input, key.clone(), *window_size, plan.spec().arrow_schema()).keeping(keep))
         }
         Op::BucketBySequenceLength {
             length,
@@ -360,8 +356,8 @@ fn build_grouping(plan: &Plan, input: BoxOperator, keep: Option<MaskFn>) -> Resu
             padding_values,
             pad_to_bucket_boundary,
             drop_remainder,
-        } => {
-            let op = BucketBySequenceLengthOp::new(
+        } => Box::new(
+            BucketBySequenceLengthOp::new(
                 input,
                 length.clone(),
                 bucket_boundaries.clone(),
@@ -370,12 +366,9 @@ fn build_grouping(plan: &Plan, input: BoxOperator, keep: Option<MaskFn>) -> Resu
                 *pad_to_bucket_boundary,
                 *drop_remainder,
                 plan.spec(),
-            )?;
-            Box::new(match keep {
-                Some(keep) => op.keeping(keep),
-                None => op,
-            })
-        }
+            )?
+            .keeping(keep),
+        ),
         other => unreachable!("{} is not a grouping", other.name()),
     })
 }

@@ -84,7 +84,7 @@ pub fn evaluate_map(
         let dims = list_depth(out_field(out, out_schema)?.data_type());
         values.push(evaluate_output(&out.expr, batch, dims, |e, flat| evaluate_with_batch_dims(e, flat.batch(e)?, 0))?);
     }
-    assemble_map(outputs, keep_input, batch, out_schema, values)
+    assemble_map(outputs, kept_columns(batch, keep_input), batch.num_rows(), out_schema, values)
 }
 
 /// One map output over `batch`, `dims` list levels deep in the output schema: reductions
@@ -116,6 +116,14 @@ pub fn evaluate_output(
 /// The prefix of the names of the columns [`with_reductions`] adds.
 const LIFTED: &str = "\u{1}reduced ";
 
+/// Whether `expr` holds a reduction or a tensor function, which [`with_reductions`] computes
+/// first over the whole chunk.
+pub fn computes_first(expr: &Expr) -> bool {
+    let mut found = false;
+    expr.visit(&mut |e| found |= matches!(e, Expr::Call { func, .. } if func.is_computed_first()));
+    found
+}
+
 /// `expr` with every reduction (`reduce_sum(t)`, ...) and tensor function (`one_hot`,
 /// `reduce_sum_axes`, `normalize`: [`Func::is_tensor_function`]) computed first, over the
 /// whole chunk, as a column added to `batch` and read in its place; `None` when there is none.
@@ -125,9 +133,7 @@ const LIFTED: &str = "\u{1}reduced ";
 /// A tensor function's value is a tensor field of the shape it gives (`one_hot(k, 3)` a
 /// `[3]` one). Those inside another's argument are computed before it.
 pub fn with_reductions(expr: &Expr, batch: &RecordBatch) -> Result<Option<(Expr, RecordBatch)>> {
-    let mut found = false;
-    expr.visit(&mut |e| found |= matches!(e, Expr::Call { func, .. } if func.is_computed_first()));
-    if !found {
+    if !computes_first(expr) {
         return Ok(None);
     }
     let mut batch = batch.clone();
@@ -473,20 +479,25 @@ fn out_field<'a>(out: &NamedExpr, out_schema: &'a SchemaRef) -> Result<&'a Field
     })
 }
 
-/// The output chunk of a map whose outputs' `values` (one per output, in order) are
-/// computed: the input columns kept or not, as [`evaluate_map`] describes.
+/// The input columns a map keeps (all of `batch`'s when `keep_input`, else none), by name.
+pub fn kept_columns(batch: &RecordBatch, keep_input: bool) -> Vec<(String, ArrayRef)> {
+    if !keep_input {
+        return Vec::new();
+    }
+    batch.schema().fields().iter().map(|f| f.name().clone()).zip(batch.columns().iter().cloned()).collect()
+}
+
+/// The output chunk of `rows` elements of a map whose outputs' `values` (one per output, in
+/// order) are computed, after the input columns it keeps (`kept`, by name; an output of the
+/// same name takes its place), as [`evaluate_map`] describes.
 pub fn assemble_map(
     outputs: &[NamedExpr],
-    keep_input: bool,
-    batch: &RecordBatch,
+    kept: Vec<(String, ArrayRef)>,
+    rows: usize,
     out_schema: &SchemaRef,
     values: Vec<ArrayRef>,
 ) -> Result<RecordBatch> {
-    let mut columns: Vec<(String, ArrayRef)> = if keep_input {
-        batch.schema().fields().iter().map(|f| f.name().clone()).zip(batch.columns().iter().cloned()).collect()
-    } else {
-        Vec::new()
-    };
+    let mut columns = kept;
     let expected: Vec<&str> = out_schema.fields().iter().map(|f| f.name().as_str()).collect();
     for (out, value) in outputs.iter().zip(values) {
         out_field(out, out_schema)?;
@@ -513,7 +524,7 @@ pub fn assemble_map(
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
     Ok(RecordBatch::try_new_with_options(out_schema.clone(), arrays, &options)?)
 }
 

@@ -20,7 +20,7 @@ use arrow::array::{
     Array, ArrayBuilder, ArrayRef, AsArray, BinaryArray, BinaryBuilder, FixedSizeListArray, Float32Array, Int64Array,
     ListArray, StructArray, UInt32Array,
 };
-use arrow::buffer::{Buffer, MutableBuffer, OffsetBuffer, ScalarBuffer};
+use arrow::buffer::{MutableBuffer, OffsetBuffer};
 use arrow::datatypes::{DataType, Field, Int64Type};
 pub use flumen_ir::example::{output_spec, Defaults, FeatureKind, FeatureSpec};
 use flumen_ir::DType;
@@ -115,8 +115,8 @@ impl From<String> for Bad {
 /// Values of one feature across the chunk.
 enum Values {
     Int64(Vec<i64>),
-    /// Floats as their little-endian bytes, so that a packed `FloatList` (little-endian
-    /// floats on the wire) is appended with one copy.
+    /// Native floats as bytes, so that a packed `FloatList` (little-endian floats on the
+    /// wire) is appended with one copy on little-endian targets.
     Float32(MutableBuffer),
     Bytes(BinaryBuilder),
 }
@@ -376,9 +376,10 @@ impl Keys {
         }
         let found = self.names.iter().position(|(name, _)| same(name, key));
         let guess = found.unwrap_or(usize::MAX);
+        // Entries are looked up in order, so a position is at most one past the known ones.
         if position < self.guesses.len() {
             self.guesses[position] = guess;
-        } else if position == self.guesses.len() {
+        } else {
             self.guesses.push(guess);
         }
         found
@@ -437,8 +438,9 @@ fn parse_record(
                 }
             }
             let Some(key) = key else { continue };
+            let found = keys.find(position, key);
             position += 1;
-            let Some(found) = keys.find(position - 1, key) else { continue };
+            let Some(found) = found else { continue };
             // A key read by several columns (a sparse feature's index and a feature of its
             // own) feeds each of them.
             for &c in &keys.names[found].1 {
@@ -694,10 +696,7 @@ fn finish(column: Column) -> ArrayRef {
     let field = column.spec.field();
     let flat: ArrayRef = match column.values {
         Values::Int64(v) => Arc::new(Int64Array::from(v)),
-        Values::Float32(v) => {
-            let len = v.len() / 4;
-            Arc::new(Float32Array::new(ScalarBuffer::new(Buffer::from(v), 0, len), None))
-        }
+        Values::Float32(v) => Arc::new(Float32Array::new(v.into(), None)),
         Values::Bytes(mut b) => Arc::new(b.finish()),
     };
     let array: ArrayRef = match &column.spec.kind {
@@ -816,13 +815,9 @@ mod tests {
         let records = BinaryArray::from_iter_values(ids.iter().map(|id| {
             serialize_example(&[("id", FeatureValues::Int64(&[*id])), ("v", FeatureValues::Float32(&floats))])
         }));
-        let fixed = |name: &str, dtype, shape| FeatureSpec {
-            name: name.into(),
-            dtype,
-            kind: FeatureKind::FixedLen { shape, default: None },
-        };
-        let cols = parse_examples(&records, &[fixed("v", DType::Float32, vec![40]), fixed("id", DType::Int64, vec![])])
-            .unwrap();
+        let features =
+            [FeatureSpec::fixed("v", DType::Float32, vec![40]), FeatureSpec::fixed("id", DType::Int64, vec![])];
+        let cols = parse_examples(&records, &features).unwrap();
         let v = cols[0].as_fixed_size_list().values().as_primitive::<Float32Type>().values().to_vec();
         assert_eq!(v, floats.repeat(4));
         assert_eq!(cols[1].as_primitive::<Int64Type>().values().to_vec(), ids.to_vec());

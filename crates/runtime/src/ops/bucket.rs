@@ -107,8 +107,8 @@ impl BucketBySequenceLengthOp {
     }
 
     /// Groups only the rows `keep` holds true for: a filter fused into this operator (see
-    /// `crate::stage`).
-    pub fn keeping(mut self, keep: MaskFn) -> Self {
+    /// `crate::stage`); all of them with `None`.
+    pub fn keeping(mut self, keep: Option<MaskFn>) -> Self {
         self.grouper = self.grouper.keeping(keep);
         self
     }
@@ -297,10 +297,8 @@ mod tests {
             drop,
             &out_spec,
         )
-        .unwrap();
-        if let Some(keep) = keep {
-            b = b.keeping(keep);
-        }
+        .unwrap()
+        .keeping(keep);
         let (mut out, mut errors) = (Vec::new(), Vec::new());
         loop {
             match b.next_chunk() {

@@ -33,8 +33,8 @@ impl GroupByWindowOp {
     }
 
     /// Groups only the rows `keep` holds true for: a filter fused into this operator (see
-    /// `crate::stage`).
-    pub fn keeping(mut self, keep: MaskFn) -> Self {
+    /// `crate::stage`); all of them with `None`.
+    pub fn keeping(mut self, keep: Option<MaskFn>) -> Self {
         self.grouper = self.grouper.keeping(keep);
         self
     }

@@ -68,9 +68,9 @@ impl Grouper {
     }
 
     /// Groups only the rows `keep` holds true for, as a filter below would (see
-    /// `crate::stage`).
-    pub(crate) fn keeping(mut self, keep: MaskFn) -> Self {
-        self.keep = Some(keep);
+    /// `crate::stage`); all of them with `None`.
+    pub(crate) fn keeping(mut self, keep: Option<MaskFn>) -> Self {
+        self.keep = keep;
         self
     }
 

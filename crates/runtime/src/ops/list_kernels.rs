@@ -551,7 +551,6 @@ fn pad_rank1(
         total += target * len;
     }
     let leaf_type = sources[0].1.data_type();
-    let widest = targets.iter().copied().max().unwrap_or(0);
     let pad = conform_array(pad.clone(), leaf_type)?;
     let shape = Shape { rows, groups, targets: &targets, total };
     let typed = match leaf_type {
@@ -561,34 +560,38 @@ fn pad_rank1(
         DataType::Float64 => pad_primitive::<Float64Type>(sources, &pad, &shape),
         _ => None,
     };
-    if let Some(mut values) = typed {
-        for k in (0..2).rev() {
-            values = wrap(&types[k], values, &runs[k])?;
-        }
-        return Ok(values);
+    let mut values = match typed {
+        Some(values) => values,
+        None => pad_ranges(sources, &pad, &shape)?,
+    };
+    for k in (0..2).rev() {
+        values = wrap(&types[k], values, &runs[k])?;
     }
-    let pads = take(&pad, &UInt32Array::from(vec![0u32; widest]), None)?.to_data();
+    Ok(values)
+}
+
+/// [`pad_rank1`]'s leaf values for any leaf type: each row's values and its padding copied
+/// as ranges, of the row's leaf and of a column of pad values.
+fn pad_ranges(sources: &[(Nest, ArrayRef)], pad: &ArrayRef, shape: &Shape) -> Result<ArrayRef> {
+    let widest = shape.targets.iter().copied().max().unwrap_or(0);
+    let pads = take(pad, &UInt32Array::from(vec![0u32; widest]), None)?.to_data();
     let leaves: Vec<ArrayData> = sources.iter().map(|(_, leaf)| leaf.to_data()).collect();
     let mut inputs: Vec<&ArrayData> = leaves.iter().collect();
     inputs.push(&pads);
     let pads_at = leaves.len();
-    let mut out = MutableArrayData::new(inputs, false, total);
+    let mut out = MutableArrayData::new(inputs, false, shape.total);
     let mut at = 0;
-    for (&(len, _), target) in groups.iter().zip(&targets) {
-        for &(source, row) in &rows[at..at + len] {
+    for (&(len, _), &target) in shape.groups.iter().zip(shape.targets) {
+        for &(source, row) in &shape.rows[at..at + len] {
             let (s, l) = sources[source].0.range(row);
             out.try_extend(source, s, s + l)?;
-            if *target > l {
+            if target > l {
                 out.try_extend(pads_at, 0, target - l)?;
             }
         }
         at += len;
     }
-    let mut values = make_array(out.freeze());
-    for k in (0..2).rev() {
-        values = wrap(&types[k], values, &runs[k])?;
-    }
-    Ok(values)
+    Ok(make_array(out.freeze()))
 }
 
 /// The rows of the groups of a padded batch and how long each group's rows are padded to.

@@ -374,18 +374,17 @@ impl InterleaveOp {
             return Ok(false);
         }
         // Sources first, so that a failure leaves every reader where it was.
-        let mut starts = Vec::with_capacity(n);
+        let mut sources = Vec::with_capacity(n);
         for k in 0..n {
             let (reader, _, opened, _) = self.slots[(self.cycle_index + k) % n].as_ref().expect("every slot is open");
             let chunk = reader.current().expect("buffered rows are in the current chunk");
-            starts.push(gather.source((*opened, reader.generation()), chunk, &self.datasets.schema)?);
+            sources.push(gather.source((*opened, reader.generation()), chunk, &self.datasets.schema)?);
         }
-        let mut firsts = Vec::with_capacity(n);
-        for k in 0..n {
+        let mut starts = Vec::with_capacity(n);
+        for (k, source) in sources.into_iter().enumerate() {
             let (reader, ..) = self.slots[(self.cycle_index + k) % n].as_mut().expect("every slot is open");
-            firsts.push(reader.next_range(rounds * b)?.expect("the rows are buffered").0);
+            starts.push((source, reader.next_range(rounds * b)?.expect("the rows are buffered").0));
         }
-        let starts: Vec<(usize, usize)> = starts.into_iter().zip(firsts).collect();
         for round in 0..rounds {
             for &(source, offset) in &starts {
                 let first = offset + round * b;

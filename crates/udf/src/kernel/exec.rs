@@ -32,13 +32,9 @@ pub enum Buf {
 impl Buf {
     /// A register of `len` values of type `ty`.
     pub fn new(ty: Ty, len: usize) -> Buf {
-        match ty {
-            Ty::F64 => Buf::F64(vec![0.0; len]),
-            Ty::F32 => Buf::F32(vec![0.0; len]),
-            Ty::I64 => Buf::I64(vec![0; len]),
-            Ty::I32 => Buf::I32(vec![0; len]),
-            Ty::Bool => Buf::Bool(vec![0; len]),
-        }
+        let mut buf = Buf::with_capacity(ty, len);
+        buf.grow_to(len);
+        buf
     }
 
     /// An empty register of type `ty` with room for `len` values, grown with
@@ -173,7 +169,8 @@ fn window<T: Elem>(out: &mut Buf, at: usize, len: usize) -> &mut [T] {
 }
 
 /// Runs `instr` over the tile into `out` from value `at` (its register from 0, or the
-/// output column from the tile's first row); `false` when a row cannot be computed here.
+/// output column from the values earlier tiles wrote, which over a selection is not the
+/// tile's first row); `false` when a row cannot be computed here.
 pub fn exec(instr: &Instr, tile: &Tile, out: &mut Buf, at: usize) -> bool {
     let len = tile.len;
     let a = instr.args[0];

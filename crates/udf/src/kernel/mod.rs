@@ -24,15 +24,15 @@ pub mod program;
 
 use std::sync::{Arc, OnceLock};
 
-use arrow::array::RecordBatchOptions;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray, RecordBatch};
 use arrow::buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use arrow::compute::filter_record_batch;
-use arrow::datatypes::{ArrowPrimitiveType, Field, Float32Type, Float64Type, Int32Type, Int64Type, Schema, SchemaRef};
+use arrow::datatypes::{ArrowPrimitiveType, Float32Type, Float64Type, Int32Type, Int64Type, SchemaRef};
 use flumen_ir::{Expr, NamedExpr, Result};
 
 use crate::eval::{
-    assemble_map, evaluate_output, evaluate_with_batch_dims, list_depth, repeat_each, FlatColumn, Tensors,
+    assemble_map, computes_first, evaluate_output, evaluate_with_batch_dims, kept_columns, list_depth, repeat_each,
+    FlatColumn, Tensors,
 };
 
 use exec::{exec, Buf, Elem, Input, Tile};
@@ -63,16 +63,14 @@ impl Kernel {
             return None;
         }
         let columns: Vec<Column> = self.program.inputs.iter().map(|(i, _)| Column::Plain(chunk.column(*i))).collect();
-        let rows = chunk.num_rows();
-        self.execute(&columns, &[(0, rows)], rows)
+        self.execute(&columns, &[(0, chunk.num_rows())])
     }
 
     /// The outputs over a flat chunk of tensor values ([`Tensors`]), the per-row scalars read
     /// once per row rather than repeated into columns; `None` as for [`run`](Self::run), and
     /// when a repeated scalar has nulls or is a bool.
     pub fn run_flat(&self, tensors: &Tensors) -> Option<Vec<ArrayRef>> {
-        let len = tensors.len();
-        self.execute(&self.flat_columns(tensors)?, &[(0, len)], len)
+        self.execute(&self.flat_columns(tensors)?, &[(0, tensors.len())])
     }
 
     /// [`run_flat`](Self::run_flat) over only the rows of `runs` (each a first row and a
@@ -89,8 +87,7 @@ impl Kernel {
         }
         let width = tensors.width();
         let segments: Vec<(usize, usize)> = runs.iter().map(|(start, rows)| (start * width, rows * width)).collect();
-        let len = segments.iter().map(|(_, n)| n).sum();
-        self.execute(&columns, &segments, len)
+        self.execute(&columns, &segments)
     }
 
     /// The kernel's inputs from a flat chunk; `None` for another schema, or a repeated
@@ -117,9 +114,10 @@ impl Kernel {
     }
 
     /// Runs the program over the `segments` of `columns` (the program's inputs, in order),
-    /// each a first row and a count, writing their `rows` results one after another. Only
-    /// a run over the whole of `columns` may have nulls or outputs that are inputs as is.
-    fn execute(&self, columns: &[Column], segments: &[(usize, usize)], rows: usize) -> Option<Vec<ArrayRef>> {
+    /// each a first row and a count, writing their results one after another. Only a run
+    /// over the whole of `columns` may have nulls or outputs that are inputs as is.
+    fn execute(&self, columns: &[Column], segments: &[(usize, usize)]) -> Option<Vec<ArrayRef>> {
+        let rows = segments.iter().map(|(_, n)| n).sum();
         let p = &self.program;
         let nulls: Vec<Option<&NullBuffer>> = columns.iter().map(Column::nulls).collect();
         if p.kleene && nulls.iter().any(Option::is_some) {
@@ -332,7 +330,9 @@ pub struct FusedMap {
     depths: Vec<usize>,
     scalars: Compiled,
     /// The scalar outputs' kernel over the columns [`evaluate_selected`](Self::evaluate_selected)
-    /// filters, a chunk of another schema.
+    /// filters, a chunk of another schema. Those columns depend on which tensor outputs read
+    /// the selection in place; it is compiled for the first chunk's, and a chunk with others
+    /// is evaluated by Arrow (the kernel's schema check hands it back).
     selected_scalars: Compiled,
     /// Per output, whether its kernel may read a selection in place: a tensor output with
     /// no reduction or tensor function, which the Arrow evaluation computes first.
@@ -349,16 +349,7 @@ impl FusedMap {
             .map(|o| out_schema.field_with_name(&o.name).map_or(0, |f| list_depth(f.data_type())))
             .collect();
         let tensors = outputs.iter().map(|_| Compiled::default()).collect();
-        let selectable = outputs
-            .iter()
-            .zip(&depths)
-            .map(|(o, depth)| {
-                let mut computed_first = false;
-                o.expr
-                    .visit(&mut |e| computed_first |= matches!(e, Expr::Call { func, .. } if func.is_computed_first()));
-                *depth > 0 && !computed_first
-            })
-            .collect();
+        let selectable = outputs.iter().zip(&depths).map(|(o, depth)| *depth > 0 && !computes_first(&o.expr)).collect();
         FusedMap {
             outputs,
             keep_input,
@@ -374,7 +365,7 @@ impl FusedMap {
     /// The output chunk of `chunk`.
     pub fn evaluate(&self, chunk: &RecordBatch) -> Result<RecordBatch> {
         let values = self.values(chunk, &self.scalars, vec![None; self.outputs.len()])?;
-        assemble_map(&self.outputs, self.keep_input, chunk, &self.out_schema, values)
+        assemble_map(&self.outputs, kept_columns(chunk, self.keep_input), chunk.num_rows(), &self.out_schema, values)
     }
 
     /// The output chunk of the rows of `chunk` that `mask` keeps (null counting as false):
@@ -411,17 +402,18 @@ impl FusedMap {
         // Filter only the columns something else reads: the other outputs, and the input
         // fields kept as they are.
         let replaced = |name: &str| self.outputs.iter().zip(&done).any(|(o, d)| d.is_some() && o.name == name);
-        let mut read: Vec<String> = Vec::new();
-        for (out, d) in self.outputs.iter().zip(&done) {
-            if d.is_none() {
-                read.extend(out.expr.columns());
-            }
-        }
+        let read: std::collections::BTreeSet<String> = self
+            .outputs
+            .iter()
+            .zip(&done)
+            .filter(|(_, d)| d.is_none())
+            .flat_map(|(out, _)| out.expr.columns())
+            .collect();
         let schema = chunk.schema();
         let keep: Vec<usize> = (0..schema.fields().len())
             .filter(|i| {
                 let name = schema.field(*i).name().as_str();
-                read.iter().any(|r| r == name) || (self.keep_input && !replaced(name))
+                read.contains(name) || (self.keep_input && !replaced(name))
             })
             .collect();
         let rest = filter_record_batch(&chunk.project(&keep)?, &mask)?;
@@ -441,11 +433,7 @@ impl FusedMap {
                 input.push((name.clone(), column));
             }
         }
-        let options = RecordBatchOptions::new().with_row_count(Some(rows));
-        let fields: Vec<Field> = input.iter().map(|(n, c)| Field::new(n, c.data_type().clone(), true)).collect();
-        let columns = input.into_iter().map(|(_, c)| c).collect();
-        let input = RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options)?;
-        assemble_map(&self.outputs, self.keep_input, &input, &self.out_schema, values)
+        assemble_map(&self.outputs, input, rows, &self.out_schema, values)
     }
 
     /// The outputs over `chunk`, those in `done` as they are; `scalars` is the kernel of the
@@ -462,14 +450,16 @@ impl FusedMap {
         for (((out, depth), tensor), done) in self.outputs.iter().zip(&self.depths).zip(&self.tensors).zip(done) {
             let value = match fused.as_mut().filter(|_| *depth == 0).and_then(Iterator::next) {
                 Some(value) => value,
-                None if done.is_some() => done.expect("checked"),
-                None => evaluate_output(&out.expr, chunk, *depth, |expr, flat| {
-                    let run = tensor.get(&[expr], flat.schema()).and_then(|k| k.run_flat(flat));
-                    match run.and_then(|mut v| v.pop()) {
-                        Some(value) => Ok(value),
-                        None => evaluate_with_batch_dims(expr, flat.batch(expr)?, 0),
-                    }
-                })?,
+                None => match done {
+                    Some(value) => value,
+                    None => evaluate_output(&out.expr, chunk, *depth, |expr, flat| {
+                        let run = tensor.get(&[expr], flat.schema()).and_then(|k| k.run_flat(flat));
+                        match run.and_then(|mut v| v.pop()) {
+                            Some(value) => Ok(value),
+                            None => evaluate_with_batch_dims(expr, flat.batch(expr)?, 0),
+                        }
+                    })?,
+                },
             };
             values.push(value);
         }
