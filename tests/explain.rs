@@ -24,7 +24,7 @@ use arrow::array::{
     Int64Array, ListArray, StringArray, StructArray, UInt8Array,
 };
 use arrow::buffer::OffsetBuffer;
-use arrow::datatypes::{DataType, Field, Float32Type, Int64Type, UInt8Type};
+use arrow::datatypes::{DataType, Float32Type, Int64Type, UInt8Type};
 use arrow::record_batch::RecordBatch;
 use common::*;
 use flumen::prelude::*;
@@ -143,15 +143,6 @@ fn events_parquet() -> &'static str {
         write_if_changed(EVENTS, &bytes);
     });
     EVENTS
-}
-
-/// Nests `values` into fixed-size lists of `shape` (outermost first): one tensor per
-/// `shape.iter().product()` values, one row per tensor.
-fn tensors(values: ArrayRef, shape: &[i32]) -> ArrayRef {
-    shape.iter().rev().fold(values, |inner, &d| {
-        let item = Arc::new(Field::new("item", inner.data_type().clone(), true));
-        Arc::new(FixedSizeListArray::new(item, d, inner, None))
-    })
 }
 
 /// The innermost values of row 0 of a column of (nested) fixed-size lists.
@@ -283,20 +274,23 @@ fn w2_files() -> &'static [&'static str] {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         for (f, path) in W2_FILES.iter().enumerate() {
-            std::fs::create_dir_all(std::path::Path::new(path).parent().unwrap()).unwrap();
-            let mut writer = flumen::TfRecordWriter::create(path, RecordCompression::None).unwrap();
-            for n in (128 * f as i64)..(128 * f as i64 + 128) {
+            let examples = ((128 * f as i64)..(128 * f as i64 + 128)).map(|n| {
                 let features: Vec<f32> = (0..64).map(|k| n as f32 + k as f32 / 64.0).collect();
                 let weight = [0.5 + (n % 4) as f32 * 0.25];
-                let example = flumen::serialize_example(&[
+                flumen::serialize_example(&[
                     ("features", flumen::FeatureValues::Float32(&features)),
                     ("label", flumen::FeatureValues::Int64(&[n % 10])),
                     ("id", flumen::FeatureValues::Int64(&[n])),
                     ("weight", flumen::FeatureValues::Float32(&weight)),
-                ]);
-                writer.write(&example).unwrap();
-            }
-            writer.finish().unwrap();
+                ])
+            });
+            // Framed in a file of this process's own, then put in place as write_if_changed
+            // puts every input file: concurrent test processes never see a partial file.
+            let tmp = format!("{path}.{}.framing", std::process::id());
+            std::fs::create_dir_all(std::path::Path::new(path).parent().unwrap()).unwrap();
+            write_tfrecords(&tmp, examples);
+            write_if_changed(path, &std::fs::read(&tmp).unwrap());
+            std::fs::remove_file(&tmp).unwrap();
         }
     });
     &W2_FILES
@@ -764,17 +758,8 @@ fn projection_pushdown_into_parquet() {
 #[test]
 fn projection_pushdown_below_parse_example() {
     let path = "target/explain-data/examples.parquet";
-    let records: Vec<Vec<u8>> = (0..12i64)
-        .map(|i| {
-            let x = [i as f32 * 0.5, -(i as f32)];
-            let label = [i % 3];
-            let mut features = vec![("x", flumen::FeatureValues::Float32(&x))];
-            if i != 5 {
-                features.push(("label", flumen::FeatureValues::Int64(&label)));
-            }
-            flumen::serialize_example(&features)
-        })
-        .collect();
+    let records: Vec<Vec<u8>> =
+        (0..12i64).map(|i| example((i != 5).then_some(i % 3), [i as f32 * 0.5, -(i as f32)])).collect();
     let batch = RecordBatch::try_from_iter([
         ("id", Arc::new(Int64Array::from_iter_values(0..12)) as ArrayRef),
         ("note", Arc::new(StringArray::from_iter_values((0..12).map(|i| format!("note {i}"))))),

@@ -291,11 +291,11 @@ fn parse_label() -> MapFunction {
 fn parse_example_plans_serialize_without_a_registry() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("e.tfrecord").to_string_lossy().into_owned();
-    let mut writer = flumen::TfRecordWriter::create(&path, RecordCompression::None).unwrap();
-    for label in [7i64, -3, 40] {
-        writer.write(&flumen::serialize_example(&[("label", flumen::FeatureValues::Int64(&[label]))])).unwrap();
-    }
-    writer.finish().unwrap();
+    let labels = [7i64, -3, 40];
+    write_tfrecords(
+        &path,
+        labels.iter().map(|label| flumen::serialize_example(&[("label", flumen::FeatureValues::Int64(&[*label]))])),
+    );
     let ds = Dataset::tfrecord(&[&path], RecordCompression::None).unwrap().map(parse_label()).unwrap();
     let json = ds.serialize().unwrap();
     assert!(json.contains("parse_example"), "{json}");

@@ -250,29 +250,14 @@ fn a_corrupt_tfrecord_names_file_and_offset_and_ignore_errors_skips_the_record()
     assert_eq!(records(&ds.ignore_errors().unwrap()), vec!["rec-0", "rec-2", "rec-3"]);
 }
 
-/// A serialized `tf.train.Example` with `label` (int64) and `x` (two floats), or without
-/// `label` when `None`.
-fn example(label: Option<i64>, x: [f32; 2]) -> Vec<u8> {
-    let label = label.map(|l| [l]);
-    let mut features = vec![("x", flumen::FeatureValues::Float32(&x))];
-    if let Some(label) = &label {
-        features.push(("label", flumen::FeatureValues::Int64(label)));
-    }
-    flumen::serialize_example(&features)
-}
-
 #[test]
 fn tfrecord_examples_parse_batch_and_skip_bad_records() {
     use arrow::array::AsArray;
     use arrow::datatypes::{Float32Type, Int64Type};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("e.tfrecord").to_str().unwrap().to_string();
-    let mut writer = flumen::TfRecordWriter::create(&path, RecordCompression::None).unwrap();
-    for i in 0..5i64 {
-        // Record 3 lacks its label.
-        writer.write(&example((i != 3).then_some(i * 10), [i as f32, -(i as f32)])).unwrap();
-    }
-    writer.finish().unwrap();
+    // Record 3 lacks its label.
+    write_tfrecords(&path, (0..5i64).map(|i| example((i != 3).then_some(i * 10), [i as f32, -(i as f32)])));
     let features =
         vec![FeatureSpec::fixed("label", DType::Int64, vec![]), FeatureSpec::fixed("x", DType::Float32, vec![2])];
     let parse = MapFunction::parse_example("record", features).unwrap();
@@ -306,13 +291,16 @@ fn sparse_features_parse_from_tfrecords_and_batch() {
     use arrow::datatypes::{Float32Type, Int64Type};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.tfrecord").to_str().unwrap().to_string();
-    let mut writer = flumen::TfRecordWriter::create(&path, RecordCompression::None).unwrap();
     let rows: [(&[i64], &[f32]); 4] = [(&[2, 0], &[2.0, 0.5]), (&[], &[]), (&[9], &[1.0]), (&[1], &[3.0])];
-    for (idx, val) in rows {
-        let features = [("idx", flumen::FeatureValues::Int64(idx)), ("val", flumen::FeatureValues::Float32(val))];
-        writer.write(&flumen::serialize_example(&features)).unwrap();
-    }
-    writer.finish().unwrap();
+    write_tfrecords(
+        &path,
+        rows.iter().map(|(idx, val)| {
+            flumen::serialize_example(&[
+                ("idx", flumen::FeatureValues::Int64(idx)),
+                ("val", flumen::FeatureValues::Float32(val)),
+            ])
+        }),
+    );
     let features = vec![FeatureSpec::sparse("s", DType::Float32, vec!["idx".into()], "val", vec![4])];
     let parse = MapFunction::parse_example("record", features).unwrap();
     let ds = Dataset::tfrecord(&[&path], RecordCompression::None).unwrap().map(parse).unwrap();

@@ -91,13 +91,12 @@ fn a_filter_under_a_tensor_map_gives_the_unfused_batches() {
     let rows = 300usize;
     use arrow::record_batch::RecordBatch;
     use std::sync::Arc;
-    let item = Arc::new(arrow::datatypes::Field::new("item", arrow::datatypes::DataType::Float32, true));
     let values = arrow::array::Float32Array::from_iter_values((0..rows * 4).map(|i| i as f32 * 0.25 - 9.0));
-    let t = arrow::array::FixedSizeListArray::new(item, 4, Arc::new(values), None);
+    let t = tensors(Arc::new(values), &[4]);
     let w = arrow::array::Float32Array::from_iter_values((0..rows).map(|r| 1.0 + (r % 13) as f32));
     let label = arrow::array::Int64Array::from_iter_values((0..rows).map(|r| (r * 7 % 10) as i64));
     let batch = RecordBatch::try_from_iter([
-        ("t", Arc::new(t) as arrow::array::ArrayRef),
+        ("t", t),
         ("w", Arc::new(w) as arrow::array::ArrayRef),
         ("label", Arc::new(label) as arrow::array::ArrayRef),
     ])

@@ -276,10 +276,10 @@ fn interleave_of_multi_row_chunks_follows_tf_data_order() {
     const CHUNKS: [i64; 6] = [4, 5, 3, 12, 2, 9];
     let inputs: Vec<Vec<i64>> = (0..6).map(|x| (0..LENS[x]).map(|v| 100 * x as i64 + v).collect()).collect();
     let spec = range(0, 1).element_spec().clone();
-    let values = DatasetFunction::closure(Some("values"), spec, |row| {
+    let shared = Arc::new(inputs.clone());
+    let values = DatasetFunction::closure(Some("values"), spec, move |row| {
         let x = column_i64(row, "value")[0] as usize;
-        let all: Vec<i64> = (0..LENS[x]).map(|v| 100 * x as i64 + v).collect();
-        Dataset::from_batches(all.chunks(CHUNKS[x] as usize).map(|c| int_batch("value", c.to_vec())).collect())
+        Dataset::from_batches(shared[x].chunks(CHUNKS[x] as usize).map(|c| int_batch("value", c.to_vec())).collect())
     });
     for (cycle, block) in [(3, 2), (2, 1), (4, 3), (3, 5)] {
         let ds = range(0, 6).interleave(values.clone(), Tunable::Fixed(cycle as u32), block as u64).unwrap();

@@ -113,3 +113,31 @@ pub fn until_error(ds: &Dataset, field: &str) -> (Vec<i64>, Option<String>) {
     }
     (values, None)
 }
+
+/// Writes `records` to a new uncompressed TFRecord file at `path`.
+pub fn write_tfrecords(path: &str, records: impl IntoIterator<Item = impl AsRef<[u8]>>) {
+    let mut writer = flumen::TfRecordWriter::create(path, flumen::prelude::RecordCompression::None).unwrap();
+    for record in records {
+        writer.write(record.as_ref()).unwrap();
+    }
+    writer.finish().unwrap();
+}
+
+/// A serialized `tf.train.Example` with `label` (int64) and `x` (two floats), or without
+/// `label` when `None`.
+pub fn example(label: Option<i64>, x: [f32; 2]) -> Vec<u8> {
+    let label = label.map(|l| [l]);
+    let mut features = vec![("x", flumen::FeatureValues::Float32(&x))];
+    if let Some(label) = &label {
+        features.push(("label", flumen::FeatureValues::Int64(label)));
+    }
+    flumen::serialize_example(&features)
+}
+
+/// `values` as a column of (nested) fixed-size lists of `shape`, outermost dimension first.
+pub fn tensors(values: arrow::array::ArrayRef, shape: &[i32]) -> arrow::array::ArrayRef {
+    shape.iter().rev().fold(values, |inner, &d| {
+        let item = std::sync::Arc::new(arrow::datatypes::Field::new("item", inner.data_type().clone(), true));
+        std::sync::Arc::new(arrow::array::FixedSizeListArray::new(item, d, inner, None))
+    })
+}

@@ -42,7 +42,7 @@ fn map_fn(f: &MapFn) -> String {
 }
 
 /// How explain shows a `parse_example` map: `parse_example(record -> features: float32[64], ...)`.
-pub fn parse_example(field: &str, features: &[crate::example::FeatureSpec]) -> String {
+fn parse_example(field: &str, features: &[crate::example::FeatureSpec]) -> String {
     let features: Vec<String> = features.iter().map(|f| f.field().to_string()).collect();
     format!("parse_example({field} -> {})", features.join(", "))
 }

@@ -52,7 +52,8 @@ pub enum FeatureKind {
 /// A feature to parse: its key, type (`Int64`, `Float32` or `Binary`) and kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FeatureSpec {
-    /// The key in the `Features` map, and the output field's name.
+    /// The output field's name, and for a fixed- or variable-length feature its key in the
+    /// `Features` map (a sparse feature reads `value_key` and `index_keys` instead).
     pub name: String,
     /// `Int64`, `Float32` or `Binary`.
     pub dtype: DType,

@@ -507,6 +507,14 @@ impl Expr {
         }
     }
 
+    /// Whether the expression calls a tensor function (`one_hot`, `normalize`, axis
+    /// reductions: [`Func::is_tensor_function`]).
+    pub fn has_tensor_function(&self) -> bool {
+        let mut found = false;
+        self.visit(&mut |e| found |= matches!(e, Expr::Call { func, .. } if func.is_tensor_function()));
+        found
+    }
+
     /// The type and tensor shape of this expression as a `map` output: besides scalar
     /// fields it may read fixed-shape tensor fields (every dim known) of unbatched elements,
     /// and then applies elementwise over the tensor's values, a scalar (a per-element field
@@ -517,9 +525,7 @@ impl Expr {
     /// `normalize`) counts as a tensor field of the shape it gives (`one_hot(k, 3) * w` has
     /// shape `[3]`), as its evaluation computes it first into such a field.
     pub fn value_type(&self, spec: &ElementSpec) -> Result<(DType, Vec<i64>)> {
-        let mut found = false;
-        self.visit(&mut |e| found |= matches!(e, Expr::Call { func, .. } if func.is_tensor_function()));
-        if found {
+        if self.has_tensor_function() {
             let mut with_fields = spec.clone();
             let expr = self.tensor_functions_as_fields(spec, &mut with_fields)?;
             return expr.value_type(&with_fields);

@@ -15,12 +15,12 @@ use flumen_ir::{BinaryOp, DType, ElementSpec, Expr, Func, MapFn, NamedExpr, Scal
 /// An expression over fixed-shape tensor fields (`features * weight`) applies to every
 /// value, and its shapes were checked when the map was typed, so it may fail exactly where
 /// the same expression over one value may. Tensor functions (`one_hot`, `normalize`, axis
-/// reductions) are not looked into: such an expression counts as one that may fail.
+/// reductions) are not looked into: an expression holding one is typed over the tensor
+/// fields as they are, where an operation whose type cannot be told counts as one that may
+/// fail.
 pub fn may_fail(expr: &Expr, spec: &ElementSpec) -> bool {
-    let mut tensor_function = false;
-    expr.visit(&mut |e| tensor_function |= matches!(e, Expr::Call { func, .. } if func.is_tensor_function()));
     let values;
-    let spec = if tensor_function {
+    let spec = if expr.has_tensor_function() || !spec.fields.iter().any(|f| f.is_fixed_tensor(spec.batch_dims)) {
         spec
     } else {
         values = spec.values_of_tensors();

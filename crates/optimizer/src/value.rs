@@ -185,7 +185,7 @@ fn try_decode(node: &Node, child: &dyn Fn(Id) -> Value) -> Result<Value, String>
             _ => Err("closure predicate needs a closure".into()),
         },
         Node::Pfor(f) => match child(*f) {
-            Value::Func { func: func @ (MapFn::Exprs { .. } | MapFn::ParseExample { .. }), pfor: false } => {
+            Value::Func { func, pfor: false } if crate::rules::vectorize::vectorizable(&func) => {
                 Ok(Value::Func { func, pfor: true })
             }
             Value::Expr(expr) => Ok(Value::Pred { predicate: Predicate::Expr { expr }, pfor: true }),
