@@ -2,7 +2,10 @@
 //! (flumen's Arrow evaluation) and against a hand-written scalar Rust loop.
 //!
 //! Each case evaluates one expression over a chunk of `ROWS` rows; criterion reports time
-//! per chunk and rows/s. The three ways compute the same values (checked before timing).
+//! per chunk and rows/s. The ways compute the same values (checked before timing). The map
+//! cases run as native code (`kernel::native`); `fused kernel, interpreted` is the same
+//! program by the tile interpreter. `w4 filter` has a remainder and a comparison, which
+//! only the interpreter computes.
 //!
 //! - `w4 map`: `v*v + 1` with `v = sqrt(f64(x)*3 + 1) * 0.5`, as map fusion writes w4's
 //!   three maps (7 operations once common sub-expressions are shared; the Arrow evaluation
@@ -71,13 +74,17 @@ fn w4_filter_by_hand(v: &[f64]) -> BooleanArray {
 
 fn compare_values(c: &mut Criterion, name: &str, expr: &Expr, chunk: &RecordBatch, hand: impl Fn() -> Vec<f64>) {
     let kernel = Kernel::compile(&[expr], &chunk.schema()).expect("compiles");
+    let interpreted = Kernel::interpreted(&[expr], &chunk.schema()).expect("compiles");
     let fused = kernel.run(chunk).expect("runs");
     let arrow = evaluate(expr, chunk).expect("evaluates");
+    assert!(kernel.is_native(), "{name} runs as native code");
     assert_eq!(floats(&fused[0]), floats(&arrow));
     assert_eq!(floats(&fused[0]), hand().as_slice());
+    assert_eq!(floats(&interpreted.run(chunk).expect("runs")[0]), hand().as_slice());
     let mut g = c.benchmark_group(name);
     g.throughput(Throughput::Elements(ROWS as u64));
     g.bench_function("fused kernel", |b| b.iter(|| black_box(kernel.run(chunk))));
+    g.bench_function("fused kernel, interpreted", |b| b.iter(|| black_box(interpreted.run(chunk))));
     g.bench_function("composed arrow kernels", |b| b.iter(|| black_box(evaluate(expr, chunk))));
     g.bench_function("hand-written loop", |b| b.iter(|| black_box(hand())));
     g.finish();

@@ -145,9 +145,9 @@ fn boolean(rng: &mut Rng, depth: u32) -> Expr {
 }
 
 /// Whether `a` and `b` hold the same values (bits, for floats) wherever `a` is valid, and
-/// the same validity.
+/// the same validity (a validity buffer without nulls counting as none).
 fn same(a: &ArrayRef, b: &ArrayRef) -> bool {
-    if a.data_type() != b.data_type() || a.len() != b.len() || a.logical_nulls() != b.logical_nulls() {
+    if a.data_type() != b.data_type() || a.len() != b.len() || (0..a.len()).any(|i| a.is_valid(i) != b.is_valid(i)) {
         return false;
     }
     let valid = |i: usize| a.is_valid(i);
@@ -324,7 +324,7 @@ fn tensor_output_over(rows: usize) {
     assert_eq!(fused, arrow);
     let flat = Tensors::flatten(&outputs[0].expr, &batch, 2).unwrap().unwrap();
     assert!(flat.columns().iter().any(|c| matches!(c, FlatColumn::Repeated(_))));
-    let kernel = Kernel::compile(&[&outputs[0].expr], flat.schema()).expect("the expression compiles");
+    let kernel = Kernel::compile_flat(&[&outputs[0].expr], &flat).expect("the expression compiles");
     let values = kernel.run_flat(&flat).expect("the kernel runs over repeated scalars");
     let values = flat.wrap(values[0].clone(), &outputs[0].expr).unwrap();
     assert_eq!(&values, fused.column(0));
@@ -353,7 +353,8 @@ fn a_repeated_scalar_with_nulls_is_handed_back_to_arrow() {
     let batch = RecordBatch::try_new(batch.schema(), columns).unwrap();
     let expr = Expr::binary(BinaryOp::Mul, Expr::col("t"), Expr::col("w"));
     let flat = Tensors::flatten(&expr, &batch, 2).unwrap().unwrap();
-    let kernel = Kernel::compile(&[&expr], flat.schema()).expect("the expression compiles");
+    let kernel = Kernel::compile_flat(&[&expr], &flat).expect("the expression compiles");
+    assert!(kernel.is_native());
     assert!(kernel.run_flat(&flat).is_none());
     let out = evaluate(&expr, flat.batch(&expr).unwrap()).unwrap();
     assert_eq!(out.null_count(), 12, "row 4's twelve values");
@@ -443,11 +444,106 @@ fn a_kernel_over_row_runs_computes_those_rows() {
     let (batch, _) = tensor_chunk(100);
     let expr = Expr::binary(BinaryOp::Sub, Expr::col("u"), Expr::binary(BinaryOp::Mul, Expr::col("t"), Expr::col("w")));
     let flat = Tensors::flatten(&expr, &batch, 2).unwrap().unwrap();
-    let kernel = Kernel::compile(&[&expr], flat.schema()).expect("compiles");
+    let kernel = Kernel::compile_flat(&[&expr], &flat).expect("compiles");
     let all = kernel.run_flat(&flat).unwrap().pop().unwrap();
     let all = all.as_primitive::<Float32Type>().values();
     let runs = [(0, 1), (3, 50), (60, 2), (99, 1)];
     let some = kernel.run_flat_selected(&flat, &runs).unwrap().pop().unwrap();
     let expected: Vec<f32> = runs.iter().flat_map(|(s, n)| all[s * 12..(s + n) * 12].iter().copied()).collect();
     assert_eq!(some.as_primitive::<Float32Type>().values().to_vec(), expected);
+    // Native code (reading the per-row scalar once per row) and the interpreter (repeating
+    // it into tiles) agree, over the runs and over the whole.
+    assert!(kernel.is_native());
+    let interpreted = Kernel::interpreted(&[&expr], flat.schema()).expect("compiles");
+    let by_tiles = interpreted.run_flat_selected(&flat, &runs).unwrap().pop().unwrap();
+    assert_eq!(some.as_primitive::<Float32Type>().values(), by_tiles.as_primitive::<Float32Type>().values());
+    let by_tiles = interpreted.run_flat(&flat).unwrap().pop().unwrap();
+    assert_eq!(all, by_tiles.as_primitive::<Float32Type>().values());
+}
+
+/// An expression of only the operations native code compiles (see `kernel::native`) over
+/// float columns `floats` and an integer column `int` cast to `ty`, with literals of type
+/// `ty`.
+fn native_numeric(rng: &mut Rng, depth: u32, floats: &[&'static str], int: &str, ty: DType) -> Expr {
+    if depth == 0 || rng.below(4) == 0 {
+        return match rng.below(5) {
+            0 => Expr::Literal(Scalar::Float(literal(rng, ty), ty)),
+            1 => Expr::Cast { arg: Box::new(Expr::col(int)), to: ty },
+            _ => Expr::col(rng.pick(floats)),
+        };
+    }
+    let arg = |rng: &mut Rng| native_numeric(rng, depth - 1, floats, int, ty);
+    match rng.below(4) {
+        0 | 1 => {
+            let op = rng.pick(&[BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div]);
+            Expr::binary(op, arg(rng), arg(rng))
+        }
+        2 => Expr::Unary { op: UnaryOp::Neg, arg: Box::new(arg(rng)) },
+        _ => {
+            let func = rng.pick(&[Func::Sqrt, Func::Floor, Func::Ceil, Func::Trunc, Func::Abs]);
+            Expr::Call { func, args: vec![arg(rng)] }
+        }
+    }
+}
+
+/// A literal as `ty` holds it (so that it is exact in float32 too).
+fn literal(rng: &mut Rng, ty: DType) -> f64 {
+    let v = float(rng);
+    if ty == DType::Float32 {
+        f64::from(v as f32)
+    } else {
+        v
+    }
+}
+
+/// Native code gives the interpreter's values bit for bit (and so Arrow's), over every
+/// tail length of its vector loop and inputs that start anywhere in their buffers.
+#[test]
+fn native_kernels_compute_what_the_interpreter_computes() {
+    let mut rng = Rng::new(19);
+    let (mut native, mut cases) = (0, 0);
+    for case in 0..300 {
+        let batch = chunk(&mut rng, case % 4 == 0);
+        let expr = if case % 2 == 0 {
+            native_numeric(&mut rng, 4, &["a", "b"], "i", DType::Float64)
+        } else {
+            native_numeric(&mut rng, 4, &["c"], "j", DType::Float32)
+        };
+        if expr.columns().is_empty() {
+            continue;
+        }
+        cases += 1;
+        let kernel = Kernel::compile(&[&expr], &batch.schema()).unwrap_or_else(|| panic!("{expr} compiles"));
+        let interpreted = Kernel::interpreted(&[&expr], &batch.schema()).expect("compiles");
+        assert!(!interpreted.is_native());
+        native += usize::from(kernel.is_native());
+        let (offset, len) = (case % 7, [0, 1, 2, 3, 5, 8, 17, 37, ROWS - 7][case % 9]);
+        let part = batch.slice(offset, len);
+        let values = kernel.run(&part).expect("runs").pop().unwrap();
+        let expected = interpreted.run(&part).expect("runs").pop().unwrap();
+        assert!(same(&values, &expected), "{expr} over {len} rows from {offset}: {values:?}\nvs {expected:?}");
+        let arrow = evaluate(&expr, &part).expect("evaluates");
+        assert!(same(&values, &arrow), "{expr}: {values:?}\nvs Arrow {arrow:?}");
+    }
+    // Every expression with a column compiles natively (where the host has a backend).
+    assert_eq!(native, cases, "{native} of {cases} native");
+}
+
+/// Programs native code does not compute stay interpreted: a remainder, integer
+/// arithmetic, a comparison, float32 mixed with int64.
+#[test]
+fn programs_with_other_operations_are_interpreted() {
+    let mut rng = Rng::new(23);
+    let batch = chunk(&mut rng, false);
+    let schema = batch.schema();
+    let float = |v: f64| Expr::Literal(Scalar::Float(v, DType::Float64));
+    let native = |e: &Expr| Kernel::compile(&[e], &schema).expect("compiles").is_native();
+    assert!(native(&Expr::binary(BinaryOp::Div, Expr::col("a"), Expr::col("b"))));
+    assert!(!native(&Expr::binary(BinaryOp::Mod, Expr::col("a"), float(3.0))));
+    assert!(!native(&Expr::binary(BinaryOp::Add, Expr::col("i"), Expr::Literal(Scalar::Int(1, DType::Int64)))));
+    assert!(!native(&Expr::binary(BinaryOp::Lt, Expr::col("a"), Expr::col("b"))));
+    let c_plus_i =
+        Expr::binary(BinaryOp::Add, Expr::col("c"), Expr::Cast { arg: Box::new(Expr::col("i")), to: DType::Float32 });
+    assert!(!native(&c_plus_i));
+    assert!(!native(&Expr::Call { func: Func::Exp, args: vec![Expr::col("a")] }));
 }

@@ -49,6 +49,50 @@ impl Buf {
         }
     }
 
+    /// A pointer to the register's first `len` values (which must exist), for native code.
+    pub fn ptr(&self, len: usize) -> *const u8 {
+        match self {
+            Buf::F64(v) => v[..len].as_ptr().cast(),
+            Buf::F32(v) => v[..len].as_ptr().cast(),
+            Buf::I64(v) => v[..len].as_ptr().cast(),
+            Buf::I32(v) => v[..len].as_ptr().cast(),
+            Buf::Bool(v) => v[..len].as_ptr(),
+        }
+    }
+
+    /// A pointer to value `at` of the register's allocation, for native code to write
+    /// values `at..` into before [`set_len`](Self::set_len) covers them.
+    pub fn spare_ptr(&mut self, at: usize) -> *mut u8 {
+        fn ptr<T>(v: &mut Vec<T>, at: usize) -> *mut u8 {
+            assert!(at <= v.capacity(), "value {at} is past the register's allocation");
+            v.as_mut_ptr().wrapping_add(at).cast()
+        }
+        match self {
+            Buf::F64(v) => ptr(v, at),
+            Buf::F32(v) => ptr(v, at),
+            Buf::I64(v) => ptr(v, at),
+            Buf::I32(v) => ptr(v, at),
+            Buf::Bool(v) => ptr(v, at),
+        }
+    }
+
+    /// Declares the first `len` values written.
+    ///
+    /// # Safety
+    /// `len` is within the allocation, and every value up to it has been written.
+    pub unsafe fn set_len(&mut self, len: usize) {
+        // SAFETY: the caller's contract is `Vec::set_len`'s.
+        unsafe {
+            match self {
+                Buf::F64(v) => v.set_len(len),
+                Buf::F32(v) => v.set_len(len),
+                Buf::I64(v) => v.set_len(len),
+                Buf::I32(v) => v.set_len(len),
+                Buf::Bool(v) => v.set_len(len),
+            }
+        }
+    }
+
     /// Extends the register to `len` values (zeros until written).
     pub fn grow_to(&mut self, len: usize) {
         match self {
@@ -74,6 +118,19 @@ pub enum Input<'a> {
     I32(&'a [i32]),
     /// bools, one byte each.
     Bool(Vec<u8>),
+}
+
+impl Input<'_> {
+    /// A pointer to the values `start..start + len` (which must exist), for native code.
+    pub fn ptr(&self, start: usize, len: usize) -> *const u8 {
+        match self {
+            Input::F64(s) => s[start..start + len].as_ptr().cast(),
+            Input::F32(s) => s[start..start + len].as_ptr().cast(),
+            Input::I64(s) => s[start..start + len].as_ptr().cast(),
+            Input::I32(s) => s[start..start + len].as_ptr().cast(),
+            Input::Bool(s) => s[start..start + len].as_ptr(),
+        }
+    }
 }
 
 /// A value type of registers, inputs and constants.

@@ -3,9 +3,10 @@
 //!
 //! The Arrow evaluation ([`crate::eval`]) runs one compute kernel per operation, each
 //! allocating and writing a whole column that the next one reads back. A kernel instead
-//! runs the whole program over a tile of rows at a time ([`TILE`]), keeping intermediates
-//! in a few tile-sized registers that stay in the L1 cache, with the hot loops in `wide`
-//! SIMD types ([`lanes`]). Nulls are handled outside the loops: values are computed for
+//! runs the whole program as one loop of machine code where every operation allows it
+//! ([`native`]), and otherwise interprets it over a tile of rows at a time ([`TILE`]),
+//! keeping intermediates in a few tile-sized registers that stay in the L1 cache, with the
+//! hot loops in `wide` SIMD types ([`lanes`]). Nulls are handled outside the loops: values are computed for
 //! every row, and an output's validity is the union of its input columns' validities.
 //!
 //! A kernel computes exactly the values the Arrow evaluation computes, bit for bit (the
@@ -20,6 +21,7 @@
 
 pub mod exec;
 pub mod lanes;
+pub mod native;
 pub mod program;
 
 use std::sync::{Arc, OnceLock};
@@ -36,6 +38,7 @@ use crate::eval::{
 };
 
 use exec::{exec, Buf, Elem, Input, Tile};
+use native::Native;
 use program::{compile, Arg, Konst, Program, Ty};
 
 /// Rows per tile: 512 float64 values are 4 KiB, so a program's registers and the tile's
@@ -46,14 +49,41 @@ pub const TILE: usize = 512;
 #[derive(Debug)]
 pub struct Kernel {
     program: Program,
+    /// The program as machine code, where it compiles to it ([`native`]).
+    native: Option<Native>,
     schema: SchemaRef,
 }
 
 impl Kernel {
     /// Compiles `exprs` over chunks of `schema`; `None` when one of them uses something
-    /// kernels do not compute (see the module overview).
+    /// kernels do not compute (see the module overview). The program runs as native code
+    /// where every operation allows it ([`native`]), interpreted otherwise.
     pub fn compile(exprs: &[&Expr], schema: &SchemaRef) -> Option<Kernel> {
-        Some(Kernel { program: compile(exprs, schema)?, schema: schema.clone() })
+        let mut kernel = Kernel::interpreted(exprs, schema)?;
+        kernel.native = Native::compile(&kernel.program, 0);
+        Some(kernel)
+    }
+
+    /// [`compile`](Self::compile) for flat chunks like `tensors`, whose per-row scalars
+    /// native code reads once per row ([`run_flat`](Self::run_flat)).
+    pub fn compile_flat(exprs: &[&Expr], tensors: &Tensors) -> Option<Kernel> {
+        let mut kernel = Kernel::interpreted(exprs, tensors.schema())?;
+        let repeated = (kernel.program.inputs.iter().enumerate())
+            .filter(|(_, (i, _))| matches!(tensors.columns()[*i], FlatColumn::Repeated(_)))
+            .fold(0, |mask, (slot, _)| mask | 1 << slot);
+        kernel.native = Native::compile(&kernel.program, repeated);
+        Some(kernel)
+    }
+
+    /// [`compile`](Self::compile) without native code: the same values, always by the tile
+    /// interpreter (for comparing the two).
+    pub fn interpreted(exprs: &[&Expr], schema: &SchemaRef) -> Option<Kernel> {
+        Some(Kernel { program: compile(exprs, schema)?, native: None, schema: schema.clone() })
+    }
+
+    /// Whether the kernel runs as native code.
+    pub fn is_native(&self) -> bool {
+        self.native.is_some()
     }
 
     /// The outputs over `chunk`, one array per expression; `None` when the chunk is one the
@@ -130,56 +160,20 @@ impl Kernel {
             .zip(&p.inputs)
             .map(|(c, (_, ty))| matches!(c, Column::Repeated(..)).then(|| Buf::new(*ty, TILE.min(rows))))
             .collect();
-        let mut regs: Vec<Buf> = p.regs.iter().map(|ty| Buf::new(*ty, TILE.min(rows))).collect();
-        // Outputs grow a tile at a time, each tile's zeros written just before its values, in
-        // the cache: zeroing a whole output first was a pass of its own over cold memory.
         let mut outs: Vec<Option<Buf>> = p
             .outputs
             .iter()
             .map(|(arg, ty, _)| matches!(arg, Arg::Val(_)).then(|| Buf::with_capacity(*ty, rows)))
             .collect();
-        let mut at = 0;
-        let tiles = segments.iter().flat_map(|&(first, count)| {
-            (first..first + count).step_by(TILE).map(move |start| (start, TILE.min(first + count - start)))
-        });
-        for (start, len) in tiles {
-            outs.iter_mut().flatten().for_each(|out| out.grow_to(at + len));
-            for (column, buf) in columns.iter().zip(&mut expanded) {
-                if let (Column::Repeated(a, width), Some(buf)) = (column, buf) {
-                    fill_repeated(a, *width, start, len, buf);
-                }
-            }
-            for (instr, direct) in p.instrs.iter().zip(&p.direct) {
-                let ok = match direct {
-                    Some(k) => {
-                        let tile =
-                            Tile { inputs: &inputs, expanded: &expanded, regs: &regs, reg_of: &p.reg_of, start, len };
-                        exec(instr, &tile, outs[*k].as_mut().expect("a computed output"), at)
-                    }
-                    None => {
-                        // The result's register leaves the set while the operands are
-                        // read: a result never shares a register with its operands.
-                        let r = p.reg_of[instr.out];
-                        let mut out = std::mem::replace(&mut regs[r], Buf::Bool(Vec::new()));
-                        let tile =
-                            Tile { inputs: &inputs, expanded: &expanded, regs: &regs, reg_of: &p.reg_of, start, len };
-                        let ok = exec(instr, &tile, &mut out, 0);
-                        regs[r] = out;
-                        ok
-                    }
-                };
-                if !ok {
-                    return None;
-                }
-            }
-            for (k, ((arg, _, _), out)) in p.outputs.iter().zip(&mut outs).enumerate() {
-                if let (Arg::Val(v), Some(out)) = (arg, out) {
-                    if !p.direct.contains(&Some(k)) {
-                        copy_tile(&regs[p.reg_of[*v]], out, at, len);
-                    }
-                }
-            }
-            at += len;
+        let repeated = columns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| matches!(c, Column::Repeated(..)))
+            .fold(0, |m, (i, _)| m | 1 << i);
+        let mut run = Run { columns, inputs: &inputs, expanded: &mut expanded, outs: &mut outs, at: 0 };
+        match self.native.as_ref().filter(|n| n.repeated() == repeated) {
+            Some(native) => run.native(native, segments),
+            None => run.interpret(p, segments)?,
         }
         let mut arrays = Vec::with_capacity(p.outputs.len());
         for ((arg, ty, deps), out) in p.outputs.iter().zip(outs) {
@@ -191,6 +185,115 @@ impl Kernel {
             });
         }
         Some(arrays)
+    }
+}
+
+/// One run of a kernel: its inputs, and its computed outputs filled in order.
+struct Run<'r, 'c> {
+    columns: &'r [Column<'c>],
+    inputs: &'r [Input<'c>],
+    /// Per input, its values for the current tile when it is a repeated scalar.
+    expanded: &'r mut [Option<Buf>],
+    /// The computed outputs (`None` for an output that is an input or a constant).
+    outs: &'r mut [Option<Buf>],
+    /// How many values of each output are written.
+    at: usize,
+}
+
+impl Run<'_, '_> {
+    /// The tiles of `segments`, each a first row and a count.
+    fn tiles(segments: &[(usize, usize)]) -> impl Iterator<Item = (usize, usize)> + '_ {
+        segments.iter().flat_map(move |&(first, count)| {
+            (first..first + count).step_by(TILE).map(move |start| (start, TILE.min(first + count - start)))
+        })
+    }
+
+    /// Refills the repeated scalars' tiles for rows `start..start + len`.
+    fn expand(&mut self, start: usize, len: usize) {
+        for (column, buf) in self.columns.iter().zip(self.expanded.iter_mut()) {
+            if let (Column::Repeated(a, width), Some(buf)) = (column, buf) {
+                fill_repeated(a, *width, start, len, buf);
+            }
+        }
+    }
+
+    /// Runs the program's native code, a call per segment: one row of the segment's values,
+    /// or rows of a tensor's values where a per-row scalar repeats over them.
+    fn native(&mut self, native: &Native, segments: &[(usize, usize)]) {
+        let width = self.columns.iter().find_map(|c| match c {
+            Column::Repeated(_, width) => Some(*width),
+            Column::Plain(_) => None,
+        });
+        for &(first, count) in segments {
+            let (rows, row_values) = match width {
+                Some(w) => {
+                    assert!(first % w == 0 && count % w == 0, "a flat run covers whole rows");
+                    (count / w, w)
+                }
+                None => (1, count),
+            };
+            let inputs: Vec<*const u8> = (self.columns.iter().zip(self.inputs))
+                .map(|(column, input)| match column {
+                    Column::Repeated(..) => input.ptr(first / row_values, rows),
+                    Column::Plain(_) => input.ptr(first, count),
+                })
+                .collect();
+            let at = self.at;
+            let outputs: Vec<*mut u8> =
+                self.outs.iter_mut().map(|o| o.as_mut().map_or(std::ptr::null_mut(), |b| b.spare_ptr(at))).collect();
+            // SAFETY: each input pointer starts as many values as the code reads from it
+            // (`ptr` checks them); each output was allocated for every row of the run
+            // (`Buf::with_capacity`), so it has room for `count` values from `at`, and it is
+            // a buffer of its own.
+            unsafe { native.run(&inputs, &outputs, rows, row_values) };
+            self.at += count;
+            for out in self.outs.iter_mut().flatten() {
+                // SAFETY: the native code wrote values `at..at + count` just now.
+                unsafe { out.set_len(self.at) };
+            }
+        }
+    }
+
+    /// Runs the program's instructions one tile at a time; `None` when an operation fails.
+    fn interpret(&mut self, p: &Program, segments: &[(usize, usize)]) -> Option<()> {
+        let rows = segments.iter().map(|(_, n)| n).sum::<usize>();
+        let mut regs: Vec<Buf> = p.regs.iter().map(|ty| Buf::new(*ty, TILE.min(rows))).collect();
+        for (start, len) in Self::tiles(segments) {
+            let at = self.at;
+            // Outputs grow a tile at a time, each tile's zeros written just before its
+            // values, in the cache: zeroing a whole output first was a pass of its own over
+            // cold memory.
+            self.outs.iter_mut().flatten().for_each(|out| out.grow_to(at + len));
+            self.expand(start, len);
+            for (instr, direct) in p.instrs.iter().zip(&p.direct) {
+                // A result kept in a register leaves the set while the operands are read: a
+                // result never shares a register with its operands.
+                let r = p.reg_of[instr.out];
+                let mut own = direct.is_none().then(|| std::mem::replace(&mut regs[r], Buf::Bool(Vec::new())));
+                let tile =
+                    Tile { inputs: self.inputs, expanded: self.expanded, regs: &regs, reg_of: &p.reg_of, start, len };
+                let (out, from) = match direct {
+                    Some(k) => (self.outs[*k].as_mut().expect("a computed output"), at),
+                    None => (own.as_mut().expect("taken above"), 0),
+                };
+                let ok = exec(instr, &tile, out, from);
+                if let Some(reg) = own {
+                    regs[r] = reg;
+                }
+                if !ok {
+                    return None;
+                }
+            }
+            for (k, ((arg, _, _), out)) in p.outputs.iter().zip(self.outs.iter_mut()).enumerate() {
+                if let (Arg::Val(v), Some(out)) = (arg, out) {
+                    if !p.direct.contains(&Some(k)) {
+                        copy_tile(&regs[p.reg_of[*v]], out, at, len);
+                    }
+                }
+            }
+            self.at += len;
+        }
+        Some(())
     }
 }
 
@@ -210,12 +313,11 @@ impl Column<'_> {
         }
     }
 
-    /// The kernel's view of the column: its values, or nothing for a repeated one, which is
-    /// read from its tile (`fill_repeated`).
+    /// The kernel's view of the column's values (a repeated one's one per row, which the
+    /// interpreter reads from its tile instead: `fill_repeated`).
     fn input(&self, ty: Ty) -> Input<'_> {
         match self {
-            Column::Plain(a) => input(a, ty),
-            Column::Repeated(..) => Input::Bool(Vec::new()),
+            Column::Plain(a) | Column::Repeated(a, _) => input(a, ty),
         }
     }
 
@@ -315,6 +417,11 @@ impl Compiled {
     fn get(&self, exprs: &[&Expr], schema: &SchemaRef) -> Option<&Kernel> {
         self.0.get_or_init(|| Kernel::compile(exprs, schema)).as_ref()
     }
+
+    /// The kernel for flat chunks like `tensors` ([`Kernel::compile_flat`]).
+    fn get_flat(&self, exprs: &[&Expr], tensors: &Tensors) -> Option<&Kernel> {
+        self.0.get_or_init(|| Kernel::compile_flat(exprs, tensors)).as_ref()
+    }
 }
 
 /// An expression `map` run by fused kernels where they compile, by the Arrow evaluation
@@ -391,7 +498,7 @@ impl FusedMap {
             let Some(flat) = Tensors::flatten(&out.expr, chunk, *depth)?.filter(Tensors::levels_valid) else {
                 continue;
             };
-            let run = tensor.get(&[&out.expr], flat.schema()).and_then(|k| k.run_flat_selected(&flat, &runs));
+            let run = tensor.get_flat(&[&out.expr], &flat).and_then(|k| k.run_flat_selected(&flat, &runs));
             if let Some(value) = run.and_then(|mut v| v.pop()) {
                 done[k] = Some(flat.wrap_rows(value, rows, &out.expr)?);
             }
@@ -453,7 +560,7 @@ impl FusedMap {
                 None => match done {
                     Some(value) => value,
                     None => evaluate_output(&out.expr, chunk, *depth, |expr, flat| {
-                        let run = tensor.get(&[expr], flat.schema()).and_then(|k| k.run_flat(flat));
+                        let run = tensor.get_flat(&[expr], flat).and_then(|k| k.run_flat(flat));
                         match run.and_then(|mut v| v.pop()) {
                             Some(value) => Ok(value),
                             None => evaluate_with_batch_dims(expr, flat.batch(expr)?, 0),

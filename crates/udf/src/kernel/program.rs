@@ -61,7 +61,8 @@ impl Ty {
         }
     }
 
-    fn is_float(self) -> bool {
+    /// Whether this is a float type.
+    pub fn is_float(self) -> bool {
         matches!(self, Ty::F64 | Ty::F32)
     }
 }
@@ -93,7 +94,7 @@ impl Konst {
     }
 
     /// Bits that tell constants apart (float bits, so -0.0 and 0.0 differ).
-    fn key(self) -> (Ty, u64) {
+    pub fn key(self) -> (Ty, u64) {
         let bits = match self {
             Konst::F64(v) => v.to_bits(),
             Konst::F32(v) => u64::from(v.to_bits()),
