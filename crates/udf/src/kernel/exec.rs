@@ -49,30 +49,20 @@ impl Buf {
         }
     }
 
-    /// A pointer to the register's first `len` values (which must exist), for native code.
-    pub fn ptr(&self, len: usize) -> *const u8 {
-        match self {
-            Buf::F64(v) => v[..len].as_ptr().cast(),
-            Buf::F32(v) => v[..len].as_ptr().cast(),
-            Buf::I64(v) => v[..len].as_ptr().cast(),
-            Buf::I32(v) => v[..len].as_ptr().cast(),
-            Buf::Bool(v) => v[..len].as_ptr(),
-        }
-    }
-
-    /// A pointer to value `at` of the register's allocation, for native code to write
-    /// values `at..` into before [`set_len`](Self::set_len) covers them.
-    pub fn spare_ptr(&mut self, at: usize) -> *mut u8 {
-        fn ptr<T>(v: &mut Vec<T>, at: usize) -> *mut u8 {
-            assert!(at <= v.capacity(), "value {at} is past the register's allocation");
+    /// A pointer to value `at` of the register's allocation, which must have room for `len`
+    /// values from there, for native code to write them before [`set_len`](Self::set_len)
+    /// covers them.
+    pub fn spare_ptr(&mut self, at: usize, len: usize) -> *mut u8 {
+        fn ptr<T>(v: &mut Vec<T>, at: usize, len: usize) -> *mut u8 {
+            assert!(at + len <= v.capacity(), "values {at}..{} are past the register's allocation", at + len);
             v.as_mut_ptr().wrapping_add(at).cast()
         }
         match self {
-            Buf::F64(v) => ptr(v, at),
-            Buf::F32(v) => ptr(v, at),
-            Buf::I64(v) => ptr(v, at),
-            Buf::I32(v) => ptr(v, at),
-            Buf::Bool(v) => ptr(v, at),
+            Buf::F64(v) => ptr(v, at, len),
+            Buf::F32(v) => ptr(v, at, len),
+            Buf::I64(v) => ptr(v, at, len),
+            Buf::I32(v) => ptr(v, at, len),
+            Buf::Bool(v) => ptr(v, at, len),
         }
     }
 

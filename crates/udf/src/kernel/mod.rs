@@ -239,12 +239,14 @@ impl Run<'_, '_> {
                 })
                 .collect();
             let at = self.at;
-            let outputs: Vec<*mut u8> =
-                self.outs.iter_mut().map(|o| o.as_mut().map_or(std::ptr::null_mut(), |b| b.spare_ptr(at))).collect();
-            // SAFETY: each input pointer starts as many values as the code reads from it
-            // (`ptr` checks them); each output was allocated for every row of the run
-            // (`Buf::with_capacity`), so it has room for `count` values from `at`, and it is
-            // a buffer of its own.
+            let outputs: Vec<*mut u8> = self
+                .outs
+                .iter_mut()
+                .map(|o| o.as_mut().map_or(std::ptr::null_mut(), |b| b.spare_ptr(at, count)))
+                .collect();
+            // SAFETY: each input pointer starts as many values as the code reads from it,
+            // and each output pointer as many as it writes (`ptr` and `spare_ptr` check
+            // them); each output is a buffer of its own.
             unsafe { native.run(&inputs, &outputs, rows, row_values) };
             self.at += count;
             for out in self.outs.iter_mut().flatten() {
