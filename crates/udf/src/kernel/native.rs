@@ -152,12 +152,13 @@ fn clif_type(ty: Ty, lanes: u32) -> Type {
     }
 }
 
-/// Emits the function. Rows are `width` values each (a tensor's values, or the whole run as
-/// one row when nothing repeats); a repeated input holds one value per row, loaded once
-/// per row, and every other input and output one value per row's value.
+/// Emits the function over values of `width` bytes. Rows are `row_values` values each (a
+/// tensor's values, or the whole run as one row when nothing repeats); a repeated input
+/// holds one value per row, loaded once per row, and every other input and output one
+/// value per row's value. Offsets are in bytes.
 ///
 /// ```text
-/// entry(inputs, outputs, rows, width): base pointers, constants; jump row(0, 0, 0)
+/// entry(inputs, outputs, rows, row_values): base pointers, constants; jump row(0, 0, 0)
 /// row(r, scalar_offset, offset): r < rows ? row_start : exit
 /// row_start:        the repeated inputs' values; jump quads(0)
 /// quads(i):         i < whole_quads ? quad_body : vectors(i)
@@ -166,7 +167,7 @@ fn clif_type(ty: Ty, lanes: u32) -> Type {
 /// vector_body:      the program on one vector at offset + i; jump vectors(i + 16)
 /// values_left(i):   i < row_bytes ? value_body : next_row
 /// value_body:       the program on one value at offset + i; jump values_left(i + width)
-/// next_row:         jump row(r + 1, scalar_offset + value width, offset + row_bytes)
+/// next_row:         jump row(r + 1, scalar_offset + width, offset + row_bytes)
 /// ```
 fn build(mut b: FunctionBuilder, p: &Program, repeated: u64, config: TargetFrontendConfig, width: usize) {
     let pointer = config.pointer_type();
