@@ -6,8 +6,9 @@
 //! runs the whole program as one loop of machine code where every operation allows it
 //! ([`native`]), and otherwise interprets it over a tile of rows at a time ([`TILE`]),
 //! keeping intermediates in a few tile-sized registers that stay in the L1 cache, with the
-//! hot loops in `wide` SIMD types ([`lanes`]). Nulls are handled outside the loops: values are computed for
-//! every row, and an output's validity is the union of its input columns' validities.
+//! hot loops in `wide` SIMD types ([`lanes`]). Nulls are handled outside the loops: values
+//! are computed for every row, and an output's validity is the union of its input columns'
+//! validities.
 //!
 //! A kernel computes exactly the values the Arrow evaluation computes, bit for bit (the
 //! tests compare the two on random expressions and data). Whatever it cannot decide alone
@@ -68,9 +69,8 @@ impl Kernel {
     /// native code reads once per row ([`run_flat`](Self::run_flat)).
     pub fn compile_flat(exprs: &[&Expr], tensors: &Tensors) -> Option<Kernel> {
         let mut kernel = Kernel::interpreted(exprs, tensors.schema())?;
-        let repeated = (kernel.program.inputs.iter().enumerate())
-            .filter(|(_, (i, _))| matches!(tensors.columns()[*i], FlatColumn::Repeated(_)))
-            .fold(0, |mask, (slot, _)| mask | 1 << slot);
+        let repeated =
+            mask(kernel.program.inputs.iter().map(|(i, _)| matches!(tensors.columns()[*i], FlatColumn::Repeated(_))));
         kernel.native = Native::compile(&kernel.program, repeated);
         Some(kernel)
     }
@@ -154,23 +154,13 @@ impl Kernel {
             return None;
         }
         let inputs: Vec<Input> = columns.iter().zip(&p.inputs).map(|(c, (_, ty))| c.input(*ty)).collect();
-        // A repeated scalar's values for the tile, refilled per tile.
-        let mut expanded: Vec<Option<Buf>> = columns
-            .iter()
-            .zip(&p.inputs)
-            .map(|(c, (_, ty))| matches!(c, Column::Repeated(..)).then(|| Buf::new(*ty, TILE.min(rows))))
-            .collect();
         let mut outs: Vec<Option<Buf>> = p
             .outputs
             .iter()
             .map(|(arg, ty, _)| matches!(arg, Arg::Val(_)).then(|| Buf::with_capacity(*ty, rows)))
             .collect();
-        let repeated = columns
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| matches!(c, Column::Repeated(..)))
-            .fold(0, |m, (i, _)| m | 1 << i);
-        let mut run = Run { columns, inputs: &inputs, expanded: &mut expanded, outs: &mut outs, at: 0 };
+        let repeated = mask(columns.iter().map(|c| matches!(c, Column::Repeated(..))));
+        let mut run = Run { columns, inputs: &inputs, outs: &mut outs, at: 0 };
         match self.native.as_ref().filter(|n| n.repeated() == repeated) {
             Some(native) => run.native(native, segments),
             None => run.interpret(p, segments)?,
@@ -192,8 +182,6 @@ impl Kernel {
 struct Run<'r, 'c> {
     columns: &'r [Column<'c>],
     inputs: &'r [Input<'c>],
-    /// Per input, its values for the current tile when it is a repeated scalar.
-    expanded: &'r mut [Option<Buf>],
     /// The computed outputs (`None` for an output that is an input or a constant).
     outs: &'r mut [Option<Buf>],
     /// How many values of each output are written.
@@ -206,15 +194,6 @@ impl Run<'_, '_> {
         segments.iter().flat_map(move |&(first, count)| {
             (first..first + count).step_by(TILE).map(move |start| (start, TILE.min(first + count - start)))
         })
-    }
-
-    /// Refills the repeated scalars' tiles for rows `start..start + len`.
-    fn expand(&mut self, start: usize, len: usize) {
-        for (column, buf) in self.columns.iter().zip(self.expanded.iter_mut()) {
-            if let (Column::Repeated(a, width), Some(buf)) = (column, buf) {
-                fill_repeated(a, *width, start, len, buf);
-            }
-        }
     }
 
     /// Runs the program's native code, a call per segment: one row of the segment's values,
@@ -260,20 +239,28 @@ impl Run<'_, '_> {
     fn interpret(&mut self, p: &Program, segments: &[(usize, usize)]) -> Option<()> {
         let rows = segments.iter().map(|(_, n)| n).sum::<usize>();
         let mut regs: Vec<Buf> = p.regs.iter().map(|ty| Buf::new(*ty, TILE.min(rows))).collect();
+        // A repeated scalar's values for the tile, refilled per tile.
+        let mut expanded: Vec<Option<Buf>> = (self.columns.iter().zip(&p.inputs))
+            .map(|(c, (_, ty))| matches!(c, Column::Repeated(..)).then(|| Buf::new(*ty, TILE.min(rows))))
+            .collect();
         for (start, len) in Self::tiles(segments) {
             let at = self.at;
             // Outputs grow a tile at a time, each tile's zeros written just before its
             // values, in the cache: zeroing a whole output first was a pass of its own over
             // cold memory.
             self.outs.iter_mut().flatten().for_each(|out| out.grow_to(at + len));
-            self.expand(start, len);
+            for (column, buf) in self.columns.iter().zip(&mut expanded) {
+                if let (Column::Repeated(a, width), Some(buf)) = (column, buf) {
+                    fill_repeated(a, *width, start, len, buf);
+                }
+            }
             for (instr, direct) in p.instrs.iter().zip(&p.direct) {
                 // A result kept in a register leaves the set while the operands are read: a
                 // result never shares a register with its operands.
                 let r = p.reg_of[instr.out];
                 let mut own = direct.is_none().then(|| std::mem::replace(&mut regs[r], Buf::Bool(Vec::new())));
                 let tile =
-                    Tile { inputs: self.inputs, expanded: self.expanded, regs: &regs, reg_of: &p.reg_of, start, len };
+                    Tile { inputs: self.inputs, expanded: &expanded, regs: &regs, reg_of: &p.reg_of, start, len };
                 let (out, from) = match direct {
                     Some(k) => (self.outs[*k].as_mut().expect("a computed output"), at),
                     None => (own.as_mut().expect("taken above"), 0),
@@ -297,6 +284,11 @@ impl Run<'_, '_> {
         }
         Some(())
     }
+}
+
+/// The bits of the `true`s, one per item in order.
+fn mask(bits: impl Iterator<Item = bool>) -> u64 {
+    bits.enumerate().filter(|(_, b)| *b).fold(0, |m, (i, _)| m | 1 << i)
 }
 
 /// An input column of a kernel run.

@@ -272,26 +272,29 @@ impl Constants {
         let mut made = HashMap::new();
         for arg in p.instrs.iter().flat_map(|i| &i.args) {
             let Arg::Const(k) = *arg else { continue };
-            let (ty, bits) = k.key();
-            made.entry((ty, bits)).or_insert_with(|| {
+            made.entry(k.key()).or_insert_with(|| {
                 let scalar = match k {
                     Konst::F64(v) => b.ins().f64const(v),
                     Konst::F32(v) => b.ins().f32const(v),
                     other => unreachable!("native programs have float constants only, not {other:?}"),
                 };
-                (scalar, b.ins().splat(clif_type(ty, lanes), scalar))
+                (scalar, b.ins().splat(clif_type(k.key().0, lanes), scalar))
             });
         }
         Constants(made)
     }
 
     fn get(&self, k: Konst, lanes: u32) -> Value {
-        let (scalar, vector) = self.0[&k.key()];
-        if lanes == 1 {
-            scalar
-        } else {
-            vector
-        }
+        one_or_vector(self.0[&k.key()], lanes)
+    }
+}
+
+/// The scalar form of a value for a step of one lane, its vector form otherwise.
+fn one_or_vector((scalar, vector): (Value, Value), lanes: u32) -> Value {
+    if lanes == 1 {
+        scalar
+    } else {
+        vector
     }
 }
 
@@ -318,12 +321,7 @@ impl Body<'_> {
                 Arg::Val(v) => values[v].expect("operands come first"),
                 Arg::Const(k) => self.consts.get(k, lanes),
                 Arg::Col(c) if self.per_row[c].is_some() => {
-                    let (scalar, vector) = self.per_row[c].expect("a repeated input");
-                    if lanes == 1 {
-                        scalar
-                    } else {
-                        vector
-                    }
+                    one_or_vector(self.per_row[c].expect("a repeated input"), lanes)
                 }
                 Arg::Col(c) => *columns[c].get_or_insert_with(|| {
                     let address = b.ins().iadd(self.input_bases[c], offset);
