@@ -138,8 +138,14 @@ fn parallel_batches_and_map_and_batch_give_the_sequential_batches() {
         let fused = mapped.batch(8).unwrap().with_options(options.clone());
         assert!(fused.explain().contains("MapAndBatchOp"), "{}", fused.explain());
         assert_eq!(item_texts(&fused, "value"), item_texts(&sequential(&fused), "value"));
-        let batched = range(0, 250).batch_parallel(16, false, calls(3, None)).unwrap().with_options(options);
+        let batched = range(0, 250).batch_parallel(16, false, calls(3, None)).unwrap().with_options(options.clone());
         assert_eq!(item_texts(&batched, "value"), item_texts(&sequential(&batched), "value"));
+        // Unordered: the same batches (each of consecutive elements), in any order.
+        let unordered = range(0, 250).batch_parallel(16, false, calls(3, Some(false))).unwrap().with_options(options);
+        let (mut got, mut expected) = (item_texts(&unordered, "value"), item_texts(&sequential(&unordered), "value"));
+        got.sort();
+        expected.sort();
+        assert_eq!(got, expected, "unordered batches, chunks of {chunk_rows}");
     }
 }
 

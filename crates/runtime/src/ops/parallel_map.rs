@@ -20,7 +20,10 @@
 //! - **Order.** Deterministic mode numbers tasks and hands results out in input order;
 //!   at most `2 × parallelism` tasks are outstanding (running or finished but not handed
 //!   out), so one slow element holds back a bounded window, never unbounded memory.
-//!   Unordered mode hands results out as they finish, under the same bound.
+//!   Unordered mode hands results out as they finish, under the same bound, except that
+//!   with batch-sized tasks only a whole clean batch may overtake (see [`Reorder`]): the
+//!   batch above groups the rows it gets, and a short or failed task handed out early
+//!   would shift every later batch's rows across two tasks.
 //! - **Errors.** A worker resumes after a failed element as the sequential map does
 //!   (`resume`), so the results, the errors and their order are the sequential ones; a
 //!   panic in a worker becomes an error of its task.
@@ -222,6 +225,9 @@ pub struct ParallelMapOp {
     next_out: u64,
     /// The task being handed out.
     current: Option<Task>,
+    /// Batch-sized tasks: the rows handed out since the last error, modulo the batch size
+    /// (where the batch above is within its current batch).
+    batch_offset: usize,
     /// Results restored from a checkpoint, handed out before anything else.
     restored: VecDeque<Result<RecordBatch>>,
     tracking: std::cell::Cell<bool>,
@@ -268,6 +274,7 @@ impl ParallelMapOp {
             next_seq: 0,
             next_out: 0,
             current: None,
+            batch_offset: 0,
             restored: VecDeque::new(),
             tracking: std::cell::Cell::new(false),
             last_estimate: 0,
@@ -473,11 +480,11 @@ impl ParallelMapOp {
         let mut finished = self.completions.finished.lock().expect("map results");
         loop {
             let next = if self.ordered {
-                finished.tasks.remove(&self.next_out).map(|s| (self.next_out, s))
+                Some(self.next_out)
             } else {
-                finished.tasks.pop_first()
+                next_unordered(&finished.tasks, self.starts.keys().next().copied(), self.reorder())
             };
-            if let Some(found) = next {
+            if let Some(found) = next.and_then(|seq| finished.tasks.remove(&seq).map(|s| (seq, s))) {
                 return Some(found);
             }
             if finished.running == 0 {
@@ -504,7 +511,23 @@ impl ParallelMapOp {
         };
         task.delivered = segment.end;
         self.budget.release(segment.bytes);
+        if let TaskSize::Rows(batch) = self.size {
+            self.batch_offset = match &segment.result {
+                Ok(chunk) => (self.batch_offset + chunk.as_ref().map_or(0, |c| c.num_rows())) % batch.max(1),
+                // The batch above discards the rows it gathered before an error.
+                Err(_) => 0,
+            };
+        }
         Some(segment.result)
+    }
+
+    /// How far the finished tasks may be handed out of order (unordered mode).
+    fn reorder(&self) -> Reorder {
+        match self.size {
+            TaskSize::Rows(batch) if self.batch_offset == 0 => Reorder::WholeBatches(batch.max(1)),
+            TaskSize::Rows(_) => Reorder::InOrder,
+            TaskSize::Chunk | TaskSize::Split => Reorder::Any,
+        }
     }
 
     /// Waits until no task is running (before a save).
@@ -545,6 +568,35 @@ impl ParallelMapOp {
         // An input error is replayed as data: the replay checks that rows come back.
         let (before, skip) = item.before.as_ref().filter(|_| item.rows > 0)?;
         Some((before.clone(), skip + pos.row))
+    }
+}
+
+/// How far an unordered map may hand finished tasks out of input order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reorder {
+    /// Any finished task: nothing above groups rows by task.
+    Any,
+    /// The oldest outstanding task, or a task of exactly this many input rows whose function
+    /// gave one clean result: a whole batch for the batch above, which is between batches.
+    WholeBatches(usize),
+    /// Only the oldest outstanding task: the batch above holds part of a batch, which the
+    /// rows that follow in input order must complete.
+    InOrder,
+}
+
+/// The finished task an unordered map hands out next under `reorder`, given the oldest
+/// outstanding task; `None` when none may go yet.
+fn next_unordered(tasks: &BTreeMap<u64, Vec<Segment>>, oldest: Option<u64>, reorder: Reorder) -> Option<u64> {
+    let whole = |segments: &[Segment], batch: usize| match segments {
+        [one] => one.end == batch && one.result.is_ok(),
+        _ => false,
+    };
+    match reorder {
+        Reorder::Any => tasks.keys().next().copied(),
+        Reorder::InOrder => oldest.filter(|seq| tasks.contains_key(seq)),
+        Reorder::WholeBatches(batch) => {
+            tasks.iter().find(|(seq, segments)| Some(**seq) == oldest || whole(segments, batch)).map(|(seq, _)| *seq)
+        }
     }
 }
 
@@ -708,7 +760,7 @@ mod tests {
 
     use super::*;
     use crate::metrics::Param;
-    use crate::ops::list_kernels::testing::{int_chunks, source};
+    use crate::ops::list_kernels::testing::{int_chunks, int_spec, source};
 
     /// A function adding one to `x` in a fresh array, which first says it started on
     /// `entered` and then waits for a word on `go` (or for `go`'s sender to be dropped), so
@@ -842,6 +894,98 @@ mod tests {
         started.sort_unstable();
         assert_eq!(started, (0..tasks as i64).collect::<Vec<_>>(), "every task ran once");
         assert_eq!(firsts, (0..tasks as i64).map(|t| t * 1000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn unordered_batch_tasks_overtake_only_as_whole_clean_batches() {
+        // Tasks of batches of 3 rows: 0 and 1 are whole; 2 failed after one row; 3 is the
+        // short last batch; 4 is an input error.
+        let ok = |n: usize| Segment::new(Ok(Some(int_chunks("x", &vec![0; n], &[n]).remove(0))), n);
+        let error = |end: usize| Segment::new(Err(Error::execution("map", "bad row")), end);
+        let task = |seq: u64| match seq {
+            0 | 1 => vec![ok(3)],
+            2 => vec![ok(1), error(2), ok(3)],
+            3 => vec![ok(1)],
+            _ => vec![error(0)],
+        };
+        let tasks = |seqs: &[u64]| seqs.iter().map(|&s| (s, task(s))).collect::<BTreeMap<_, _>>();
+        let whole = Reorder::WholeBatches(3);
+        // A whole batch overtakes the oldest task while it runs; a short or failed one waits.
+        assert_eq!(next_unordered(&tasks(&[1, 2, 3, 4]), Some(0), whole), Some(1));
+        assert_eq!(next_unordered(&tasks(&[2, 3, 4]), Some(0), whole), None);
+        // Its turn come, the oldest goes first, whole or not.
+        assert_eq!(next_unordered(&tasks(&[2, 3, 4]), Some(2), whole), Some(2));
+        assert_eq!(next_unordered(&tasks(&[3, 4]), Some(3), whole), Some(3));
+        // With part of a batch above, only the oldest may go.
+        assert_eq!(next_unordered(&tasks(&[1, 4]), Some(0), Reorder::InOrder), None);
+        assert_eq!(next_unordered(&tasks(&[0, 1]), Some(0), Reorder::InOrder), Some(0));
+        // Without batches, the first finished.
+        assert_eq!(next_unordered(&tasks(&[3, 4]), Some(0), Reorder::Any), Some(3));
+    }
+
+    #[test]
+    fn unordered_batches_keep_consecutive_rows_in_each_batch() {
+        // Whether the consumer looks at the finished tasks before the next one finishes is up
+        // to the threads: repeated, a wrong hand-out is caught.
+        for _ in 0..20 {
+            unordered_batches_of_gated_tasks();
+        }
+    }
+
+    /// 10 rows in tasks of 3, each waiting for its own gate. Once all four run, the gates
+    /// open last task first, each after the task before has finished, so that the short
+    /// last task ([9]) is the first to finish while the consumer waits: handed out then,
+    /// the batch above would fill its batch with the next task's rows.
+    fn unordered_batches_of_gated_tasks() {
+        let tasks = 4;
+        let (entered_tx, entered) = channel::<()>();
+        let entered_tx = Mutex::new(entered_tx);
+        let (gates, waits): (Vec<Sender<()>>, Vec<Mutex<Receiver<()>>>) =
+            (0..tasks).map(|_| channel::<()>()).map(|(tx, rx)| (tx, Mutex::new(rx))).unzip();
+        let func: ChunkFn = Arc::new(move |chunk: &RecordBatch| {
+            let _ = entered_tx.lock().unwrap().send(());
+            let k = chunk.column(0).as_primitive::<Int64Type>().value(0) / 3;
+            let _ = waits[k as usize].lock().unwrap().recv();
+            Ok(chunk.clone())
+        });
+        let values: Vec<i64> = (0..10).collect();
+        let input = source(int_chunks("x", &values, &[5, 5]));
+        let knob = Knob::new(Param::Parallelism, tasks, false, 1, tasks);
+        let pool = Arc::new(ThreadPool::new(tasks));
+        let budget = Arc::new(MemoryBudget::new(u64::MAX));
+        let map = ParallelMapOp::new(input, func, pool, knob, TaskSize::Rows(3), false, Arc::default(), budget);
+        let completions = map.completions.clone();
+        let op = flumen_ir::Op::Batch {
+            batch_size: 3,
+            drop_remainder: false,
+            num_parallel_calls: Default::default(),
+            deterministic: None,
+        };
+        let schema = op.output_spec(&[&int_spec("x")]).unwrap().arrow_schema();
+        let mut batches = crate::ops::batch::BatchOp::new(Box::new(map), 3, false, schema);
+        let mut got = std::thread::scope(|s| {
+            let consumer = s.spawn(|| {
+                let mut got = Vec::new();
+                while let Some(chunk) = batches.next_chunk().unwrap() {
+                    let lists = chunk.column(0).as_list::<i32>();
+                    got.extend(lists.iter().map(|l| l.unwrap().as_primitive::<Int64Type>().values().to_vec()));
+                }
+                got
+            });
+            for _ in 0..tasks {
+                entered.recv().unwrap();
+            }
+            for (done, gate) in gates.iter().rev().enumerate() {
+                gate.send(()).unwrap();
+                let mut finished = completions.finished.lock().unwrap();
+                while finished.completed <= done as u64 {
+                    finished = completions.changed.wait(finished).unwrap();
+                }
+            }
+            consumer.join().unwrap()
+        });
+        got.sort();
+        assert_eq!(got, vec![vec![0, 1, 2], vec![3, 4, 5], vec![6, 7, 8], vec![9]]);
     }
 
     #[test]
