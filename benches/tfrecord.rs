@@ -11,6 +11,8 @@
 use std::hint::black_box;
 use std::io::{BufReader, Read};
 
+use arrow::array::{Array, BinaryArray};
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use flumen::crates::sources::tfrecord::masked_crc32c;
 use flumen::prelude::*;
@@ -114,7 +116,7 @@ fn benches(c: &mut Criterion) {
     ];
     let parsed = Dataset::tfrecord(&[&examples], RecordCompression::None)
         .unwrap()
-        .map(MapFunction::parse_example("record", features).unwrap())
+        .map(MapFunction::parse_example("record", features.clone()).unwrap())
         .unwrap();
     let mut g = c.benchmark_group("parse_example");
     g.throughput(Throughput::Elements(RECORDS as u64));
@@ -124,6 +126,42 @@ fn benches(c: &mut Criterion) {
     let sequential = parsed.with_options(Options::default().with_autotune(false));
     g.bench_function("flumen, one thread", |b| b.iter(|| black_box(drain(&sequential))));
     g.finish();
+
+    // The parse alone, of one chunk already in memory, into columns.
+    let records = BinaryArray::from_iter_values((0..CHUNK).map(w2_example));
+    let mut g = c.benchmark_group("parse_examples, one chunk");
+    g.throughput(Throughput::Elements(CHUNK as u64));
+    g.bench_function("hand-written loop", |b| b.iter(|| black_box(hand_columns(&records))));
+    g.bench_function("flumen", |b| {
+        b.iter(|| black_box(flumen::crates::udf::example::parse_examples(&records, &features).expect("parses")))
+    });
+    g.finish();
+}
+
+/// Records in the chunk of the parse-alone case (the default chunk).
+const CHUNK: usize = 4096;
+
+/// The limit of parsing a chunk into columns: a decoder that knows where each value of the
+/// fixed layout [`w2_example`] writes sits (it checks the bytes before each), into fresh
+/// column buffers as a parse must.
+fn hand_columns(records: &BinaryArray) -> (Vec<f32>, Vec<i64>, Vec<i64>, Vec<f32>) {
+    // Example > entry > "features" > Feature > FloatList > 256 packed bytes, then the
+    // entries of "label", "id" (a one-byte varint each) and "weight" (4 bytes).
+    const FLOATS: usize = 25;
+    const LABEL: usize = FLOATS + 256 + 15;
+    const ID: usize = FLOATS + 256 + 28;
+    const WEIGHT: usize = FLOATS + 256 + 45;
+    let n = records.len();
+    let (mut features, mut labels, mut ids, mut weights) =
+        (Vec::with_capacity(64 * n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    for body in records.iter().map(|r| r.expect("not null")) {
+        assert!(body[FLOATS - 3..FLOATS] == [0x0a, 0x80, 0x02] && body[LABEL - 6] == 0x12 && body[WEIGHT - 1] == 4);
+        features.extend(body[FLOATS..FLOATS + 256].chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())));
+        labels.push(i64::from(body[LABEL]));
+        ids.push(i64::from(body[ID]));
+        weights.push(f32::from_le_bytes(body[WEIGHT..WEIGHT + 4].try_into().unwrap()));
+    }
+    (features, labels, ids, weights)
 }
 
 criterion_group!(tfrecord, benches);

@@ -158,20 +158,40 @@ struct Column<'a> {
     seen: Option<usize>,
 }
 
-/// A cursor over protobuf wire-format bytes.
+/// A cursor over one protobuf message: bytes `at..end` of `bytes`, which may go on past
+/// `end` (the chunk's other records), so that the common field header is read with one
+/// 8-byte load even near the message's end.
+#[derive(Clone, Copy)]
 struct Wire<'a> {
     bytes: &'a [u8],
     at: usize,
+    end: usize,
+}
+
+/// A field of a message.
+enum WireField<'a> {
+    /// A length-delimited field (a message, a string or a packed list): its number and
+    /// contents.
+    Delimited(u64, Wire<'a>),
+    /// Another field: its number and wire type, with the cursor before its value.
+    Other(u64, u8),
 }
 
 impl<'a> Wire<'a> {
+    #[cfg(test)]
     fn new(bytes: &'a [u8]) -> Self {
-        Wire { bytes, at: 0 }
+        Wire { bytes, at: 0, end: bytes.len() }
     }
 
     #[inline]
     fn done(&self) -> bool {
-        self.at >= self.bytes.len()
+        self.at >= self.end
+    }
+
+    /// The unread bytes.
+    #[inline]
+    fn rest(&self) -> &'a [u8] {
+        &self.bytes[self.at..self.end]
     }
 
     /// The next varint. Field keys and the lengths of short messages are one byte, and they
@@ -179,7 +199,7 @@ impl<'a> Wire<'a> {
     #[inline]
     fn varint(&mut self) -> Result<u64, Bad> {
         match self.bytes.get(self.at) {
-            Some(&byte) if byte < 0x80 => {
+            Some(&byte) if byte < 0x80 && self.at < self.end => {
                 self.at += 1;
                 Ok(u64::from(byte))
             }
@@ -191,7 +211,7 @@ impl<'a> Wire<'a> {
     /// without the loop.
     #[inline(never)]
     fn long_varint(&mut self) -> Result<u64, Bad> {
-        if let Some(&[b0, b1]) = self.bytes.get(self.at..self.at + 2) {
+        if let Some(&[b0, b1]) = self.rest().get(..2) {
             if b1 < 0x80 {
                 self.at += 2;
                 return Ok(u64::from(b0 & 0x7f) | u64::from(b1) << 7);
@@ -199,7 +219,7 @@ impl<'a> Wire<'a> {
         }
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
-            let byte = *self.bytes.get(self.at).ok_or("a varint runs past the end")?;
+            let byte = *self.rest().first().ok_or("a varint runs past the end")?;
             self.at += 1;
             value |= u64::from(byte & 0x7f) << shift;
             if byte & 0x80 == 0 {
@@ -209,33 +229,66 @@ impl<'a> Wire<'a> {
         Err("a varint is longer than 10 bytes".into())
     }
 
+    /// The next `n` bytes, as a cursor over them.
     #[inline]
-    fn take(&mut self, n: usize) -> Result<&'a [u8], Bad> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or("a field runs past the end")?;
-        let out = &self.bytes[self.at..end];
+    fn take(&mut self, n: usize) -> Result<Wire<'a>, Bad> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.end).ok_or("a field runs past the end")?;
+        let out = Wire { bytes: self.bytes, at: self.at, end };
         self.at = end;
         Ok(out)
     }
 
-    /// The next field's number and wire type.
     #[inline]
-    fn key(&mut self) -> Result<(u64, u8), Bad> {
-        let key = self.varint()?;
-        Ok((key >> 3, (key & 7) as u8))
-    }
-
-    #[inline]
-    fn delimited(&mut self) -> Result<&'a [u8], Bad> {
+    fn delimited(&mut self) -> Result<Wire<'a>, Bad> {
         let n = usize::try_from(self.varint()?).map_err(|_| "a length does not fit in memory")?;
         self.take(n)
     }
 
-    /// Skips a field of `wire_type` whose key was read.
+    /// The next field. A one-byte key of a length-delimited field with a length of one or
+    /// two bytes (every message and list header of an `Example` under 16 KiB) is decoded
+    /// from one load, where reading the key and then each length byte made each field wait
+    /// for a chain of loads (7% of a w2 chunk's parse).
+    #[inline(always)]
+    fn field(&mut self) -> Result<WireField<'a>, Bad> {
+        if let Some(word) = self.bytes.get(self.at..self.at + 8) {
+            let word = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+            let (key, b1, b2) = (word as u8, (word >> 8) as u8, (word >> 16) as u8);
+            if key & 0x87 == 2 && (b1 < 0x80 || b2 < 0x80) {
+                let (len, header) = match b1 < 0x80 {
+                    true => (usize::from(b1), 2),
+                    false => (usize::from(b1 & 0x7f) | usize::from(b2) << 7, 3),
+                };
+                self.at += header;
+                return Ok(WireField::Delimited(u64::from(key >> 3), self.take(len)?));
+            }
+        }
+        let key = self.varint()?;
+        let (number, wire_type) = (key >> 3, (key & 7) as u8);
+        match wire_type {
+            2 => Ok(WireField::Delimited(number, self.delimited()?)),
+            _ => Ok(WireField::Other(number, wire_type)),
+        }
+    }
+
+    /// The contents of the next length-delimited field numbered `number`, skipping the
+    /// fields before it; `None` at the message's end.
+    #[inline]
+    fn next_delimited(&mut self, number: u64) -> Result<Option<Wire<'a>>, Bad> {
+        while !self.done() {
+            match self.field()? {
+                WireField::Delimited(n, contents) if n == number => return Ok(Some(contents)),
+                WireField::Delimited(..) => {}
+                WireField::Other(_, wire_type) => self.skip(wire_type)?,
+            }
+        }
+        Ok(None)
+    }
+
+    /// Skips the value of a field of `wire_type` (not length-delimited) whose key was read.
     fn skip(&mut self, wire_type: u8) -> Result<(), Bad> {
         match wire_type {
             0 => self.varint().map(drop),
             1 => self.take(8).map(drop),
-            2 => self.delimited().map(drop),
             5 => self.take(4).map(drop),
             t => Err(format!("unsupported wire type {t}").into()),
         }
@@ -260,33 +313,46 @@ fn type_name(dtype: DType) -> &'static str {
     }
 }
 
-/// Appends the values of a `BytesList`, `FloatList` or `Int64List` message.
-fn append_list(list: &[u8], values: &mut Values) -> Result<(), Bad> {
-    let mut wire = Wire::new(list);
+/// Appends the values of a `BytesList`, `FloatList` or `Int64List` message. Returns the
+/// list's one field when it has only one, a packed list or a single string (what
+/// [`Region::Value`] reads again).
+fn append_list<'a>(mut wire: Wire<'a>, values: &mut Values) -> Result<Option<Wire<'a>>, Bad> {
+    let (mut only, mut fields) = (None, 0);
     while !wire.done() {
-        let (field, wire_type) = wire.key()?;
-        if field != 1 {
-            wire.skip(wire_type)?;
-            continue;
-        }
-        match (&mut *values, wire_type) {
-            (Values::Bytes(b), 2) => b.append_value(wire.delimited()?),
-            (Values::Float32(v), 2) => {
-                let packed = wire.delimited()?;
-                if packed.len() % 4 != 0 {
-                    return Err("a packed float list is not a multiple of 4 bytes".into());
-                }
-                if cfg!(target_endian = "little") {
-                    v.extend_from_slice(packed);
-                } else {
-                    packed.chunks_exact(4).for_each(|c| v.push(f32::from_le_bytes(c.try_into().expect("4 bytes"))));
-                }
+        fields += 1;
+        match (wire.field()?, &mut *values) {
+            (WireField::Delimited(1, value), values) => {
+                append_value(value.rest(), values)?;
+                only = Some(value);
             }
-            (Values::Float32(v), 5) => v.push(f32::from_le_bytes(wire.take(4)?.try_into().expect("4 bytes"))),
-            (Values::Int64(v), 2) => packed_varints(wire.delimited()?, v)?,
-            (Values::Int64(v), 0) => v.push(wire.varint()? as i64),
-            (_, t) => return Err(format!("a list value has wire type {t}").into()),
+            (WireField::Other(1, 5), Values::Float32(v)) => {
+                v.push(f32::from_le_bytes(wire.take(4)?.rest().try_into().expect("4 bytes")))
+            }
+            (WireField::Other(1, 0), Values::Int64(v)) => v.push(wire.varint()? as i64),
+            (WireField::Other(1, t), _) => return Err(format!("a list value has wire type {t}").into()),
+            (WireField::Delimited(..), _) => {}
+            (WireField::Other(_, t), _) => wire.skip(t)?,
         }
+    }
+    Ok(only.filter(|_| fields == 1))
+}
+
+/// Appends a length-delimited list value: a string, or packed floats or varints.
+#[inline]
+fn append_value(value: &[u8], values: &mut Values) -> Result<(), Bad> {
+    match values {
+        Values::Bytes(out) => out.append_value(value),
+        Values::Float32(v) => {
+            if !value.len().is_multiple_of(4) {
+                return Err("a packed float list is not a multiple of 4 bytes".into());
+            }
+            if cfg!(target_endian = "little") {
+                v.extend_from_slice(value);
+            } else {
+                value.chunks_exact(4).for_each(|c| v.push(f32::from_le_bytes(c.try_into().expect("4 bytes"))));
+            }
+        }
+        Values::Int64(v) => packed_varints(value, v)?,
     }
     Ok(())
 }
@@ -315,34 +381,41 @@ fn packed_varints(bytes: &[u8], out: &mut Vec<i64>) -> Result<(), Bad> {
         out.push(x as i64);
         at += len;
     }
-    let mut rest = Wire::new(&bytes[at..]);
+    let mut rest = Wire { bytes, at, end: bytes.len() };
     while !rest.done() {
         out.push(rest.varint()? as i64);
     }
     Ok(())
 }
 
-/// Parses one `Feature` message into `column`.
-fn append_feature(feature: &[u8], column: &mut Column) -> Result<(), Bad> {
-    let mut wire = Wire::new(feature);
+/// Parses one `Feature` message into `column`. Returns the one value field of its list
+/// when the message is one list holding one field.
+fn append_feature<'a>(mut wire: Wire<'a>, column: &mut Column) -> Result<Option<Wire<'a>>, Bad> {
+    let (mut only, mut fields) = (None, 0);
     while !wire.done() {
-        let (field, wire_type) = wire.key()?;
-        let Some(found) = list_type(field).filter(|_| wire_type == 2) else {
-            wire.skip(wire_type)?;
-            continue;
+        fields += 1;
+        let list = match wire.field()? {
+            WireField::Delimited(number, list) => match list_type(number) {
+                Some(found) => (found, list),
+                None => continue,
+            },
+            WireField::Other(_, wire_type) => {
+                wire.skip(wire_type)?;
+                continue;
+            }
         };
-        if found != column.spec.dtype {
+        if list.0 != column.spec.dtype {
             return Err(format!(
                 "feature '{}' is {}, expected {}",
                 column.spec.name,
-                type_name(found),
+                type_name(list.0),
                 type_name(column.spec.dtype)
             )
             .into());
         }
-        append_list(wire.delimited()?, &mut column.values)?;
+        only = append_list(list.1, &mut column.values)?;
     }
-    Ok(())
+    Ok(only.filter(|_| fields == 1))
 }
 
 /// The requested keys, each with the columns that read it, and per entry position of the
@@ -404,56 +477,162 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
-/// Parses one serialized `Example` (record `row`) into the columns, then checks the record's
-/// `sparse` features.
-fn parse_record(
-    record: &[u8],
+/// The layout of the last record walked in full: its bytes, and where the value of each
+/// requested feature sat in it (the key's index in `Keys`, and the value's start and end
+/// in the record), in record order. A record whose bytes outside those values are the same
+/// (every key, length and unrequested field) parses the same way, so its values are read
+/// where the last record's were, without walking the `Example` again: records written by
+/// one program differ mostly in their values (all of w2's share one layout), and the walk,
+/// a chain of loads each waiting for the length before it, was half of a parse.
+#[derive(Default)]
+struct Shape {
+    /// Whether `bytes` and `values` describe a record (one that parsed, listing no key
+    /// twice).
+    known: bool,
+    bytes: Vec<u8>,
+    values: Vec<(usize, Region)>,
+    /// Records in a row whose layout differed from the one before: past a few, the chunk's
+    /// layouts vary and are no longer recorded.
+    misses: u32,
+}
+
+/// Where a requested feature's values sit in a record, from its start.
+#[derive(Debug, Clone, Copy)]
+enum Region {
+    /// A `Feature` message, parsed as such.
+    Feature(usize, usize),
+    /// The one field of the one list of a `Feature` read by one column: packed values or a
+    /// string, appended as they are (the headers around them belong to the layout).
+    Value(usize, usize),
+}
+
+impl Region {
+    fn bounds(self) -> (usize, usize) {
+        match self {
+            Region::Feature(start, end) | Region::Value(start, end) => (start, end),
+        }
+    }
+}
+
+/// Consecutive layout misses after which a chunk's records are only walked.
+const SHAPE_MISSES: u32 = 8;
+
+impl Shape {
+    /// Whether `record` has the known layout.
+    #[inline]
+    fn fits(&self, record: &[u8]) -> bool {
+        if !self.known || record.len() != self.bytes.len() {
+            return false;
+        }
+        let mut from = 0;
+        for (start, end) in self.values.iter().map(|(_, region)| region.bounds()) {
+            if !same(&record[from..start], &self.bytes[from..start]) {
+                return false;
+            }
+            from = end;
+        }
+        same(&record[from..], &self.bytes[from..])
+    }
+}
+
+/// Appends `value`, the value of the requested key `found` in record `row`, to the columns
+/// that read that key (a sparse feature's index and a feature of its own may share one).
+/// Returns whether the key was listed before in the record, and where its values are when
+/// one column reads them from one field ([`Region::Value`]).
+#[inline]
+fn feed<'a>(
+    found: usize,
+    value: Wire<'a>,
     row: usize,
     columns: &mut [Column],
-    keys: &mut Keys,
-    sparse: &[Sparse],
-) -> Result<(), Bad> {
-    let mut example = Wire::new(record);
-    let mut position = 0;
-    while !example.done() {
-        let (field, wire_type) = example.key()?;
-        if field != 1 || wire_type != 2 {
-            example.skip(wire_type)?;
-            continue;
+    keys: &Keys,
+) -> Result<(bool, Option<Wire<'a>>), Bad> {
+    let (mut again, mut only) = (false, None);
+    let readers = &keys.names[found].1;
+    for &c in readers {
+        let column = &mut columns[c];
+        // A key listed twice: protobuf keeps the last value.
+        if column.seen == Some(row) {
+            let start = *column.offsets.last().expect("offsets start with 0") as usize;
+            column.values.truncate(start);
+            again = true;
         }
-        let mut features = Wire::new(example.delimited()?);
-        while !features.done() {
-            let (field, wire_type) = features.key()?;
-            if field != 1 || wire_type != 2 {
-                features.skip(wire_type)?;
-                continue;
-            }
-            let mut entry = Wire::new(features.delimited()?);
+        column.seen = Some(row);
+        only = append_feature(value, column)?;
+    }
+    Ok((again, only.filter(|_| readers.len() == 1)))
+}
+
+/// Walks one serialized `Example` (record `row`), appending the requested features' values,
+/// and records its layout in `shape`.
+fn walk(record: Wire, row: usize, columns: &mut [Column], keys: &mut Keys, shape: &mut Shape) -> Result<(), Bad> {
+    shape.known = false;
+    shape.values.clear();
+    let mut again = false;
+    let mut example = record;
+    let mut position = 0;
+    while let Some(mut features) = example.next_delimited(1)? {
+        while let Some(mut entry) = features.next_delimited(1)? {
             let (mut key, mut value) = (None, None);
             while !entry.done() {
-                match entry.key()? {
-                    (1, 2) => key = Some(entry.delimited()?),
-                    (2, 2) => value = Some(entry.delimited()?),
-                    (_, t) => entry.skip(t)?,
+                match entry.field()? {
+                    WireField::Delimited(1, k) => key = Some(k.rest()),
+                    WireField::Delimited(2, v) => value = Some(v),
+                    WireField::Delimited(..) => {}
+                    WireField::Other(_, t) => entry.skip(t)?,
                 }
             }
             let Some(key) = key else { continue };
             let found = keys.find(position, key);
             position += 1;
             let Some(found) = found else { continue };
-            // A key read by several columns (a sparse feature's index and a feature of its
-            // own) feeds each of them.
-            for &c in &keys.names[found].1 {
-                let column = &mut columns[c];
-                // A key listed twice: protobuf keeps the last value.
-                if column.seen == Some(row) {
-                    let start = *column.offsets.last().expect("offsets start with 0") as usize;
-                    column.values.truncate(start);
+            // A key without a value is an empty value, at the entry's end.
+            let value = value.unwrap_or(Wire { at: entry.end, ..entry });
+            let (listed, only) = feed(found, value, row, columns, keys)?;
+            again |= listed;
+            let region = match only {
+                Some(only) => Region::Value(only.at - record.at, only.end - record.at),
+                None => Region::Feature(value.at - record.at, value.end - record.at),
+            };
+            shape.values.push((found, region));
+        }
+    }
+    if !again && shape.misses < SHAPE_MISSES {
+        shape.bytes.clear();
+        shape.bytes.extend_from_slice(record.rest());
+        shape.known = true;
+    }
+    Ok(())
+}
+
+/// Parses one serialized `Example` (record `row`) into the columns, then checks the record's
+/// `sparse` features.
+fn parse_record(
+    record: Wire,
+    row: usize,
+    columns: &mut [Column],
+    keys: &mut Keys,
+    sparse: &[Sparse],
+    shape: &mut Shape,
+) -> Result<(), Bad> {
+    if shape.fits(record.rest()) {
+        shape.misses = 0;
+        for &(found, region) in &shape.values {
+            match region {
+                Region::Value(start, end) => {
+                    let column = &mut columns[keys.names[found].1[0]];
+                    column.seen = Some(row);
+                    append_value(&record.bytes[record.at + start..record.at + end], &mut column.values)?;
                 }
-                column.seen = Some(row);
-                append_feature(value.unwrap_or_default(), column)?;
+                Region::Feature(start, end) => {
+                    let value = Wire { bytes: record.bytes, at: record.at + start, end: record.at + end };
+                    feed(found, value, row, columns, keys)?;
+                }
             }
         }
+    } else {
+        shape.misses += u32::from(shape.known);
+        walk(record, row, columns, keys, shape)?;
     }
     for column in columns.iter_mut() {
         let start = *column.offsets.last().expect("offsets start with 0") as usize;
@@ -513,11 +692,15 @@ pub fn parse_examples(records: &BinaryArray, features: &[FeatureSpec]) -> Result
             seen: None,
         })
         .collect();
+    // Every record is read within the chunk's one values buffer (see `Wire`).
+    let mut shape = Shape::default();
+    let (bytes, offsets) = (records.value_data(), records.value_offsets());
     for row in 0..records.len() {
         if records.is_null(row) {
             return Err(ParseError { row, message: "the record is null".into() });
         }
-        parse_record(records.value(row), row, &mut columns, &mut keys, &layout.sparse)
+        let record = Wire { bytes, at: offsets[row] as usize, end: offsets[row + 1] as usize };
+        parse_record(record, row, &mut columns, &mut keys, &layout.sparse, &mut shape)
             .map_err(|Bad(message)| ParseError { row, message: *message })?;
     }
     let parsed: Vec<ArrayRef> = columns.into_iter().map(finish).collect();
@@ -821,6 +1004,90 @@ mod tests {
         let v = cols[0].as_fixed_size_list().values().as_primitive::<Float32Type>().values().to_vec();
         assert_eq!(v, floats.repeat(4));
         assert_eq!(cols[1].as_primitive::<Int64Type>().values().to_vec(), ids.to_vec());
+    }
+
+    /// An `Example` of layout `layout` with values from `draw` (the next pseudo-random
+    /// number). Layouts: features in another order, missing, listed twice or beside an
+    /// unrequested one; tags under the unrequested key `tagz`, or more than one; labels of
+    /// one to three varint bytes, or two values where one is asked (`[5, 6]` takes the bytes
+    /// of `[129]`: the same layout); `x` of one float where two are asked.
+    fn example_of(layout: u64, draw: &mut impl FnMut() -> u64) -> Vec<u8> {
+        let label: Vec<i64> = match layout % 4 {
+            0 => vec![(draw() % 100) as i64],
+            1 => vec![[129, 1000][draw() as usize % 2]],
+            2 => vec![20_000 + (draw() % 1000) as i64],
+            _ => [vec![5, 6], vec![129]][draw() as usize % 2].clone(),
+        };
+        let floats = if layout / 4 % 8 == 7 { 1 } else { 2 };
+        let x: Vec<f32> = (0..floats).map(|_| (draw() % 1000) as f32 / 8.0).collect();
+        let tag_count = if layout / 32 % 4 == 3 { 2 } else { 1 };
+        let tag_bytes: Vec<Vec<u8>> = (0..tag_count).map(|_| vec![b'a' + (draw() % 26) as u8; 2]).collect();
+        let tags: Vec<&[u8]> = tag_bytes.iter().map(Vec::as_slice).collect();
+        let mut listed = vec![
+            ("label", FeatureValues::Int64(&label)),
+            ("x", FeatureValues::Float32(&x)),
+            ("tags", FeatureValues::Bytes(&tags)),
+        ];
+        match layout / 128 % 8 {
+            0 => listed.swap(0, 1),
+            1 => drop(listed.remove(0)),
+            2 => listed.push(("x", FeatureValues::Float32(&[7.0, 8.0]))),
+            3 => listed.insert(1, ("other", FeatureValues::Int64(&[1, 2, 3]))),
+            // Unrequested, and last: the bytes after the last requested value differ.
+            4 => listed[2].0 = "tagz",
+            _ => {}
+        }
+        serialize_example(&listed)
+    }
+
+    #[test]
+    fn a_chunk_parses_as_its_records_one_at_a_time() {
+        // Records of one layout are read where the record before had its values; any other
+        // byte, count or order must be noticed. Each record parsed alone (in a chunk of its
+        // own, so without a layout to reuse) is the reference.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut draw = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        // Runs of one to six records of one layout, the layouts drawn anew for every run or
+        // (a third of the time) changed only where it matters least, the tags' key.
+        let (mut examples, mut layout) = (Vec::new(), 0);
+        while examples.len() < 1000 {
+            layout = match draw() % 3 {
+                0 => layout ^ (4 * 128),
+                _ => draw(),
+            };
+            for _ in 0..1 + draw() % 6 {
+                examples.push(example_of(layout, &mut draw));
+            }
+        }
+        // The labels again as a sparse feature (its indices and values), so that two
+        // columns read that key.
+        let mut features = features(Some(-1));
+        features.push(FeatureSpec::sparse("sp", DType::Int64, vec!["label".into()], "label", vec![30_000]));
+        let alone: Vec<_> =
+            examples.iter().map(|e| parse_examples(&BinaryArray::from_iter_values([e]), &features)).collect();
+        let good: Vec<usize> = (0..examples.len()).filter(|&i| alone[i].is_ok()).collect();
+        let bad: Vec<usize> = (0..examples.len()).filter(|&i| alone[i].is_err()).collect();
+        assert!(good.len() > 500 && bad.len() > 50, "{} good, {} bad", good.len(), bad.len());
+        let chunk =
+            parse_examples(&BinaryArray::from_iter_values(good.iter().map(|&i| &examples[i])), &features).unwrap();
+        for (c, column) in chunk.iter().enumerate() {
+            let singles: Vec<ArrayRef> = good.iter().map(|&i| alone[i].as_ref().unwrap()[c].clone()).collect();
+            let singles: Vec<&dyn Array> = singles.iter().map(|a| a.as_ref()).collect();
+            assert_eq!(column.to_data(), arrow::compute::concat(&singles).unwrap().to_data(), "column {c}");
+        }
+        // A bad record after good ones of every layout fails as it does alone.
+        for (k, &b) in bad.iter().enumerate() {
+            let before = &good[k * 3 % (good.len() - 3)..][..3];
+            let records = BinaryArray::from_iter_values(before.iter().chain([&b]).map(|&i| &examples[i]));
+            let err = parse_examples(&records, &features).unwrap_err();
+            let alone = alone[b].as_ref().unwrap_err();
+            assert_eq!((err.row, &err.message), (3, &alone.message), "record {b}");
+        }
     }
 
     #[test]
