@@ -459,8 +459,9 @@ impl Keys {
     }
 }
 
-/// Byte-string equality, compared in line a word at a time (feature keys are short, and a
-/// library call or a loop per byte cost more than the comparison).
+/// Byte-string equality, compared in line a word at a time (feature keys and the stretches
+/// of a record's layout are short, and a library call or a loop per byte cost more than the
+/// comparison).
 #[inline]
 fn same(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
@@ -483,7 +484,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 /// (every key, length and unrequested field) parses the same way, so its values are read
 /// where the last record's were, without walking the `Example` again: records written by
 /// one program differ mostly in their values (all of w2's share one layout), and the walk,
-/// a chain of loads each waiting for the length before it, was half of a parse.
+/// a chain of loads each waiting for the length before it, was 40% of a w2 chunk's parse.
 #[derive(Default)]
 struct Shape {
     /// Whether `bytes` and `values` describe a record (one that parsed, listing no key
