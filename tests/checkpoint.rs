@@ -287,6 +287,12 @@ fn write_files(dir: &Path) -> BTreeMap<&'static str, String> {
     }
     w.finish().unwrap();
     files.insert("ipc", ipc.display().to_string());
+    // Examples labelled 100·file + i; record 4 of t1 lacks its (required) label.
+    for (f, name, n) in [(0, "t0", 9), (1, "t1", 6)] {
+        let path = dir.join(format!("{name}.tfrecord")).display().to_string();
+        write_tfrecords(&path, (0..n).map(|i| example(((f, i) != (1, 4)).then_some(100 * f + i), [0.0, 1.0])));
+        files.insert(name, path);
+    }
     files
 }
 
@@ -313,6 +319,16 @@ fn file_sources_resume_exactly() {
     assert_resumes(
         "splits + shard + interleave",
         splits.shard(2, 1).unwrap().interleave(read_split, Tunable::Fixed(2), 3).unwrap(),
+    );
+    // The parse reads the interleave's records as views of its readers' windows.
+    let read = FileRead::TfRecord(RecordCompression::None);
+    let splits = Dataset::splits(&[&f["t0"], &f["t1"]], read.clone()).unwrap();
+    let parse = MapFunction::parse_example("record", vec![FeatureSpec::fixed("label", DType::Int64, vec![])]);
+    let parallel = Parallel { num_parallel_calls: Tunable::Fixed(2), deterministic: None };
+    let interleaved = splits.interleave_with(DatasetFunction::ReadSplit(read), Tunable::Fixed(2), 2, parallel).unwrap();
+    assert_resumes(
+        "tfrecord splits + interleave + parse_example",
+        interleaved.map_with(parse.unwrap(), parallel).unwrap(),
     );
 }
 

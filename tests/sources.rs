@@ -285,6 +285,63 @@ fn tfrecord_examples_parse_batch_and_skip_bad_records() {
     assert_eq!(x.values().to_vec(), vec![2.0, -2.0, 4.0, -4.0]);
 }
 
+/// A parse straight after an interleave of TFRecord files reads the records where the readers
+/// read them (the interleave hands it views of their windows rather than copying the bytes).
+/// What comes out must be what the records the interleave yields on its own (copied, as
+/// bytes) parse to, in their order, sequential or parallel, with a bad record failing in its
+/// place.
+#[test]
+fn tfrecord_examples_parsed_straight_after_an_interleave_come_in_its_order() {
+    use arrow::array::AsArray;
+    let dir = tempfile::tempdir().unwrap();
+    let mut labels = std::collections::HashMap::new();
+    let mut paths = vec![];
+    for (f, n) in [7usize, 3, 5, 4].into_iter().enumerate() {
+        let path = dir.path().join(format!("p{f}.tfrecord")).to_str().unwrap().to_string();
+        // File 1's second record has no label, which is required: an error.
+        let label = |i: usize| ((f, i) != (1, 1)).then_some(100 * f as i64 + i as i64);
+        let records: Vec<Vec<u8>> = (0..n).map(|i| example(label(i), [f as f32, i as f32])).collect();
+        for (i, r) in records.iter().enumerate() {
+            labels.insert(r.clone(), label(i));
+        }
+        write_tfrecords(&path, &records);
+        paths.push(path);
+    }
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let read = FileRead::TfRecord(RecordCompression::None);
+    let features =
+        vec![FeatureSpec::fixed("label", DType::Int64, vec![]), FeatureSpec::fixed("x", DType::Float32, vec![2])];
+    for parallel in [false, true] {
+        let calls = Parallel { num_parallel_calls: Tunable::Fixed(if parallel { 3 } else { 1 }), deterministic: None };
+        let splits = Dataset::splits(&paths, read.clone()).unwrap();
+        let interleaved =
+            splits.interleave_with(DatasetFunction::ReadSplit(read.clone()), Tunable::Fixed(3), 2, calls).unwrap();
+        let parsed = interleaved.map_with(MapFunction::parse_example("record", features.clone()).unwrap(), calls);
+        for chunk_rows in [2, 1000] {
+            let options = Options::default().with_chunk_rows(chunk_rows);
+            // The interleave alone yields the records as bytes, copied out of the windows.
+            let mut want = vec![];
+            for chunk in interleaved.with_options(options.clone()).iter_chunks() {
+                let chunk = chunk.unwrap();
+                let records = chunk.column_by_name("record").unwrap().as_binary::<i32>();
+                want.extend(records.iter().map(|r| labels[r.unwrap()].ok_or("missing")));
+            }
+            assert_eq!(want.len(), 19);
+            let mut got = vec![];
+            for item in parsed.as_ref().unwrap().with_options(options).iter_chunks() {
+                match item {
+                    Ok(chunk) => got.extend(column_i64(&chunk, "label").into_iter().map(Ok)),
+                    Err(e) => {
+                        assert!(e.to_string().contains("required feature 'label' is missing"), "{e}");
+                        got.push(Err("missing"));
+                    }
+                }
+            }
+            assert_eq!(got, want, "parallel {parallel}, chunks of {chunk_rows}");
+        }
+    }
+}
+
 #[test]
 fn sparse_features_parse_from_tfrecords_and_batch() {
     use arrow::array::{Array, AsArray};

@@ -16,7 +16,7 @@ use flumen_ir::Plan;
 use crate::autotune::tuner::live_model;
 use crate::budget::MemoryBudget;
 use crate::metrics::{Metrics, StatsKey};
-use crate::physical::{fused_member, operator, stage_top};
+use crate::physical::{fused_member, node_operator, stage_top};
 use crate::stage::Stage;
 
 /// Renders the analysis of `plan` as run with `metrics` and `budget` (built with stage
@@ -82,7 +82,7 @@ impl View<'_> {
         let stage = Stage::of(plan).filter(|_| self.fuse);
         let _ = match &stage {
             Some(stage) => write!(self.out, "{indent}{}", stage_top(stage)),
-            None => write!(self.out, "{indent}{}", operator(plan.op())),
+            None => write!(self.out, "{indent}{}", node_operator(plan)),
         };
         line(key, self.metrics, self.bottleneck, self.live, self.out);
         if self.metrics.get(StatsKey::Opened(plan.node_id())).is_some() {

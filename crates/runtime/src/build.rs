@@ -191,6 +191,52 @@ fn filter_then_map<'p>(
     }
 }
 
+/// Whether `plan` is a `parse_example` map over an interleave, which hands it the records as
+/// views of its readers' windows (see [`InterleaveOp::handing_on_views`]): the parse reads
+/// them where they were read, and the bytes are not gathered into a copy first.
+pub(crate) fn parses_in_place(plan: &Plan) -> bool {
+    matches!(plan.op(), Op::Map { func: MapFn::ParseExample { .. }, .. })
+        && plan.inputs().first().is_some_and(|input| matches!(input.op(), Op::Interleave { .. }))
+}
+
+/// The input operator of the map `plan` (see [`parses_in_place`]).
+fn map_input(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
+    let input = plan.input();
+    if !parses_in_place(plan) {
+        return build(input, ctx);
+    }
+    let op = interleave(input, ctx)?.handing_on_views();
+    Ok(Box::new(Metered::new(Box::new(op), ctx.metrics.stats(StatsKey::Node(input.node_id())))))
+}
+
+/// The operator of an `interleave` node. A cycle length of AUTOTUNE is the number of cores,
+/// fixed at the start as in tf.data: changing it while running would change the element
+/// order.
+fn interleave(plan: &Plan, ctx: &ExecContext) -> Result<InterleaveOp> {
+    let Op::Interleave { func, cycle_length, block_length, num_parallel_calls, deterministic } = plan.op() else {
+        unreachable!("an interleave node")
+    };
+    let cycle = match cycle_length {
+        Tunable::Fixed(n) => *n as usize,
+        Tunable::Default | Tunable::Autotune => ctx.options.cores,
+    };
+    let opened = ctx.metrics.stats(StatsKey::Opened(plan.node_id()));
+    let datasets = ElementDatasets::new(func, ctx, plan.input().spec(), plan.spec().arrow_schema())?.counted(opened);
+    let op = InterleaveOp::new(build(plan.input(), ctx)?, datasets, cycle, *block_length, ctx.options.chunk_rows);
+    if !is_parallel(num_parallel_calls) {
+        return Ok(op);
+    }
+    let reads = ParallelReads {
+        // tf.data starts a tuned parallel interleave at its cycle length: every input read
+        // ahead from the first element on.
+        permits: Permits::new(knob(plan, ctx, Param::Parallelism, *num_parallel_calls, cycle, cycle)),
+        buffer: knob(plan, ctx, Param::Buffer, Tunable::Autotune, BUFFER_START, MAX_BUFFER),
+        stats: ctx.metrics.stats(StatsKey::Node(plan.node_id())),
+        deterministic: deterministic.unwrap_or(ctx.options.deterministic),
+    };
+    Ok(op.with_parallel_reads(reads))
+}
+
 fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
     if ctx.options.fuse_stages {
         if let Some(stage) = Stage::of(plan) {
@@ -203,12 +249,13 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
     Ok(match plan.op() {
         Op::Source(desc) => build_source(plan, desc, schema, ctx)?,
         Op::Map { func, vectorized, num_parallel_calls, deterministic } if is_parallel(num_parallel_calls) => {
+            let input = map_input(plan, ctx)?;
             let func = map_fn(func, schema, &ctx.registry, *vectorized)?;
             let size = if *vectorized { TaskSize::Chunk } else { TaskSize::Split };
-            parallel_map(plan, ctx, input()?, func, *num_parallel_calls, *deterministic, size)
+            parallel_map(plan, ctx, input, func, *num_parallel_calls, *deterministic, size)
         }
         Op::Map { func, vectorized, .. } => {
-            Box::new(MapOp::new(input()?, map_fn(func, schema, &ctx.registry, *vectorized)?))
+            Box::new(MapOp::new(map_input(plan, ctx)?, map_fn(func, schema, &ctx.registry, *vectorized)?))
         }
         // A parallel filter is a parallel map whose function drops rows: tasks keep their
         // input positions, so order, errors and checkpoints work the same way.
@@ -256,29 +303,7 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
                 ElementDatasets::new(func, ctx, plan.input().spec(), schema)?.counted(opened),
             ))
         }
-        // A cycle length of AUTOTUNE is the number of cores, fixed at the start as in
-        // tf.data: changing it while running would change the element order.
-        Op::Interleave { func, cycle_length, block_length, num_parallel_calls, deterministic } => {
-            let cycle = match cycle_length {
-                Tunable::Fixed(n) => *n as usize,
-                Tunable::Default | Tunable::Autotune => ctx.options.cores,
-            };
-            let opened = ctx.metrics.stats(StatsKey::Opened(plan.node_id()));
-            let datasets = ElementDatasets::new(func, ctx, plan.input().spec(), schema)?.counted(opened);
-            let op = InterleaveOp::new(input()?, datasets, cycle, *block_length, chunk_rows);
-            if !is_parallel(num_parallel_calls) {
-                return Ok(Box::new(op));
-            }
-            let reads = ParallelReads {
-                // tf.data starts a tuned parallel interleave at its cycle length: every
-                // input read ahead from the first element on.
-                permits: Permits::new(knob(plan, ctx, Param::Parallelism, *num_parallel_calls, cycle, cycle)),
-                buffer: knob(plan, ctx, Param::Buffer, Tunable::Autotune, BUFFER_START, MAX_BUFFER),
-                stats: ctx.metrics.stats(StatsKey::Node(plan.node_id())),
-                deterministic: deterministic.unwrap_or(ctx.options.deterministic),
-            };
-            Box::new(op.with_parallel_reads(reads))
-        }
+        Op::Interleave { .. } => Box::new(interleave(plan, ctx)?),
         // Parallel: workers gather each batch's rows into one chunk (the copy of a batch
         // that straddles input chunks), which the batch wraps without copying.
         Op::Batch { batch_size, drop_remainder, num_parallel_calls, deterministic }

@@ -19,7 +19,10 @@
 //! - a parallel `map` is a `ParallelMapOp` on the iterator's thread pool, with its number of
 //!   calls (or "autotuned") and its order; `prefetch` is a `PrefetchOp` with a producer thread;
 //! - sources are `ReaderOp[...]` with what is pushed into the reader (projected columns, a
-//!   Parquet predicate), or `GeneratorOp[...]`.
+//!   Parquet predicate), or `GeneratorOp[...]`;
+//! - a `parse_example` map straight over an interleave ends `; records read in place from
+//!   the interleave's readers`: the interleave hands it the records as views of its readers'
+//!   windows instead of copying them into one buffer.
 //!
 //! - a stage (maps and filters fused into one operator, `crate::stage`) is its top's
 //!   operator, ending `; stage of k operators`, with the fused nodes below it shown as
@@ -31,7 +34,7 @@
 
 use std::collections::HashMap;
 
-use crate::build::is_parallel;
+use crate::build::{is_parallel, parses_in_place};
 use crate::stage::Stage;
 use flumen_ir::{ClosureKind, ClosureRef, DatasetFn, MapFn, Op, Plan, Predicate, SourceDesc, Tunable};
 
@@ -55,7 +58,7 @@ fn render(plan: &Plan, depth: usize, fuse: bool, out: &mut String, seen: &mut Ha
     let n = seen.len();
     seen.insert(plan.node_id(), n);
     let Some(stage) = Stage::of(plan).filter(|_| fuse) else {
-        out.push_str(&format!("{indent}#{n} {} -> {}\n", operator(plan.op()), plan.spec()));
+        out.push_str(&format!("{indent}#{n} {} -> {}\n", node_operator(plan), plan.spec()));
         for input in plan.inputs() {
             render(input, depth + 1, fuse, out, seen);
         }
@@ -90,6 +93,17 @@ pub fn fused_member(op: &Op) -> String {
         Op::Map { func, vectorized, .. } => format!("map[{}]", map_strategy(func, *vectorized)),
         Op::Filter { predicate, vectorized, .. } => format!("filter[{}]", predicate_strategy(predicate, *vectorized)),
         other => other.name().to_string(),
+    }
+}
+
+/// [`operator`] of `plan`'s node, saying where a `parse_example` reads the records of the
+/// interleave below it in place (the interleave hands them on as views of its readers'
+/// windows instead of copying them).
+pub fn node_operator(plan: &Plan) -> String {
+    let line = operator(plan.op());
+    match parses_in_place(plan) {
+        true => format!("{line}; records read in place from the interleave's readers"),
+        false => line,
     }
 }
 

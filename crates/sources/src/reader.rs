@@ -7,8 +7,11 @@ pub const DEFAULT_CHUNK_ROWS: usize = 8192;
 
 /// A pull-based reader of chunks: each call returns the next chunk of elements.
 ///
-/// A chunk is never empty and its schema is exactly the Arrow schema of the source's output
-/// spec. After `Ok(None)` (the end), every call returns `Ok(None)`.
+/// A chunk is never empty and its schema is the Arrow schema of the source's output spec,
+/// except that a bytes column may come as `BinaryView` (a reader that frames values where it
+/// read them hands out views of its read buffers instead of copying them); whoever needs the
+/// declared types casts once, where it copies anyway. After `Ok(None)` (the end), every call
+/// returns `Ok(None)`.
 ///
 /// A reader may be pulled again after an `Err`: it continues after the bad input where the
 /// format allows it (CSV: the next record; text lines: the next line; in-memory data: the

@@ -13,12 +13,15 @@
 //!   where missing; tf.data gives it as a sparse tensor.
 //! - A feature of another type than asked, a wrong value count, or a malformed proto is an
 //!   error naming the record (its row in the chunk) and the feature.
+//!
+//! Records come as a `Binary` column, or as a `BinaryView` column viewing them where a
+//! TFRecord reader read them (an interleave gathers such views without copying the bytes).
 
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayBuilder, ArrayRef, AsArray, BinaryArray, BinaryBuilder, FixedSizeListArray, Float32Array, Int64Array,
-    ListArray, StructArray, UInt32Array,
+    Array, ArrayBuilder, ArrayRef, AsArray, BinaryArray, BinaryBuilder, BinaryViewArray, ByteView, FixedSizeListArray,
+    Float32Array, Int64Array, ListArray, StructArray, UInt32Array,
 };
 use arrow::buffer::{MutableBuffer, OffsetBuffer};
 use arrow::datatypes::{DataType, Field, Int64Type};
@@ -159,8 +162,8 @@ struct Column<'a> {
 }
 
 /// A cursor over one protobuf message: bytes `at..end` of `bytes`, which may go on past
-/// `end` (the chunk's other records), so that the common field header is read with one
-/// 8-byte load even near the message's end.
+/// `end` (the chunk's other records, or a reader's window), so that the common field header
+/// is read with one 8-byte load even near the message's end.
 #[derive(Clone, Copy)]
 struct Wire<'a> {
     bytes: &'a [u8],
@@ -668,9 +671,68 @@ fn append_default(default: &Defaults, values: &mut Values) {
     }
 }
 
-/// Parses every record of `records` (null records are errors) into one column per feature,
-/// as [`output_spec`] describes them. Stops at the first bad record.
-pub fn parse_examples(records: &BinaryArray, features: &[FeatureSpec]) -> Result<Vec<ArrayRef>, ParseError> {
+/// The serialized records of a chunk.
+enum Records<'a> {
+    /// In one values buffer.
+    Contiguous(&'a BinaryArray),
+    /// Anywhere in the array's data buffers.
+    Views(&'a BinaryViewArray),
+}
+
+impl<'a> Records<'a> {
+    fn of(array: &'a dyn Array) -> Result<Self, ParseError> {
+        match array.data_type() {
+            DataType::Binary => Ok(Records::Contiguous(array.as_binary())),
+            DataType::BinaryView => Ok(Records::Views(array.as_binary_view())),
+            other => Err(ParseError { row: 0, message: format!("the records are {other}, not bytes") }),
+        }
+    }
+
+    fn array(&self) -> &'a dyn Array {
+        match self {
+            Records::Contiguous(a) => *a,
+            Records::Views(a) => *a,
+        }
+    }
+
+    /// The bytes of all records together.
+    fn bytes(&self) -> usize {
+        match self {
+            Records::Contiguous(a) => {
+                let offsets = a.value_offsets();
+                (offsets[offsets.len() - 1] - offsets[0]) as usize
+            }
+            Records::Views(a) => a.views().iter().map(|&v| v as u32 as usize).sum(),
+        }
+    }
+
+    /// Record `row`, within the buffer that holds it (see [`Wire`]).
+    #[inline]
+    fn wire(&self, row: usize) -> Wire<'a> {
+        match self {
+            Records::Contiguous(a) => {
+                let offsets = a.value_offsets();
+                Wire { bytes: a.value_data(), at: offsets[row] as usize, end: offsets[row + 1] as usize }
+            }
+            Records::Views(a) => {
+                let view = ByteView::from(a.views()[row]);
+                // A record of up to 12 bytes is held in its view itself.
+                if view.length <= 12 {
+                    return Wire { bytes: a.value(row), at: 0, end: view.length as usize };
+                }
+                let at = view.offset as usize;
+                Wire { bytes: &a.data_buffers()[view.buffer_index as usize], at, end: at + view.length as usize }
+            }
+        }
+    }
+}
+
+/// Parses every record of `records`, a `Binary` or `BinaryView` column (null records are
+/// errors), into one column per feature, as [`output_spec`] describes them. Stops at the
+/// first bad record.
+pub fn parse_examples(records: &dyn Array, features: &[FeatureSpec]) -> Result<Vec<ArrayRef>, ParseError> {
+    let records = Records::of(records)?;
+    let rows = records.array().len();
     let layout = Layout::of(features);
     let mut keys = Keys::of(&layout.columns);
     let mut columns: Vec<Column> = layout
@@ -680,27 +742,26 @@ pub fn parse_examples(records: &BinaryArray, features: &[FeatureSpec]) -> Result
             spec,
             per_record: spec.values_per_record(),
             values: match spec.dtype {
-                DType::Int64 => Values::Int64(Vec::with_capacity(capacity(spec, records))),
-                DType::Float32 => Values::Float32(MutableBuffer::with_capacity(capacity(spec, records) * 4)),
-                _ => Values::Bytes(BinaryBuilder::with_capacity(records.len(), 0)),
+                DType::Int64 => Values::Int64(Vec::with_capacity(capacity(spec, &records))),
+                DType::Float32 => Values::Float32(MutableBuffer::with_capacity(capacity(spec, &records) * 4)),
+                _ => Values::Bytes(BinaryBuilder::with_capacity(rows, 0)),
             },
             offsets: {
                 // One end per record: grown by doubling, it was copied a dozen times a chunk.
-                let mut offsets = Vec::with_capacity(records.len() + 1);
+                let mut offsets = Vec::with_capacity(rows + 1);
                 offsets.push(0);
                 offsets
             },
             seen: None,
         })
         .collect();
-    // Every record is read within the chunk's one values buffer (see `Wire`).
     let mut shape = Shape::default();
-    let (bytes, offsets) = (records.value_data(), records.value_offsets());
-    for row in 0..records.len() {
-        if records.is_null(row) {
+    let nulls = records.array().nulls();
+    for row in 0..rows {
+        if nulls.is_some_and(|n| n.is_null(row)) {
             return Err(ParseError { row, message: "the record is null".into() });
         }
-        let record = Wire { bytes, at: offsets[row] as usize, end: offsets[row + 1] as usize };
+        let record = records.wire(row);
         parse_record(record, row, &mut columns, &mut keys, &layout.sparse, &mut shape)
             .map_err(|Bad(message)| ParseError { row, message: *message })?;
     }
@@ -863,15 +924,11 @@ impl Sparse {
 /// regrown (and copied) as it fills: a fixed-length feature's exact count; for a
 /// variable-length one, a guess from the records' bytes, which bound it (a packed float takes
 /// four bytes, a varint at least one): one int64 per two bytes, one float per four.
-fn capacity(spec: &FeatureSpec, records: &BinaryArray) -> usize {
-    let bytes = || {
-        let offsets = records.value_offsets();
-        (offsets[offsets.len() - 1] - offsets[0]) as usize
-    };
+fn capacity(spec: &FeatureSpec, records: &Records) -> usize {
     match (&spec.kind, spec.dtype) {
-        (FeatureKind::FixedLen { .. }, _) => records.len() * spec.values_per_record().max(1),
-        (_, DType::Float32) => bytes() / 4,
-        (_, _) => bytes() / 2,
+        (FeatureKind::FixedLen { .. }, _) => records.array().len() * spec.values_per_record().max(1),
+        (_, DType::Float32) => records.bytes() / 4,
+        (_, _) => records.bytes() / 2,
     }
 }
 
@@ -953,6 +1010,9 @@ mod tests {
         (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     }
 
+    use arrow::array::make_view;
+    use arrow::buffer::Buffer;
+
     fn records(hex: &[&str]) -> BinaryArray {
         BinaryArray::from_iter_values(hex.iter().map(|h| unhex(h)))
     }
@@ -1007,6 +1067,16 @@ mod tests {
         assert_eq!(cols[1].as_primitive::<Int64Type>().values().to_vec(), ids.to_vec());
     }
 
+    /// A pseudo-random number generator (xorshift64) from `seed`.
+    fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
     /// An `Example` of layout `layout` with values from `draw` (the next pseudo-random
     /// number). Layouts: features in another order, missing, listed twice or beside an
     /// unrequested one; tags under the unrequested key `tagz`, or more than one; labels of
@@ -1046,13 +1116,7 @@ mod tests {
         // Records of one layout are read where the record before had its values; any other
         // byte, count or order must be noticed. Each record parsed alone (in a chunk of its
         // own, so without a layout to reuse) is the reference.
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut draw = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut draw = xorshift(0x2545_f491_4f6c_dd1du64);
         // Runs of one to six records of one layout, the layouts drawn anew for every run or
         // (a third of the time) changed only where it matters least, the tags' key.
         let (mut examples, mut layout) = (Vec::new(), 0);
@@ -1088,6 +1152,60 @@ mod tests {
             let err = parse_examples(&records, &features).unwrap_err();
             let alone = alone[b].as_ref().unwrap_err();
             assert_eq!((err.row, &err.message), (3, &alone.message), "record {b}");
+        }
+    }
+
+    #[test]
+    fn records_viewed_where_they_were_read_parse_as_contiguous_ones() {
+        let mut draw = xorshift(0x9e37_79b9_7f4a_7c15u64);
+        // Records of every layout, and records short enough to sit inside their views: an
+        // empty `Example` and one with an empty `Features`.
+        let features = [
+            FeatureSpec::fixed("label", DType::Int64, vec![]).with_default(Defaults::Int64(vec![-1])),
+            FeatureSpec::var_len("x", DType::Float32),
+            FeatureSpec::var_len("tags", DType::Binary),
+        ];
+        let parses = |e: &Vec<u8>| parse_examples(&BinaryArray::from_iter_values([e]), &features).is_ok();
+        let mut examples: Vec<Vec<u8>> = (0..400).map(|i| example_of(i * 7, &mut draw)).filter(parses).collect();
+        assert!(examples.len() > 250, "{} records parse", examples.len());
+        examples.insert(5, vec![]);
+        examples.insert(9, vec![0x0a, 0x00]);
+        // Two buffers, each record followed by bytes that read as the start of another
+        // field (a reader's window has the next record's framing there), which a parse must
+        // not read past the record's end.
+        let views = |records: &[Vec<u8>]| {
+            let (mut buffers, mut views) = (vec![Vec::new(), Vec::new()], vec![]);
+            for (i, record) in records.iter().enumerate() {
+                let buffer = &mut buffers[i % 2];
+                views.push(make_view(record, (i % 2) as u32, buffer.len() as u32));
+                buffer.extend_from_slice(record);
+                buffer.extend_from_slice(&[0x0a, 0x05, 0x0a, 0x03, 0x0a, 0x01, 0x78]);
+            }
+            let buffers: Vec<Buffer> = buffers.into_iter().map(Buffer::from_vec).collect();
+            BinaryViewArray::try_new(views.into(), buffers, None).unwrap()
+        };
+        let viewed = parse_examples(&views(&examples), &features).unwrap();
+        let contiguous = parse_examples(&BinaryArray::from_iter_values(&examples), &features).unwrap();
+        assert_eq!(viewed.len(), 3);
+        for (v, c) in viewed.iter().zip(&contiguous) {
+            assert_eq!(v.to_data(), c.to_data());
+        }
+        assert_eq!(viewed[0].as_primitive::<Int64Type>().value(5), -1, "the empty Example takes the default");
+        // A bad record (a label of two values where one is asked) fails at its row.
+        let (mut bad, at) = (examples.clone(), 200);
+        bad[at] = serialize_example(&[("label", FeatureValues::Int64(&[1, 2]))]);
+        let err = parse_examples(&views(&bad), &features).unwrap_err();
+        assert_eq!(err.row, at, "{}", err.message);
+    }
+
+    #[test]
+    fn a_null_record_is_an_error_at_its_row() {
+        let e1 = unhex(E1);
+        let contiguous = BinaryArray::from_iter([Some(&e1[..]), Some(&e1[..]), None]);
+        let viewed = BinaryViewArray::from_iter([Some(&e1[..]), None]);
+        for (records, row) in [(&contiguous as &dyn Array, 2), (&viewed, 1)] {
+            let err = parse_examples(records, &features(None)).unwrap_err();
+            assert_eq!((err.row, err.message.as_str()), (row, "the record is null"));
         }
     }
 

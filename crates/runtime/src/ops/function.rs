@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray, BooleanArray};
-use arrow::datatypes::SchemaRef;
+use arrow::array::{Array, BooleanArray};
+use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use flumen_ir::example::FeatureSpec;
 use flumen_ir::{ClosureKind, Error, Expr, Location, MapFn, NamedExpr, Predicate, Result};
@@ -161,14 +161,17 @@ pub fn map_fn(func: &MapFn, schema: SchemaRef, registry: &Registry, vectorized: 
 /// the records before it (parsed again on their own: only on that error path).
 fn parse_example_fn(field: String, features: Vec<FeatureSpec>, schema: SchemaRef) -> ChunkFn {
     let parse = move |chunk: &RecordBatch| -> std::result::Result<RecordBatch, (usize, Error)> {
-        let Some(records) = chunk.column_by_name(&field).and_then(|c| c.as_binary_opt::<i32>()) else {
+        // Bytes, or views of a reader's windows where an interleave hands them on so.
+        let records =
+            chunk.column_by_name(&field).filter(|c| matches!(c.data_type(), DataType::Binary | DataType::BinaryView));
+        let Some(records) = records else {
             let message = format!("the element has no bytes field '{field}'");
             return Err((0, Error::execution("parse_example", message)));
         };
         // The error belongs to the element at row `e.row`; its place in the chunk is not a
         // position the user knows (chunks are cut differently optimized or not), and the
         // error comes out of the iterator in that element's place.
-        let columns = parse_examples(records, &features)
+        let columns = parse_examples(records.as_ref(), &features)
             .map_err(|e| (e.row, Error::data(Location::source(format!("parse_example of '{field}'")), e.message)))?;
         RecordBatch::try_new(schema.clone(), columns).map_err(|e| (0, e.into()))
     };

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, Int64Array, StringArray};
-use arrow::datatypes::SchemaRef;
+use arrow::array::{Array, ArrayRef, Int64Array, StringArray};
+use arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{DatasetFn, ElementSpec, Error, Result};
 use flumen_sources::split::Split;
@@ -11,6 +11,7 @@ use flumen_udf::closure::{guarded, DatasetFactory};
 
 use crate::build::build;
 use crate::checkpoint::{OpState, SaveMode};
+use crate::conform::relabel;
 use crate::context::{mix, ExecContext, SharedState};
 use crate::operator::{BoxOperator, Operator};
 use crate::ops::prefetch::{Permits, PrefetchOp, Probe};
@@ -77,7 +78,9 @@ impl ElementDatasets {
         self
     }
 
-    /// [`ElementDatasets::open_uncounted`], counted.
+    /// [`ElementDatasets::open_uncounted`], counted. A file's dataset hands its reader's
+    /// chunks on unconformed (bytes may be views of the reader's buffers): `flat_map` and
+    /// `interleave` conform them where they slice or copy them anyway.
     pub fn open(&self, element: &RecordBatch, index: u64) -> Result<BoxOperator> {
         let dataset = self.open_uncounted(element, index)?;
         Ok(match &self.stats {
@@ -97,7 +100,7 @@ impl ElementDatasets {
                     return Err(Error::execution("interleave", format!("file name field '{field}' is null")));
                 }
                 let reader = flumen_sources::split::open_file(names.value(0), format, self.ctx.options.chunk_rows)?;
-                Ok(Box::new(ReaderOp::new(reader)))
+                Ok(Box::new(ReaderOp::unconformed(reader)))
             }
             Opener::ReadSplit { format } => {
                 let file = element.column_by_name("file").expect("type-checked field");
@@ -109,7 +112,7 @@ impl ElementDatasets {
                 }
                 let split = Split { file: file.value(0).to_string(), row_group: usize::try_from(group.value(0)).ok() };
                 let reader = flumen_sources::split::open_split(&split, format, self.ctx.options.chunk_rows)?;
-                Ok(Box::new(ReaderOp::new(reader)))
+                Ok(Box::new(ReaderOp::unconformed(reader)))
             }
             Opener::FromTensorSlices { elements } => {
                 let one = Box::new(SingleChunk(Some(element.clone())));
@@ -159,7 +162,7 @@ impl Operator for FlatMapOp {
         loop {
             if let Some((inner, _)) = &mut self.current {
                 match inner.next_chunk()? {
-                    Some(chunk) => return crate::conform::relabel(chunk, &self.datasets.schema).map(Some),
+                    Some(chunk) => return relabel(chunk, &self.datasets.schema).map(Some),
                     None => self.current = None,
                 }
             }
@@ -235,6 +238,9 @@ pub struct InterleaveOp {
     /// Parallel: an input error met while opening slots ahead, with the slot it belongs to;
     /// returned when the cycle reaches that slot, where a lazy open would have met it.
     deferred: Option<(usize, Error)>,
+    /// Whether bytes that the datasets hand over as views are handed on as views (see
+    /// [`InterleaveOp::handing_on_views`]).
+    views: bool,
 }
 
 impl InterleaveOp {
@@ -259,7 +265,18 @@ impl InterleaveOp {
             chunk_rows,
             error: None,
             deferred: None,
+            views: false,
         }
+    }
+
+    /// The same interleave handing bytes on as the datasets' views where they come so (a
+    /// TFRecord reader's records, viewed in its read windows), rather than copying them into
+    /// the declared `Binary`: for a consumer that reads them in place (`parse_example`), so
+    /// that no record byte is copied between the file read and the parse. Such chunks keep
+    /// their readers' windows alive until consumed.
+    pub fn handing_on_views(mut self) -> Self {
+        self.views = true;
+        self
     }
 
     /// The same interleave reading its open datasets in parallel.
@@ -373,16 +390,11 @@ impl InterleaveOp {
         if rounds == 0 {
             return Ok(false);
         }
-        // Sources first, so that a failure leaves every reader where it was.
-        let mut sources = Vec::with_capacity(n);
-        for k in 0..n {
-            let (reader, _, opened, _) = self.slots[(self.cycle_index + k) % n].as_ref().expect("every slot is open");
-            let chunk = reader.current().expect("buffered rows are in the current chunk");
-            sources.push(gather.source((*opened, reader.generation()), chunk, &self.datasets.schema)?);
-        }
         let mut starts = Vec::with_capacity(n);
-        for (k, source) in sources.into_iter().enumerate() {
-            let (reader, ..) = self.slots[(self.cycle_index + k) % n].as_mut().expect("every slot is open");
+        for k in 0..n {
+            let (reader, _, opened, _) = self.slots[(self.cycle_index + k) % n].as_mut().expect("every slot is open");
+            let chunk = reader.current().expect("buffered rows are in the current chunk");
+            let source = gather.source((*opened, reader.generation()), chunk);
             starts.push((source, reader.next_range(rounds * b)?.expect("the rows are buffered").0));
         }
         for round in 0..rounds {
@@ -443,7 +455,8 @@ impl InterleaveOp {
 /// Rows taken from several chunks, to be copied into one in their order.
 #[derive(Default)]
 struct Gather {
-    /// The distinct source chunks, each with its key (the opened dataset and its chunk).
+    /// The distinct source chunks, each with its key (the opened dataset and its chunk), as
+    /// their datasets made them (bytes may be views of a reader's buffers).
     sources: Vec<((u64, u64), RecordBatch)>,
     /// (source, row) per output row.
     indices: Vec<(usize, usize)>,
@@ -454,44 +467,65 @@ impl Gather {
         self.indices.len()
     }
 
-    /// Adds rows `offset..offset + rows` of `chunk`, known by `key`, relabeled to `schema`.
-    fn add(
-        &mut self,
-        key: (u64, u64),
-        chunk: &RecordBatch,
-        offset: usize,
-        rows: usize,
-        schema: &SchemaRef,
-    ) -> Result<()> {
-        let source = self.source(key, chunk, schema)?;
+    /// Adds rows `offset..offset + rows` of `chunk`, known by `key`.
+    fn add(&mut self, key: (u64, u64), chunk: &RecordBatch, offset: usize, rows: usize) {
+        let source = self.source(key, chunk);
         self.indices.extend((offset..offset + rows).map(|row| (source, row)));
-        Ok(())
     }
 
-    /// The index of the source `chunk`, known by `key`, added (relabeled to `schema`) unless
-    /// it is there.
-    fn source(&mut self, key: (u64, u64), chunk: &RecordBatch, schema: &SchemaRef) -> Result<usize> {
+    /// The index of the source `chunk`, known by `key`, added unless it is there.
+    fn source(&mut self, key: (u64, u64), chunk: &RecordBatch) -> usize {
         // A source is usually the last one added, or one a cycle ago.
-        Ok(match self.sources.iter().rposition(|(k, _)| *k == key) {
+        match self.sources.iter().rposition(|(k, _)| *k == key) {
             Some(i) => i,
             None => {
-                self.sources.push((key, crate::conform::relabel(chunk.clone(), schema)?));
+                self.sources.push((key, chunk.clone()));
                 self.sources.len() - 1
             }
-        })
+        }
     }
 
-    /// The gathered rows as one chunk: a zero-copy slice when they are one range of one
-    /// source; `None` when there are none.
-    fn finish(self) -> Result<Option<RecordBatch>> {
+    /// The gathered rows as one chunk with `schema`, bytes columns left as views where they
+    /// came so when `views`: a zero-copy slice when they are one range of one source (cast
+    /// where its types differ); `None` when there are none.
+    fn finish(self, schema: &SchemaRef, views: bool) -> Result<Option<RecordBatch>> {
         let Some(&(first, start)) = self.indices.first() else { return Ok(None) };
         let contiguous = self.indices.iter().enumerate().all(|(i, &(s, r))| s == first && r == start + i);
+        let out = |chunk: RecordBatch| {
+            let schema = if views { keeping_views(schema, &chunk) } else { schema.clone() };
+            relabel(chunk, &schema)
+        };
         if contiguous {
-            return Ok(Some(self.sources[first].1.slice(start, self.indices.len())));
+            return out(self.sources[first].1.slice(start, self.indices.len())).map(Some);
         }
-        let batches: Vec<&RecordBatch> = self.sources.iter().map(|(_, b)| b).collect();
-        Ok(Some(arrow::compute::interleave_record_batch(&batches, &self.indices)?))
+        let types = |b: &RecordBatch| b.schema().fields().iter().map(|f| f.data_type().clone()).collect::<Vec<_>>();
+        let first_types = types(&self.sources[0].1);
+        let gathered = if self.sources.iter().all(|(_, b)| types(b) == first_types) {
+            // Gathered in the sources' own types, then made the declared ones: bytes that
+            // came as views are gathered as 16-byte views, then copied once, in output
+            // order, by the cast (unless `views` keeps them).
+            let batches: Vec<&RecordBatch> = self.sources.iter().map(|(_, b)| b).collect();
+            arrow::compute::interleave_record_batch(&batches, &self.indices)?
+        } else {
+            let batches = self.sources.into_iter().map(|(_, b)| relabel(b, schema)).collect::<Result<Vec<_>>>()?;
+            arrow::compute::interleave_record_batch(&batches.iter().collect::<Vec<_>>(), &self.indices)?
+        };
+        out(gathered).map(Some)
     }
+}
+
+/// `schema` with `BinaryView` for each declared `Binary` column that `chunk` has as views.
+fn keeping_views(schema: &SchemaRef, chunk: &RecordBatch) -> SchemaRef {
+    let viewed =
+        |(f, c): (&FieldRef, &ArrayRef)| *f.data_type() == DataType::Binary && *c.data_type() == DataType::BinaryView;
+    if !schema.fields().iter().zip(chunk.columns()).any(viewed) {
+        return schema.clone();
+    }
+    let fields = schema.fields().iter().zip(chunk.columns()).map(|(f, c)| match viewed((f, c)) {
+        true => Arc::new(f.as_ref().clone().with_data_type(DataType::BinaryView)),
+        false => f.clone(),
+    });
+    Arc::new(Schema::new(fields.collect::<Vec<_>>()))
 }
 
 impl Operator for InterleaveOp {
@@ -522,7 +556,7 @@ impl Operator for InterleaveOp {
                 Ok(Some((slot, offset, rows))) => {
                     let (reader, _, opened, _) = self.slots[slot].as_ref().expect("a run comes from an open slot");
                     let chunk = reader.current().expect("a run is read from the current chunk");
-                    gather.add((*opened, reader.generation()), chunk, offset, rows, &self.datasets.schema)?;
+                    gather.add((*opened, reader.generation()), chunk, offset, rows);
                 }
                 Ok(None) => break,
                 Err(e) if gather.rows() == 0 => return Err(e),
@@ -532,7 +566,7 @@ impl Operator for InterleaveOp {
                 }
             }
         }
-        gather.finish()
+        gather.finish(&self.datasets.schema, self.views)
     }
 
     /// The cycle position, each open slot's dataset state with the element it was opened

@@ -14,7 +14,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::checkpoint::{OpState, SaveMode};
-use crate::conform::conform_chunk;
+use crate::conform::{conform_chunk, relabel};
 use crate::context::ExecContext;
 use crate::operator::{BoxOperator, Operator};
 
@@ -22,18 +22,32 @@ use crate::operator::{BoxOperator, Operator};
 /// (a CSV reader skips to the next record) and end otherwise, so errors pass straight through.
 pub struct ReaderOp {
     reader: BoxReader,
+    /// The schema chunks are conformed to; `None` passes the reader's own types on (bytes as
+    /// views), for a consumer that copies the rows anyway.
+    schema: Option<SchemaRef>,
 }
 
 impl ReaderOp {
-    /// Wraps `reader`.
-    pub fn new(reader: BoxReader) -> Self {
-        ReaderOp { reader }
+    /// Wraps `reader`, whose chunks come out with `schema`.
+    pub fn new(reader: BoxReader, schema: SchemaRef) -> Self {
+        ReaderOp { reader, schema: Some(schema) }
+    }
+
+    /// Wraps `reader`, whose chunks come out as it makes them: the declared columns in
+    /// possibly another physical type (see [`ChunkReader`](flumen_sources::reader::ChunkReader)),
+    /// for a consumer that conforms them with [`relabel`](crate::conform::relabel).
+    pub fn unconformed(reader: BoxReader) -> Self {
+        ReaderOp { reader, schema: None }
     }
 }
 
 impl Operator for ReaderOp {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
-        self.reader.next_chunk()
+        let chunk = self.reader.next_chunk()?;
+        match (&self.schema, chunk) {
+            (Some(schema), Some(chunk)) => relabel(chunk, schema).map(Some),
+            (_, chunk) => Ok(chunk),
+        }
     }
 
     fn save(&self, _mode: SaveMode) -> Result<OpState> {
@@ -118,12 +132,10 @@ pub fn build_source(plan: &Plan, desc: &SourceDesc, schema: SchemaRef, ctx: &Exe
             let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed(plan, *seed, true));
             files.shuffle(&mut rng);
             let column = Arc::new(StringArray::from(files));
-            let chunk = RecordBatch::try_new(schema, vec![column])?;
-            Ok(Box::new(ReaderOp::new(Box::new(flumen_sources::memory::MemoryReader::new(
-                Arc::new(vec![chunk.clone()]),
-                chunk.schema(),
-            )))))
+            let chunk = RecordBatch::try_new(schema.clone(), vec![column])?;
+            let reader = flumen_sources::memory::MemoryReader::new(Arc::new(vec![chunk]), schema.clone());
+            Ok(Box::new(ReaderOp::new(Box::new(reader), schema)))
         }
-        other => Ok(Box::new(ReaderOp::new(flumen_sources::open_source(other, ctx.options.chunk_rows)?))),
+        other => Ok(Box::new(ReaderOp::new(flumen_sources::open_source(other, ctx.options.chunk_rows)?, schema))),
     }
 }
