@@ -52,7 +52,10 @@ pub fn w4() -> Outcome {
         let (mut sum, mut rows) = (0.0f64, 0u64);
         for x in lo..hi {
             let v = ((3 * x + 1) as f64).sqrt() * 0.5;
-            if v.floor() % 3.0 != 0.0 {
+            // `floor(v) mod 3` as fmod gives it: exact for a whole number below 2^51 (v stays
+            // under 1,225), where f64's `%`, a library call, took four fifths of the loop.
+            let f = v.floor();
+            if f - 3.0 * (f / 3.0).floor() != 0.0 {
                 sum += v * v + 1.0;
                 rows += 1;
             }
