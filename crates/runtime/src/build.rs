@@ -65,8 +65,12 @@ fn has_autotune(plan: &Plan) -> bool {
 
 /// The physical operator tree of `plan` for one iterator.
 pub fn build(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
-    let op = build_node(plan, ctx)?;
-    Ok(Box::new(Metered::new(op, ctx.metrics.stats(StatsKey::Node(plan.node_id())))))
+    Ok(metered(plan, ctx, build_node(plan, ctx)?))
+}
+
+/// `op`, the operator of `plan`, counted as that plan node.
+fn metered(plan: &Plan, ctx: &ExecContext, op: BoxOperator) -> BoxOperator {
+    Box::new(Metered::new(op, ctx.metrics.stats(StatsKey::Node(plan.node_id()))))
 }
 
 /// The knob of `param` for `plan`'s operator: fixed, or tunable from `start`, the value
@@ -205,8 +209,7 @@ fn map_input(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
     if !parses_in_place(plan) {
         return build(input, ctx);
     }
-    let op = interleave(input, ctx)?.handing_on_views();
-    Ok(Box::new(Metered::new(Box::new(op), ctx.metrics.stats(StatsKey::Node(input.node_id())))))
+    Ok(metered(input, ctx, Box::new(interleave(input, ctx)?.handing_on_views())))
 }
 
 /// The operator of an `interleave` node. A cycle length of AUTOTUNE is the number of cores,
