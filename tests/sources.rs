@@ -316,7 +316,8 @@ fn tfrecord_examples_parsed_straight_after_an_interleave_come_in_its_order() {
         let splits = Dataset::splits(&paths, read.clone()).unwrap();
         let interleaved =
             splits.interleave_with(DatasetFunction::ReadSplit(read.clone()), Tunable::Fixed(3), 2, calls).unwrap();
-        let parsed = interleaved.map_with(MapFunction::parse_example("record", features.clone()).unwrap(), calls);
+        let parsed =
+            interleaved.map_with(MapFunction::parse_example("record", features.clone()).unwrap(), calls).unwrap();
         for chunk_rows in [2, 1000] {
             let options = Options::default().with_chunk_rows(chunk_rows);
             // The interleave alone yields the records as bytes, copied out of the windows.
@@ -328,7 +329,7 @@ fn tfrecord_examples_parsed_straight_after_an_interleave_come_in_its_order() {
             }
             assert_eq!(want.len(), 19);
             let mut got = vec![];
-            for item in parsed.as_ref().unwrap().with_options(options).iter_chunks() {
+            for item in parsed.with_options(options).iter_chunks() {
                 match item {
                     Ok(chunk) => got.extend(column_i64(&chunk, "label").into_iter().map(Ok)),
                     Err(e) => {
