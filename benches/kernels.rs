@@ -10,6 +10,8 @@
 //! - `w4 map`: `v*v + 1` with `v = sqrt(f64(x)*3 + 1) * 0.5`, as map fusion writes w4's
 //!   three maps (7 operations once common sub-expressions are shared; the Arrow evaluation
 //!   computes `v` twice).
+//! - `w4 integer map`: `f64(x*3 + 1)` over int64, w4's first map as the workload writes it;
+//!   its checked integer arithmetic runs in the interpreter (no native code).
 //! - `affine`: `(a*2.5 + b) / (a - 1.5)`, 4 operations over two float64 columns.
 //! - `w4 filter`: `floor(v) % 3 != 0` over a float64 column, 3 operations to a mask. Also
 //!   against the loop a single-purpose program writes knowing `floor(v)` is a whole number
@@ -109,6 +111,23 @@ fn benches(c: &mut Criterion) {
     let w4_map = ir(v.clone() * v + lit(1.0), &chunk);
     let x = chunk.column(0).as_primitive::<arrow::datatypes::Int64Type>().values().to_vec();
     compare_values(c, "w4 map", &w4_map, &chunk, || w4_map_by_hand(&x));
+
+    // w4's first map as the workload writes it: checked int64 arithmetic, which only the
+    // interpreter computes.
+    let int_map = ir(cast(col("x") * lit(3i64) + lit(1i64), DataType::Float64), &chunk);
+    let kernel = Kernel::compile(&[&int_map], &chunk.schema()).expect("compiles");
+    assert!(!kernel.is_native(), "checked integer arithmetic is interpreted");
+    let by_hand = || -> Vec<f64> {
+        x.iter().map(|x| x.checked_mul(3).and_then(|y| y.checked_add(1)).expect("fits") as f64).collect()
+    };
+    assert_eq!(floats(&kernel.run(&chunk).expect("runs")[0]), by_hand().as_slice());
+    assert_eq!(floats(&evaluate(&int_map, &chunk).expect("evaluates")), by_hand().as_slice());
+    let mut g = c.benchmark_group("w4 integer map");
+    g.throughput(Throughput::Elements(ROWS as u64));
+    g.bench_function("fused kernel, interpreted", |b| b.iter(|| black_box(kernel.run(&chunk))));
+    g.bench_function("composed arrow kernels", |b| b.iter(|| black_box(evaluate(&int_map, &chunk))));
+    g.bench_function("hand-written loop", |b| b.iter(|| black_box(by_hand())));
+    g.finish();
 
     let affine = ir((col("a") * lit(2.5) + col("b")) / (col("a") - lit(1.5)), &chunk);
     let (a, b) = (floats(chunk.column(1)).to_vec(), floats(chunk.column(2)).to_vec());

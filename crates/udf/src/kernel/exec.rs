@@ -10,7 +10,7 @@ use std::ops::Neg;
 
 use flumen_ir::{BinaryOp, Func};
 
-use super::lanes::{checked2, rem_by, scalar2, simd1, simd2, total_key32, total_key64, FloatLanes, Src};
+use super::lanes::{checked2, overflowing2, rem_by, scalar2, simd1, simd2, total_key32, total_key64, FloatLanes, Src};
 use super::program::{Arg, Instr, Konst, Op, Ty};
 use crate::eval::float_fn;
 
@@ -312,9 +312,9 @@ macro_rules! int_arith {
         let (x, y) = ($tile.src::<$t>($a), $tile.src::<$t>($b.expect("two")));
         let out = window::<$t>($out, $at, $tile.len);
         match $op {
-            BinaryOp::Add => checked2(x, y, out, <$t>::checked_add),
-            BinaryOp::Sub => checked2(x, y, out, <$t>::checked_sub),
-            BinaryOp::Mul => checked2(x, y, out, <$t>::checked_mul),
+            BinaryOp::Add => overflowing2(x, y, out, <$t>::overflowing_add),
+            BinaryOp::Sub => overflowing2(x, y, out, <$t>::overflowing_sub),
+            BinaryOp::Mul => overflowing2(x, y, out, <$t>::overflowing_mul),
             BinaryOp::Div => checked2(x, y, out, <$t>::checked_div),
             BinaryOp::Mod => checked2(x, y, out, <$t>::checked_rem),
             other => unreachable!("{other:?} is not arithmetic"),

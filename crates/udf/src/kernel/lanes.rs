@@ -255,6 +255,21 @@ pub fn scalar2<A: Copy, B: Copy, O>(a: Src<A>, b: Src<B>, out: &mut [O], mut f: 
     }
 }
 
+/// `out[i] = f(a[i], b[i])` for an operation that may overflow (`f` gives the wrapped value
+/// and whether it did): `false` when any row overflowed. Where `checked2` makes an `Option`
+/// per row, this loop is plain arithmetic and one flag (w4's `f64(x*3 + 1)`: 190 → 151 µs per
+/// 65,536 rows, `cargo bench --bench kernels -- "w4 integer map"`).
+#[inline(always)]
+pub fn overflowing2<T: Copy>(a: Src<T>, b: Src<T>, out: &mut [T], f: impl Fn(T, T) -> (T, bool)) -> bool {
+    let mut overflowed = false;
+    scalar2(a, b, out, |x, y| {
+        let (v, o) = f(x, y);
+        overflowed |= o;
+        v
+    });
+    !overflowed
+}
+
 /// `out[i] = f(a[i], b[i])` for a checked operation: `false` when any row's `f` is `None`.
 #[inline(always)]
 pub fn checked2<T: Copy + Default>(a: Src<T>, b: Src<T>, out: &mut [T], f: impl Fn(T, T) -> Option<T>) -> bool {
