@@ -312,8 +312,17 @@ macro_rules! int_arith {
         let (x, y) = ($tile.src::<$t>($a), $tile.src::<$t>($b.expect("two")));
         let out = window::<$t>($out, $at, $tile.len);
         match $op {
-            BinaryOp::Add => overflowing2(x, y, out, <$t>::overflowing_add),
-            BinaryOp::Sub => overflowing2(x, y, out, <$t>::overflowing_sub),
+            // Overflow read from the signs (the result's differs from both operands', or for
+            // `-` from the first's where the operands' differ), which vectorizes where the
+            // CPU's overflow flag does not.
+            BinaryOp::Add => overflowing2(x, y, out, |a: $t, b: $t| {
+                let r = a.wrapping_add(b);
+                (r, (a ^ r) & (b ^ r) < 0)
+            }),
+            BinaryOp::Sub => overflowing2(x, y, out, |a: $t, b: $t| {
+                let r = a.wrapping_sub(b);
+                (r, (a ^ b) & (a ^ r) < 0)
+            }),
             BinaryOp::Mul => overflowing2(x, y, out, <$t>::overflowing_mul),
             BinaryOp::Div => checked2(x, y, out, <$t>::checked_div),
             BinaryOp::Mod => checked2(x, y, out, <$t>::checked_rem),
