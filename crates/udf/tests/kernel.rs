@@ -4,8 +4,10 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array};
-use arrow::datatypes::{DataType, Float32Type, Float64Type, Int32Type, Int64Type};
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, PrimitiveArray,
+};
+use arrow::datatypes::{ArrowPrimitiveType, DataType, Float32Type, Float64Type, Int32Type, Int64Type};
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{BinaryOp, DType, ElementSpec, Expr, FieldSpec, Func, NamedExpr, Scalar, UnaryOp};
 use flumen_udf::eval::{evaluate, evaluate_map, evaluate_predicate, FlatColumn, Tensors};
@@ -554,41 +556,27 @@ fn programs_with_other_operations_are_interpreted() {
 /// saw an overflow where there is none would only be slower, so each pair runs alone.
 #[test]
 fn integer_overflow_is_found_exactly_at_the_extremes() {
-    fn check<T: Copy + std::fmt::Debug + PartialEq>(
-        values: &[T],
-        dtype: DType,
-        column: impl Fn(Vec<T>) -> ArrayRef,
-        read: impl Fn(&ArrayRef) -> T,
-        checked: [fn(T, T) -> Option<T>; 3],
-    ) {
+    /// Rust's checked operation, the reference.
+    type Checked<N> = fn(N, N) -> Option<N>;
+    fn check<T: ArrowPrimitiveType>(values: &[T::Native], checked: [Checked<T::Native>; 3]) {
+        let dtype = DType::from_arrow(&T::DATA_TYPE).unwrap();
         let spec = ElementSpec::new(vec![FieldSpec::scalar("x", dtype), FieldSpec::scalar("y", dtype)]).unwrap();
         let schema = spec.arrow_schema();
+        let column = |v: T::Native| Arc::new(PrimitiveArray::<T>::from_iter_values([v])) as ArrayRef;
         for (op, checked) in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul].into_iter().zip(checked) {
             let expr = Expr::binary(op, Expr::col("x"), Expr::col("y"));
             let kernel = Kernel::compile(&[&expr], &schema).expect("compiles");
             for &x in values {
                 for &y in values {
-                    let batch = RecordBatch::try_new(schema.clone(), vec![column(vec![x]), column(vec![y])]).unwrap();
-                    let got = kernel.run(&batch).map(|out| read(&out[0]));
+                    let batch = RecordBatch::try_new(schema.clone(), vec![column(x), column(y)]).unwrap();
+                    let got = kernel.run(&batch).map(|out| out[0].as_primitive::<T>().value(0));
                     assert_eq!(got, checked(x, y), "{x:?} {op:?} {y:?}");
                 }
             }
         }
     }
     let i64s = [i64::MIN, i64::MIN + 1, -3_037_000_500, -2, -1, 0, 1, 2, 3_037_000_500, i64::MAX - 1, i64::MAX];
-    check(
-        &i64s,
-        DType::Int64,
-        |v| Arc::new(Int64Array::from(v)),
-        |a| a.as_primitive::<Int64Type>().value(0),
-        [i64::checked_add, i64::checked_sub, i64::checked_mul],
-    );
+    check::<Int64Type>(&i64s, [i64::checked_add, i64::checked_sub, i64::checked_mul]);
     let i32s = [i32::MIN, i32::MIN + 1, -46_341, -2, -1, 0, 1, 2, 46_341, i32::MAX - 1, i32::MAX];
-    check(
-        &i32s,
-        DType::Int32,
-        |v| Arc::new(Int32Array::from(v)),
-        |a| a.as_primitive::<Int32Type>().value(0),
-        [i32::checked_add, i32::checked_sub, i32::checked_mul],
-    );
+    check::<Int32Type>(&i32s, [i32::checked_add, i32::checked_sub, i32::checked_mul]);
 }
