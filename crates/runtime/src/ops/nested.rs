@@ -498,9 +498,10 @@ impl Gather {
         if contiguous {
             return out(self.sources[first].1.slice(start, self.indices.len())).map(Some);
         }
-        let types = |b: &RecordBatch| b.schema().fields().iter().map(|f| f.data_type().clone()).collect::<Vec<_>>();
-        let first_types = types(&self.sources[0].1);
-        let gathered = if self.sources.iter().all(|(_, b)| types(b) == first_types) {
+        let first_columns = self.sources[0].1.columns();
+        let same_types =
+            |b: &RecordBatch| b.columns().iter().zip(first_columns).all(|(c, f)| c.data_type() == f.data_type());
+        let gathered = if self.sources.iter().all(|(_, b)| same_types(b)) {
             // Gathered in the sources' own types, then made the declared ones: bytes that
             // came as views are gathered as 16-byte views, then copied once, in output
             // order, by the cast (unless `views` keeps them).
