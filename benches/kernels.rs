@@ -2,20 +2,22 @@
 //! (flumen's Arrow evaluation) and against a hand-written scalar Rust loop.
 //!
 //! Each case evaluates one expression over a chunk of `ROWS` rows; criterion reports time
-//! per chunk and rows/s. The ways compute the same values (checked before timing). The map
-//! cases run as native code (`kernel::native`); `fused kernel, interpreted` is the same
-//! program by the tile interpreter. `w4 filter` has a remainder and a comparison, which
-//! only the interpreter computes.
+//! per chunk and rows/s. The ways compute the same values (checked before timing). The
+//! kernels run as native code (`kernel::native`); `fused kernel, interpreted` is the same
+//! program by the tile interpreter.
 //!
 //! - `w4 map`: `v*v + 1` with `v = sqrt(f64(x)*3 + 1) * 0.5`, as map fusion writes w4's
 //!   three maps (7 operations once common sub-expressions are shared; the Arrow evaluation
 //!   computes `v` twice).
 //! - `w4 integer map`: `f64(x*3 + 1)` over int64, w4's first map as the workload writes it;
-//!   its checked integer arithmetic runs in the interpreter (no native code).
+//!   its checked integer arithmetic, a lane at a time with the overflow flag.
 //! - `affine`: `(a*2.5 + b) / (a - 1.5)`, 4 operations over two float64 columns.
 //! - `w4 filter`: `floor(v) % 3 != 0` over a float64 column, 3 operations to a mask. Also
 //!   against the loop a single-purpose program writes knowing `floor(v)` is a whole number
 //!   (the remainder as `f - 3·floor(f/3)`, exact there, without libm's fmod).
+//! - `w4 stage`: w4's whole `map → filter → map` over int64 `x`, as one selecting kernel
+//!   (`kernel::chain`) against the links run one after another (the stage before it) and
+//!   the hand-written loop.
 //! - `w2 scale`: w2's `features * weight` over 8,192 elements, a float32[64] tensor times a
 //!   per-element scalar: the fused map reads `weight` once per element (flattened tensors,
 //!   the scalar repeated per tile), the Arrow evaluation repeats it into a column first.
@@ -27,12 +29,13 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, AsArray, BooleanArray, FixedSizeListArray, Float32Array, Float64Array, Int64Array};
-use arrow::datatypes::{DataType, Float32Type, Float64Type};
+use arrow::datatypes::{DataType, Field, Float32Type, Float64Type, Schema};
 use arrow::record_batch::RecordBatch;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use flumen::prelude::*;
 use flumen_ir::{Expr, NamedExpr};
 use flumen_udf::eval::{evaluate, evaluate_map, evaluate_predicate};
+use flumen_udf::kernel::chain::{FusedChain, Link};
 use flumen_udf::kernel::{FusedMap, FusedPredicate, Kernel};
 
 const ROWS: usize = 1 << 16;
@@ -112,19 +115,21 @@ fn benches(c: &mut Criterion) {
     let x = chunk.column(0).as_primitive::<arrow::datatypes::Int64Type>().values().to_vec();
     compare_values(c, "w4 map", &w4_map, &chunk, || w4_map_by_hand(&x));
 
-    // w4's first map as the workload writes it: checked int64 arithmetic, which only the
-    // interpreter computes.
+    // w4's first map as the workload writes it: checked int64 arithmetic.
     let int_map = ir(cast(col("x") * lit(3i64) + lit(1i64), DataType::Float64), &chunk);
     let kernel = Kernel::compile(&[&int_map], &chunk.schema()).expect("compiles");
-    assert!(!kernel.is_native(), "checked integer arithmetic is interpreted");
+    let interpreted = Kernel::interpreted(&[&int_map], &chunk.schema()).expect("compiles");
+    assert!(kernel.is_native(), "checked integer arithmetic by constants runs as native code");
     let by_hand = || -> Vec<f64> {
         x.iter().map(|x| x.checked_mul(3).and_then(|y| y.checked_add(1)).expect("fits") as f64).collect()
     };
     assert_eq!(floats(&kernel.run(&chunk).expect("runs")[0]), by_hand().as_slice());
+    assert_eq!(floats(&interpreted.run(&chunk).expect("runs")[0]), by_hand().as_slice());
     assert_eq!(floats(&evaluate(&int_map, &chunk).expect("evaluates")), by_hand().as_slice());
     let mut g = c.benchmark_group("w4 integer map");
     g.throughput(Throughput::Elements(ROWS as u64));
-    g.bench_function("fused kernel, interpreted", |b| b.iter(|| black_box(kernel.run(&chunk))));
+    g.bench_function("fused kernel", |b| b.iter(|| black_box(kernel.run(&chunk))));
+    g.bench_function("fused kernel, interpreted", |b| b.iter(|| black_box(interpreted.run(&chunk))));
     g.bench_function("composed arrow kernels", |b| b.iter(|| black_box(evaluate(&int_map, &chunk))));
     g.bench_function("hand-written loop", |b| b.iter(|| black_box(by_hand())));
     g.finish();
@@ -134,6 +139,7 @@ fn benches(c: &mut Criterion) {
     compare_values(c, "affine", &affine, &chunk, || affine_by_hand(&a, &b));
 
     let filter = ir((floor(col("v")) % lit(3.0)).not_eq(lit(0.0)), &chunk);
+    assert!(Kernel::compile(&[&filter], &chunk.schema()).expect("compiles").is_native());
     let predicate = FusedPredicate::new(filter.clone());
     let v = floats(chunk.column(3)).to_vec();
     assert_eq!(predicate.evaluate(&chunk).expect("runs"), w4_filter_by_hand(&v));
@@ -145,6 +151,62 @@ fn benches(c: &mut Criterion) {
     g.bench_function("composed arrow kernels", |b| b.iter(|| black_box(evaluate_predicate(&filter, &chunk))));
     g.bench_function("hand-written loop", |b| b.iter(|| black_box(w4_filter_by_hand(&v))));
     g.bench_function("hand-written loop without fmod", |b| b.iter(|| black_box(w4_filter_by_hand_without_fmod(&v))));
+    g.finish();
+    w4_stage(c, &chunk);
+}
+
+/// w4's stage as its loop: `v = sqrt(f64(x*3 + 1))·0.5`, keeping `floor(v) mod 3 ≠ 0`,
+/// giving `v·v + 1`; as the limit program computes it.
+fn w4_stage_by_hand(x: &[i64]) -> Vec<f64> {
+    let mut out = Vec::with_capacity(x.len());
+    for x in x {
+        let v = ((x.checked_mul(3).and_then(|y| y.checked_add(1)).expect("fits")) as f64).sqrt() * 0.5;
+        let f = v.floor();
+        if f - 3.0 * (f / 3.0).floor() != 0.0 {
+            out.push(v * v + 1.0);
+        }
+    }
+    out
+}
+
+/// `w4 stage`: w4's `map → filter → map` as the optimizer leaves it (the first map, then a
+/// filter and a map with the middle map inlined into both), over the `x` column: one
+/// selecting kernel ([`FusedChain`]) against the links one after another (a map kernel, a
+/// predicate kernel, Arrow's filter, a map kernel, as the stage ran them before) and the
+/// hand-written loop.
+fn w4_stage(c: &mut Criterion, chunk: &RecordBatch) {
+    let input = chunk.project(&[0]).expect("x");
+    let x = input.column(0).as_primitive::<arrow::datatypes::Int64Type>().values().to_vec();
+    let v_schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Float64, false)]));
+    let first = ir(cast(col("x") * lit(3i64) + lit(1i64), DataType::Float64), &input);
+    let v = sqrt(col("v")) * lit(0.5);
+    let v_chunk = RecordBatch::try_new(v_schema.clone(), vec![Arc::new(Float64Array::from(vec![0.0]))]).expect("v");
+    let keep = ir((floor(v.clone()) % lit(3.0)).not_eq(lit(0.0)), &v_chunk);
+    let last = ir(v.clone() * v + lit(1.0), &v_chunk);
+    let map = |expr: &Expr| Link::Map {
+        outputs: vec![NamedExpr { name: "v".into(), expr: expr.clone() }],
+        keep_input: false,
+        schema: v_schema.clone(),
+    };
+    let links = [map(&first), Link::Filter { predicate: keep.clone() }, map(&last)];
+    let chain = FusedChain::new(&input.schema(), &links).expect("composes");
+    let named = |expr: &Expr| vec![NamedExpr { name: "v".into(), expr: expr.clone() }];
+    let (first_map, last_map) =
+        (FusedMap::new(named(&first), false, v_schema.clone()), FusedMap::new(named(&last), false, v_schema.clone()));
+    let predicate = FusedPredicate::new(keep);
+    let one_by_one = || -> RecordBatch {
+        let v = first_map.evaluate(&input).expect("maps");
+        let kept = arrow::compute::filter_record_batch(&v, &predicate.evaluate(&v).expect("keeps")).expect("filters");
+        last_map.evaluate(&kept).expect("maps")
+    };
+    let fused = chain.evaluate(&input).expect("runs as one selecting kernel");
+    assert_eq!(floats(fused.column(0)), w4_stage_by_hand(&x).as_slice());
+    assert_eq!(floats(one_by_one().column(0)), w4_stage_by_hand(&x).as_slice());
+    let mut g = c.benchmark_group("w4 stage");
+    g.throughput(Throughput::Elements(ROWS as u64));
+    g.bench_function("one selecting kernel", |b| b.iter(|| black_box(chain.evaluate(&input))));
+    g.bench_function("links one by one", |b| b.iter(|| black_box(one_by_one())));
+    g.bench_function("hand-written loop", |b| b.iter(|| black_box(w4_stage_by_hand(&x))));
     g.finish();
 }
 

@@ -119,3 +119,38 @@ fn a_filter_under_a_tensor_map_gives_the_unfused_batches() {
         assert_eq!(batches(&ds), expected, "chunks of {chunk_rows}");
     }
 }
+
+/// w4's shape, which the stage runs as one selecting loop (`kernel::chain`):
+/// `a := f64(value) · 0.5`, keep `floor(a) % 3 != 0`, then `b := value · (i64::MAX / 350) + 1`,
+/// which overflows from value 351 on. Over `0..350` the loop computes every chunk; a chunk
+/// with an overflow is handed back to the chain run link by link, which reports each kept
+/// row's overflow in place (a dropped row's is no error). The batches and errors are the
+/// unfused chain's either way.
+#[test]
+fn a_chain_run_as_one_loop_gives_the_unfused_batches_and_errors() {
+    let chain = |end: i64, parallel: Parallel| {
+        let with = |name: &str, expr: Expr| MapFunction::with_fields([(name.to_string(), expr)]);
+        let a = cast(col("value"), arrow::datatypes::DataType::Float64) * lit(0.5);
+        Dataset::range(0, end)
+            .and_then(|d| d.map_with(with("a", a), parallel))
+            .and_then(|d| d.filter_with((floor(col("a")) % lit(3.0)).not_eq(lit(0.0)), parallel))
+            .and_then(|d| d.map_with(with("b", col("value") * lit(i64::MAX / 350) + lit(1i64)), parallel))
+            .and_then(|d| d.batch(4))
+            .unwrap()
+    };
+    let fixed = Parallel { num_parallel_calls: Tunable::Fixed(2), deterministic: None };
+    let sequential = Parallel { num_parallel_calls: Tunable::Default, deterministic: None };
+    for (end, fails) in [(350, false), (400, true)] {
+        for chunk_rows in [7, 1000] {
+            for parallel in [fixed, sequential] {
+                let options = Options::default().with_chunk_rows(chunk_rows);
+                let fused = chain(end, parallel).with_options(options.clone());
+                assert!(fused.explain().contains("stage of"), "{}", fused.explain());
+                let unfused = fused.with_options(options.with_stage_fusion(false));
+                let expected = item_texts(&unfused, "b");
+                assert_eq!(expected.iter().any(|i| i.contains("overflow")), fails, "{expected:?}");
+                assert_eq!(item_texts(&fused, "b"), expected, "to {end}, {parallel:?}, chunks of {chunk_rows}");
+            }
+        }
+    }
+}

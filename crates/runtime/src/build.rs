@@ -39,7 +39,8 @@ use crate::ops::source::build_source;
 use crate::ops::unbatch::{RebatchOp, UnbatchOp};
 use crate::ops::window::WindowOp;
 use crate::ops::zip::ZipOp;
-use crate::stage::{chain, Stage};
+use crate::stage::{chain, one_loop_first, Stage};
+use flumen_udf::kernel::chain::FusedChain;
 
 /// The operator tree of an iterator over `plan`: [`build`], under the tuner when autotuning
 /// is on and the plan has `AUTOTUNE` parameters.
@@ -155,6 +156,10 @@ fn build_stage(plan: &Plan, stage: &Stage, ctx: &ExecContext) -> Result<BoxOpera
         });
     }
     let func = chain(fns, out_schema);
+    let func = match FusedChain::new(&stage.input.spec().arrow_schema(), &stage.links()?) {
+        Some(fused) => one_loop_first(fused, func),
+        None => func,
+    };
     let input = build(stage.input, ctx)?;
     let calls = stage.calls();
     let parallel = is_parallel(&calls);

@@ -14,6 +14,13 @@
 //! re-run element by element and reports the first failing element, and its error, exactly
 //! as the chain of operators would. Closures end a stage (see `fusible_map`).
 //!
+//! Where the stage's maps and filters compose into one selecting kernel
+//! (`flumen_udf::kernel::chain`), each task runs that one loop over its chunk first: it
+//! reads the input columns once and writes only the rows every filter keeps, with no mask,
+//! filtered copy or intermediate column between the members. A chunk the loop hands back (an
+//! overflow or other failure on any row, nulls) runs member by member as above, which gives
+//! the same values, or the error at its row.
+//!
 //! A stage's nodes agree on their order (`deterministic`) and are all parallel or all
 //! sequential; a parallel stage runs with the widest of their parallelism settings. Its top
 //! may also be a `map_and_batch`.
@@ -29,7 +36,8 @@ use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use flumen_ir::{MapFn, Op, Plan, Predicate, Tunable};
+use flumen_ir::{MapFn, NamedExpr, Op, Plan, Predicate, Result, Tunable};
+use flumen_udf::kernel::chain::{FusedChain, Link};
 
 use crate::build::is_parallel;
 use crate::ops::function::{ChunkFn, Failure};
@@ -81,6 +89,28 @@ impl<'a> Stage<'a> {
             (Tunable::Fixed(x), Tunable::Default) | (Tunable::Default, Tunable::Fixed(x)) => Tunable::Fixed(x),
             (Tunable::Default, Tunable::Default) => Tunable::Default,
         })
+    }
+
+    /// The members as the links of one fused loop, bottom first ([`FusedChain`]).
+    pub fn links(&self) -> Result<Vec<Link>> {
+        let map = |outputs: &[NamedExpr], keep_input: bool, schema| Link::Map {
+            outputs: outputs.to_vec(),
+            keep_input,
+            schema,
+        };
+        let link = |member: &Plan| {
+            Ok(match member.op() {
+                Op::Filter { predicate: Predicate::Expr { expr }, .. } => Link::Filter { predicate: expr.clone() },
+                Op::Map { func: MapFn::Exprs { outputs, keep_input }, .. } => {
+                    map(outputs, *keep_input, member.spec().arrow_schema())
+                }
+                Op::MapAndBatch { func: MapFn::Exprs { outputs, keep_input }, .. } => {
+                    map(outputs, *keep_input, member.spec().unbatched("map_and_batch")?.arrow_schema())
+                }
+                other => unreachable!("a stage member {}", other.name()),
+            })
+        };
+        self.members.iter().rev().map(|m| link(m)).collect()
     }
 
     /// Whether a member below the top drops rows, so that the stage's output rows are not
@@ -152,6 +182,15 @@ pub fn chain(fns: Vec<ChunkFn>, schema: SchemaRef) -> ChunkFn {
             })?;
         }
         Ok(current)
+    })
+}
+
+/// `fused` where it computes a chunk, and `links` (the chain run link by link) where it
+/// hands the chunk back, which gives the same values, or finds the error and its row.
+pub fn one_loop_first(fused: FusedChain, links: ChunkFn) -> ChunkFn {
+    Arc::new(move |chunk| match fused.evaluate(chunk) {
+        Some(out) => Ok(out),
+        None => links(chunk),
     })
 }
 

@@ -67,7 +67,9 @@ impl ChunkReader for RangeReader {
         let (first, step) = (self.next, self.step);
         // Every value produced lies between start and stop, so wrapping arithmetic is exact;
         // only the value after the last one may wrap, and it is never produced.
-        let values = Int64Array::from_iter_values((0..n as i64).map(|k| first.wrapping_add(k.wrapping_mul(step))));
+        // Collected into a `Vec` (whose `extend` of a range vectorizes), then wrapped.
+        let values: Vec<i64> = (0..n as i64).map(|k| first.wrapping_add(k.wrapping_mul(step))).collect();
+        let values = Int64Array::from(values);
         self.next = first.wrapping_add((n as i64).wrapping_mul(step));
         self.remaining -= n as u64;
         Ok(Some(RecordBatch::try_new(self.schema.clone(), vec![Arc::new(values)])?))

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, PrimitiveArray,
 };
-use arrow::datatypes::{ArrowPrimitiveType, DataType, Float32Type, Float64Type, Int32Type, Int64Type};
+use arrow::datatypes::{ArrowNativeType, ArrowPrimitiveType, DataType, Float32Type, Float64Type, Int32Type, Int64Type};
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{BinaryOp, DType, ElementSpec, Expr, FieldSpec, Func, NamedExpr, Scalar, UnaryOp};
 use flumen_udf::eval::{evaluate, evaluate_map, evaluate_predicate, FlatColumn, Tensors};
@@ -463,28 +463,83 @@ fn a_kernel_over_row_runs_computes_those_rows() {
     assert_eq!(all, by_tiles.as_primitive::<Float32Type>().values());
 }
 
-/// An expression of only the operations native code compiles (see `kernel::native`) over
-/// float columns `floats` and an integer column `int` cast to `ty`, with literals of type
-/// `ty`.
-fn native_numeric(rng: &mut Rng, depth: u32, floats: &[&'static str], int: &str, ty: DType) -> Expr {
+/// The types of a native program's values: its floats, and the integers of their width.
+#[derive(Clone, Copy)]
+struct Width {
+    floats: &'static [&'static str],
+    float: DType,
+    int_column: &'static str,
+    int: DType,
+}
+
+const WIDE: Width = Width { floats: &["a", "b"], float: DType::Float64, int_column: "i", int: DType::Int64 };
+const NARROW: Width = Width { floats: &["c"], float: DType::Float32, int_column: "j", int: DType::Int32 };
+
+/// An expression of only the operations native code compiles (see `kernel::native`): float
+/// arithmetic and functions, a remainder by a whole constant, integer arithmetic cast to
+/// float, all of `w`'s width.
+fn native_numeric(rng: &mut Rng, depth: u32, w: Width) -> Expr {
     if depth == 0 || rng.below(4) == 0 {
         return match rng.below(5) {
-            0 => Expr::Literal(Scalar::Float(literal(rng, ty), ty)),
-            1 => Expr::Cast { arg: Box::new(Expr::col(int)), to: ty },
-            _ => Expr::col(rng.pick(floats)),
+            0 => Expr::Literal(Scalar::Float(literal(rng, w.float), w.float)),
+            1 => Expr::Cast { arg: Box::new(native_int(rng, 2, w)), to: w.float },
+            _ => Expr::col(rng.pick(w.floats)),
         };
     }
-    let arg = |rng: &mut Rng| native_numeric(rng, depth - 1, floats, int, ty);
-    match rng.below(4) {
+    let arg = |rng: &mut Rng| native_numeric(rng, depth - 1, w);
+    match rng.below(5) {
         0 | 1 => {
             let op = rng.pick(&[BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div]);
             Expr::binary(op, arg(rng), arg(rng))
         }
         2 => Expr::Unary { op: UnaryOp::Neg, arg: Box::new(arg(rng)) },
-        _ => {
+        3 => {
             let func = rng.pick(&[Func::Sqrt, Func::Floor, Func::Ceil, Func::Trunc, Func::Abs]);
             Expr::Call { func, args: vec![arg(rng)] }
         }
+        _ => {
+            // Whole dividends (after floor) are computed natively, others handed back.
+            let whole = Expr::Call { func: Func::Floor, args: vec![arg(rng)] };
+            let k = rng.pick(&[3.0, -7.0, 1.0, 1e6]);
+            Expr::binary(BinaryOp::Mod, whole, Expr::Literal(Scalar::Float(k, w.float)))
+        }
+    }
+}
+
+/// Integer `+`, `-` and `*` over `w`'s integer column (int32 multiplied by constants only).
+fn native_int(rng: &mut Rng, depth: u32, w: Width) -> Expr {
+    let literal = |rng: &mut Rng| {
+        let v = int(rng);
+        Expr::Literal(Scalar::Int(if w.int == DType::Int32 { i64::from(v as i32) } else { v }, w.int))
+    };
+    if depth == 0 || rng.below(3) == 0 {
+        return if rng.below(3) == 0 { literal(rng) } else { Expr::col(w.int_column) };
+    }
+    let op = rng.pick(&[BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul]);
+    let left = native_int(rng, depth - 1, w);
+    let right = if op == BinaryOp::Mul && w.int == DType::Int32 { literal(rng) } else { native_int(rng, depth - 1, w) };
+    Expr::binary(op, left, right)
+}
+
+/// A predicate native code compiles: comparisons of floats or integers of `w`'s width, and
+/// `and`, `or` and `not` of them.
+fn native_boolean(rng: &mut Rng, depth: u32, w: Width) -> Expr {
+    let choice = rng.below(if depth == 0 { 2 } else { 5 });
+    match choice {
+        0 | 1 => {
+            let op =
+                rng.pick(&[BinaryOp::Eq, BinaryOp::NotEq, BinaryOp::Lt, BinaryOp::LtEq, BinaryOp::Gt, BinaryOp::GtEq]);
+            if choice == 0 {
+                Expr::binary(op, native_numeric(rng, 2, w), native_numeric(rng, 2, w))
+            } else {
+                Expr::binary(op, native_int(rng, 2, w), native_int(rng, 2, w))
+            }
+        }
+        2 | 3 => {
+            let op = rng.pick(&[BinaryOp::And, BinaryOp::Or]);
+            Expr::binary(op, native_boolean(rng, depth - 1, w), native_boolean(rng, depth - 1, w))
+        }
+        _ => Expr::Unary { op: UnaryOp::Not, arg: Box::new(native_boolean(rng, depth - 1, w)) },
     }
 }
 
@@ -498,19 +553,35 @@ fn literal(rng: &mut Rng, ty: DType) -> f64 {
     }
 }
 
+/// `batch` with its integer columns' values between -1000 and 1000, where integer arithmetic
+/// seldom overflows, and its floats whole, where remainders are computed natively.
+fn mild(rng: &mut Rng, batch: &RecordBatch) -> RecordBatch {
+    let rows = batch.num_rows();
+    let small = |rng: &mut Rng| rng.below(2001) as i64 - 1000;
+    let a: Float64Array = (0..rows).map(|_| small(rng) as f64).collect();
+    let c: Float32Array = (0..rows).map(|_| small(rng) as f32).collect();
+    let i: Int64Array = (0..rows).map(|_| small(rng)).collect();
+    let j: Int32Array = (0..rows).map(|_| small(rng) as i32).collect();
+    let mut columns = batch.columns().to_vec();
+    for (k, column) in [(0, Arc::new(a) as ArrayRef), (2, Arc::new(c)), (3, Arc::new(i)), (4, Arc::new(j))] {
+        columns[k] = column;
+    }
+    RecordBatch::try_new(batch.schema(), columns).unwrap()
+}
+
 /// Native code gives the interpreter's values bit for bit (and so Arrow's), over every
-/// tail length of its vector loop and inputs that start anywhere in their buffers.
+/// tail length of its vector loop and inputs that start anywhere in their buffers, and
+/// hands a chunk back exactly where the interpreter fails. Compiled selecting, it gives
+/// the values for the rows a predicate keeps.
 #[test]
 fn native_kernels_compute_what_the_interpreter_computes() {
     let mut rng = Rng::new(19);
-    let (mut native, mut cases) = (0, 0);
-    for case in 0..300 {
+    let (mut native, mut cases, mut selected) = (0, 0, 0);
+    for case in 0..400 {
         let batch = chunk(&mut rng, case % 4 == 0);
-        let expr = if case % 2 == 0 {
-            native_numeric(&mut rng, 4, &["a", "b"], "i", DType::Float64)
-        } else {
-            native_numeric(&mut rng, 4, &["c"], "j", DType::Float32)
-        };
+        let batch = if case % 3 == 0 { batch } else { mild(&mut rng, &batch) };
+        let w = if case % 2 == 0 { WIDE } else { NARROW };
+        let expr = if case % 5 == 0 { native_boolean(&mut rng, 3, w) } else { native_numeric(&mut rng, 4, w) };
         if expr.columns().is_empty() {
             continue;
         }
@@ -521,18 +592,46 @@ fn native_kernels_compute_what_the_interpreter_computes() {
         native += usize::from(kernel.is_native());
         let (offset, len) = (case % 7, [0, 1, 2, 3, 5, 8, 17, 37, ROWS - 7][case % 9]);
         let part = batch.slice(offset, len);
-        let values = kernel.run(&part).expect("runs").pop().unwrap();
-        let expected = interpreted.run(&part).expect("runs").pop().unwrap();
-        assert!(same(&values, &expected), "{expr} over {len} rows from {offset}: {values:?}\nvs {expected:?}");
-        let arrow = evaluate(&expr, &part).expect("evaluates");
-        assert!(same(&values, &arrow), "{expr}: {values:?}\nvs Arrow {arrow:?}");
+        let arrow = evaluate(&expr, &part);
+        match (kernel.run(&part), interpreted.run(&part)) {
+            (Some(values), Some(expected)) => {
+                let (values, expected) = (&values[0], &expected[0]);
+                assert!(same(values, expected), "{expr} over {len} rows from {offset}: {values:?}\nvs {expected:?}");
+                let arrow = arrow.expect("evaluates");
+                assert!(same(values, &arrow), "{expr}: {values:?}\nvs Arrow {arrow:?}");
+            }
+            // Kernels hand columns with validity under `and` and `or` back to Arrow too.
+            (None, None) => assert!(
+                arrow.is_err() || part.columns().iter().any(|c| c.nulls().is_some()),
+                "{expr} over {len} rows from {offset} fails only in kernels"
+            ),
+            (values, expected) => panic!("{expr}: native {values:?} but interpreted {expected:?}"),
+        }
+        // Selecting: the values of the rows a predicate keeps, one after another.
+        let keep = native_boolean(&mut rng, 2, w);
+        let both = Kernel::compile_selecting(&[&keep, &expr], &part.schema()).expect("compiles selecting");
+        if let Some(values) = both.run_selecting(&part) {
+            // No row, nothing computed: a constant that overflows fails no row either.
+            if len == 0 {
+                assert_eq!(values[0].len(), 0);
+                continue;
+            }
+            let mask = evaluate_predicate(&keep, &part).expect("evaluates");
+            let all = arrow::compute::filter(&evaluate(&expr, &part).expect("evaluates"), &mask).unwrap();
+            assert!(same(&values[0], &all), "{expr} where {keep}: {:?}\nvs {all:?}", values[0]);
+            selected += 1;
+        }
     }
-    // Every expression with a column compiles natively (where the host has a backend).
+    // Every expression with a column compiles natively (where the host has a backend), and
+    // many chunks run selecting natively (the others have nulls, overflow, or take the
+    // remainder of a fraction, on some row).
     assert_eq!(native, cases, "{native} of {cases} native");
+    assert!(selected * 3 > cases, "{selected} of {cases} ran selecting");
 }
 
-/// Programs native code does not compute stay interpreted: a remainder, integer
-/// arithmetic, a comparison, float32 mixed with int64.
+/// Programs native code does not compute stay interpreted: a remainder by a column or by a
+/// fraction, integer division, an int32 product of columns, float32 mixed with int64, other
+/// math functions, bool columns.
 #[test]
 fn programs_with_other_operations_are_interpreted() {
     let mut rng = Rng::new(23);
@@ -540,43 +639,139 @@ fn programs_with_other_operations_are_interpreted() {
     let schema = batch.schema();
     let float = |v: f64| Expr::Literal(Scalar::Float(v, DType::Float64));
     let native = |e: &Expr| Kernel::compile(&[e], &schema).expect("compiles").is_native();
-    assert!(native(&Expr::binary(BinaryOp::Div, Expr::col("a"), Expr::col("b"))));
-    assert!(!native(&Expr::binary(BinaryOp::Mod, Expr::col("a"), float(3.0))));
-    assert!(!native(&Expr::binary(BinaryOp::Add, Expr::col("i"), Expr::Literal(Scalar::Int(1, DType::Int64)))));
-    assert!(!native(&Expr::binary(BinaryOp::Lt, Expr::col("a"), Expr::col("b"))));
-    let c_plus_i =
-        Expr::binary(BinaryOp::Add, Expr::col("c"), Expr::Cast { arg: Box::new(Expr::col("i")), to: DType::Float32 });
+    let (a, b, i, j) = (Expr::col("a"), Expr::col("b"), Expr::col("i"), Expr::col("j"));
+    assert!(native(&Expr::binary(BinaryOp::Div, a.clone(), b.clone())));
+    assert!(native(&Expr::binary(BinaryOp::Mod, a.clone(), float(3.0))));
+    assert!(native(&Expr::binary(BinaryOp::Lt, a.clone(), b.clone())));
+    assert!(native(&Expr::binary(BinaryOp::Mul, i.clone(), i.clone())));
+    assert!(!native(&Expr::binary(BinaryOp::Mod, a.clone(), b.clone())));
+    assert!(!native(&Expr::binary(BinaryOp::Mod, a.clone(), float(2.5))));
+    assert!(!native(&Expr::binary(BinaryOp::Div, i.clone(), Expr::Literal(Scalar::Int(2, DType::Int64)))));
+    assert!(!native(&Expr::binary(BinaryOp::Mul, j.clone(), j)));
+    let c_plus_i = Expr::binary(BinaryOp::Add, Expr::col("c"), Expr::Cast { arg: Box::new(i), to: DType::Float32 });
     assert!(!native(&c_plus_i));
-    assert!(!native(&Expr::Call { func: Func::Exp, args: vec![Expr::col("a")] }));
+    assert!(!native(&Expr::Call { func: Func::Exp, args: vec![a.clone()] }));
+    assert!(!native(&Expr::binary(BinaryOp::And, Expr::col("p"), Expr::binary(BinaryOp::Lt, a, b))));
 }
 
-/// Integer `+`, `-` and `*` near the extremes: a kernel hands a chunk back exactly when an
-/// operation overflows (Rust's checked operation fails) and otherwise gives its values. A
-/// kernel that missed an overflow would return a wrapped value where Arrow fails; one that
-/// saw an overflow where there is none would only be slower, so each pair runs alone.
+/// Integer `+`, `-` and `*` near the extremes, of two columns and of a column and a
+/// constant: a kernel hands a chunk back exactly when an operation overflows (Rust's
+/// checked operation fails) and otherwise gives its values. A kernel that missed an overflow
+/// would return a wrapped value where Arrow fails; one that saw an overflow where there is
+/// none would only be slower, which a selecting kernel shows (it gives `None`). Each pair
+/// runs alone, in a chunk of rows that do not overflow, at a place that moves through the
+/// lanes of the vector loops and their tail.
 #[test]
 fn integer_overflow_is_found_exactly_at_the_extremes() {
     /// Rust's checked operation, the reference.
     type Checked<N> = fn(N, N) -> Option<N>;
-    fn check<T: ArrowPrimitiveType>(values: &[T::Native], checked: [Checked<T::Native>; 3]) {
+    fn check<T: ArrowPrimitiveType>(values: &[T::Native], checked: [Checked<T::Native>; 3], minus_one: T::Native) {
+        const ROWS: usize = 37;
         let dtype = DType::from_arrow(&T::DATA_TYPE).unwrap();
         let spec = ElementSpec::new(vec![FieldSpec::scalar("x", dtype), FieldSpec::scalar("y", dtype)]).unwrap();
         let schema = spec.arrow_schema();
-        let column = |v: T::Native| Arc::new(PrimitiveArray::<T>::from_iter_values([v])) as ArrayRef;
+        let zero = T::Native::default();
+        let mut place = 0;
+        // A predicate keeping every row.
+        let all = Expr::binary(BinaryOp::Eq, Expr::col("x"), Expr::col("x"));
+        let kernels = |expr: &Expr| {
+            let selecting = Kernel::compile_selecting(&[&all, expr], &schema);
+            // Only an int32 product of columns has no native code.
+            let int32_product = dtype == DType::Int32
+                && matches!(expr, Expr::Binary { op: BinaryOp::Mul, right, .. }
+                if matches!(**right, Expr::Column(_)));
+            assert_eq!(selecting.is_some(), !int32_product, "{expr}");
+            (Kernel::compile(&[expr], &schema).unwrap(), selecting)
+        };
         for (op, checked) in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul].into_iter().zip(checked) {
-            let expr = Expr::binary(op, Expr::col("x"), Expr::col("y"));
-            let kernel = Kernel::compile(&[&expr], &schema).expect("compiles");
-            for &x in values {
-                for &y in values {
-                    let batch = RecordBatch::try_new(schema.clone(), vec![column(x), column(y)]).unwrap();
-                    let got = kernel.run(&batch).map(|out| out[0].as_primitive::<T>().value(0));
-                    assert_eq!(got, checked(x, y), "{x:?} {op:?} {y:?}");
+            // `filler op y` never overflows, whatever y.
+            let filler = if op == BinaryOp::Sub { minus_one } else { zero };
+            let of_columns = kernels(&Expr::binary(op, Expr::col("x"), Expr::col("y")));
+            for &y in values {
+                let by_constant =
+                    kernels(&Expr::binary(op, Expr::col("x"), Expr::Literal(Scalar::Int(y.to_i64().unwrap(), dtype))));
+                for &x in values {
+                    place = (place + 5) % ROWS;
+                    let column = |at: T::Native, other: T::Native| {
+                        let values = (0..ROWS).map(|r| if r == place { at } else { other });
+                        Arc::new(PrimitiveArray::<T>::from_iter_values(values)) as ArrayRef
+                    };
+                    let batch = RecordBatch::try_new(schema.clone(), vec![column(x, filler), column(y, zero)]).unwrap();
+                    for ((kernel, selecting), other_y) in [(&of_columns, zero), (&by_constant, y)] {
+                        let expected = checked(x, y).map(|v| {
+                            let other = checked(filler, other_y).unwrap();
+                            (0..ROWS).map(|r| if r == place { v } else { other }).collect::<Vec<_>>()
+                        });
+                        let values = |out: Vec<ArrayRef>| out[0].as_primitive::<T>().values().to_vec();
+                        assert_eq!(kernel.run(&batch).map(values), expected, "{x:?} {op:?} {y:?} at row {place}");
+                        if let Some(selecting) = selecting {
+                            let selected = selecting.run_selecting(&batch).map(values);
+                            assert_eq!(selected, expected, "{x:?} {op:?} {y:?} at row {place}, selecting");
+                        }
+                    }
                 }
             }
         }
     }
-    let i64s = [i64::MIN, i64::MIN + 1, -3_037_000_500, -2, -1, 0, 1, 2, 3_037_000_500, i64::MAX - 1, i64::MAX];
-    check::<Int64Type>(&i64s, [i64::checked_add, i64::checked_sub, i64::checked_mul]);
-    let i32s = [i32::MIN, i32::MIN + 1, -46_341, -2, -1, 0, 1, 2, 46_341, i32::MAX - 1, i32::MAX];
-    check::<Int32Type>(&i32s, [i32::checked_add, i32::checked_sub, i32::checked_mul]);
+    // Zero, one, two, the bounds of products by 2, -2 and each other and just past them,
+    // the extremes: each of either sign.
+    let both_signs =
+        |positive: &[i64], min: i64| positive.iter().flat_map(|p| [*p, -p]).chain([min]).collect::<Vec<_>>();
+    let i64s =
+        both_signs(&[0, 1, 2, 3_037_000_499, 3_037_000_500, (1 << 62) - 1, 1 << 62, (1 << 62) + 1, i64::MAX], i64::MIN);
+    check::<Int64Type>(&i64s, [i64::checked_add, i64::checked_sub, i64::checked_mul], -1);
+    let i32s: Vec<i32> =
+        both_signs(&[0, 1, 2, 46_340, 46_341, (1 << 30) - 1, 1 << 30, (1 << 30) + 1, i32::MAX.into()], i32::MIN.into())
+            .into_iter()
+            .map(|v| v as i32)
+            .collect();
+    check::<Int32Type>(&i32s, [i32::checked_add, i32::checked_sub, i32::checked_mul], -1);
+}
+
+/// A float remainder by a whole constant is computed natively, and exactly (as Rust's `%`),
+/// for whole dividends of either sign below the bound (2^51 in float64, 2^22 in float32),
+/// including dividends and divisors right at it; a dividend at the bound is handed back
+/// (a selecting kernel gives `None`) and computed by the interpreter, exactly too.
+#[test]
+fn remainders_by_whole_constants_are_exact_up_to_the_bound() {
+    fn check<T: ArrowPrimitiveType>(bound: f64, of: fn(f64) -> T::Native)
+    where
+        T::Native: std::ops::Rem<Output = T::Native>,
+    {
+        let dtype = DType::from_arrow(&T::DATA_TYPE).unwrap();
+        let schema = ElementSpec::new(vec![FieldSpec::scalar("x", dtype)]).unwrap().arrow_schema();
+        let below =
+            [0.0, 1.0, 2.0, 3.0, 6.0, 7.0, 999_999.0, 1e6, 1e6 + 1.0, bound / 2.0 + 1.0, bound - 3.0, bound - 1.0];
+        let mut xs: Vec<f64> = below.iter().flat_map(|x| [*x, -x]).collect();
+        // One more, negative, for the loop's tail of single values.
+        xs.push(-5.0);
+        let column =
+            |xs: &[f64]| Arc::new(PrimitiveArray::<T>::from_iter_values(xs.iter().map(|x| of(*x)))) as ArrayRef;
+        let batch = RecordBatch::try_new(schema.clone(), vec![column(&xs)]).unwrap();
+        let at_bound = RecordBatch::try_new(schema.clone(), vec![column(&[bound, 5.0])]).unwrap();
+        let all = Expr::binary(BinaryOp::Eq, Expr::col("x"), Expr::col("x"));
+        let values = |out: Vec<ArrayRef>| out[0].as_primitive::<T>().values().to_vec();
+        for k in [1.0, 3.0, -7.0, 1e6, 1_048_577.0, bound / 2.0 + 1.0, -(bound - 1.0)] {
+            let rem = Expr::binary(BinaryOp::Mod, Expr::col("x"), Expr::Literal(Scalar::Float(k, dtype)));
+            let expected = |xs: &[f64]| xs.iter().map(|x| of(*x) % of(k)).collect::<Vec<_>>();
+            let native = Kernel::compile(&[&rem], &schema).unwrap();
+            assert!(native.is_native(), "{rem}");
+            let interpreted = Kernel::interpreted(&[&rem], &schema).unwrap();
+            let selecting = Kernel::compile_selecting(&[&all, &rem], &schema).unwrap();
+            // Bitwise, so that the sign of a zero counts.
+            let bits = |v: Option<Vec<T::Native>>| v.map(|v| v.iter().map(|x| format!("{x:?}")).collect::<Vec<_>>());
+            let want = bits(Some(expected(&xs)));
+            assert_eq!(bits(native.run(&batch).map(values)), want, "{rem}");
+            assert_eq!(bits(interpreted.run(&batch).map(values)), want, "{rem} interpreted");
+            assert_eq!(bits(selecting.run_selecting(&batch).map(values)), want, "{rem} selecting");
+            assert_eq!(selecting.run_selecting(&at_bound).map(values), None, "{rem} at the bound");
+            assert_eq!(
+                bits(native.run(&at_bound).map(values)),
+                bits(Some(expected(&[bound, 5.0]))),
+                "{rem} at the bound"
+            );
+        }
+    }
+    check::<Float64Type>(2f64.powi(51), |v| v);
+    check::<Float32Type>(2f64.powi(22), |v| v as f32);
 }

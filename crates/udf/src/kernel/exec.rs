@@ -83,6 +83,17 @@ impl Buf {
         }
     }
 
+    /// Empties the register, keeping its allocation.
+    pub fn clear(&mut self) {
+        match self {
+            Buf::F64(v) => v.clear(),
+            Buf::F32(v) => v.clear(),
+            Buf::I64(v) => v.clear(),
+            Buf::I32(v) => v.clear(),
+            Buf::Bool(v) => v.clear(),
+        }
+    }
+
     /// Extends the register to `len` values (zeros until written).
     pub fn grow_to(&mut self, len: usize) {
         match self {

@@ -70,8 +70,9 @@ pub trait FloatLanes:
     /// `x % b` (fmod) for a whole divisor `1 <= |b| <` [`FloatLanes::WHOLE`]; `None` unless
     /// every lane of `x` is whole and under that bound, where it is exact.
     fn rem_whole(x: Self::V, b: Self) -> Option<Self::V>;
-    /// The bound under which whole numbers keep the remainder exact: quotient times
-    /// divisor stays an exactly representable integer.
+    /// The bound under which whole numbers keep the remainder exact: the truncated
+    /// quotient is the exact one, and quotient times divisor an exactly representable
+    /// integer.
     const WHOLE: Self;
     /// One.
     const ONE: Self;
@@ -134,28 +135,35 @@ macro_rules! float_lanes {
                 if !(ax.simd_lt(<$v>::splat($whole)) & ax.simd_eq(ax.trunc())).all() {
                     return None;
                 }
-                // |x| mod |b| from a quotient that may be one off either way, then the
-                // sign of x, as fmod has it (zero included).
+                // |x| mod |b| from the truncated quotient, then the sign of x, as fmod has
+                // it (zero included). The true quotient is at least 1/|b| below the next
+                // whole number, and the division's rounding error is below 1/|b| (2^-53
+                // of the quotient, and |x| < 2^53; 2^-24 and 2^24 for float32), so the
+                // rounded quotient truncates to the exact one, q, and |x| - q·|b| is exact.
                 let ab = <$v>::splat(b.abs());
                 let r = ax - (ax / ab).trunc() * ab;
-                let r = r.simd_lt(<$v>::splat(0.0)).select(r + ab, r);
-                let r = r.simd_ge(ab).select(r - ab, r);
                 Some(r.copysign(x))
             }
         }
     };
 }
 
-// Whole numbers below 2^51 (2^22): a quotient one off times the divisor stays below 2^52
-// (2^23), where every integer is exact.
+// Whole numbers below 2^51 (2^22): well inside 2^53 (2^24), below which every integer is
+// exact and the truncated quotient is too (`rem_whole`).
 float_lanes!(f64, f64x4, 4, 2_251_799_813_685_248.0);
 float_lanes!(f32, f32x8, 8, 4_194_304.0);
+
+/// Whether `b` is a divisor [`FloatLanes::rem_whole`] takes: a whole number with
+/// `1 <= |b| <` [`FloatLanes::WHOLE`].
+pub fn whole_divisor<T: FloatLanes>(b: T) -> bool {
+    b == b.trunc_scalar() && b.abs_scalar() >= T::ONE && b.abs_scalar() < T::WHOLE
+}
 
 /// `out[i] = a[i] % b` (fmod, exactly as Rust's `%`): in vectors when `b` is a whole number
 /// and the lanes are whole (the common `floor(v) % 3`), per value otherwise.
 pub fn rem_by<T: FloatLanes>(a: &[T], b: T, out: &mut [T]) {
     let n = T::N;
-    let whole_divisor = b == b.trunc_scalar() && b.abs_scalar() >= T::ONE && b.abs_scalar() < T::WHOLE;
+    let whole_divisor = whole_divisor(b);
     let a = &a[..out.len()];
     let split = out.len() / n * n;
     for (o, x) in out[..split].chunks_exact_mut(n).zip(a.chunks_exact(n)) {

@@ -4,7 +4,8 @@
 //! The Arrow evaluation ([`crate::eval`]) runs one compute kernel per operation, each
 //! allocating and writing a whole column that the next one reads back. A kernel instead
 //! runs the whole program as one loop of machine code where every operation allows it
-//! ([`native`]), and otherwise interprets it over a tile of rows at a time ([`TILE`]),
+//! ([`native`], compiled once per process: [`code_cache`]), and otherwise interprets it
+//! over a tile of rows at a time ([`TILE`]),
 //! keeping intermediates in a few tile-sized registers that stay in the L1 cache, with the
 //! hot loops in `wide` SIMD types ([`lanes`]). Nulls are handled outside the loops: values
 //! are computed for every row, and an output's validity is the union of its input columns'
@@ -18,8 +19,11 @@
 //! which the Arrow evaluation then reports with the row and the expression.
 //!
 //! [`FusedMap`] and [`FusedPredicate`] are what the runtime calls: they compile on the
-//! first chunk and fall back to the Arrow evaluation per chunk.
+//! first chunk and fall back to the Arrow evaluation per chunk. A chain of maps and filters
+//! may also run as one selecting loop ([`chain`]).
 
+pub mod chain;
+pub mod code_cache;
 pub mod exec;
 pub mod lanes;
 pub mod native;
@@ -50,8 +54,9 @@ pub const TILE: usize = 512;
 #[derive(Debug)]
 pub struct Kernel {
     program: Program,
-    /// The program as machine code, where it compiles to it ([`native`]).
-    native: Option<Native>,
+    /// The program as machine code, where it compiles to it ([`native`]), shared with the
+    /// other kernels of the same program ([`code_cache`]).
+    native: Option<Arc<Native>>,
     schema: SchemaRef,
 }
 
@@ -61,7 +66,7 @@ impl Kernel {
     /// where every operation allows it ([`native`]), interpreted otherwise.
     pub fn compile(exprs: &[&Expr], schema: &SchemaRef) -> Option<Kernel> {
         let mut kernel = Kernel::interpreted(exprs, schema)?;
-        kernel.native = Native::compile(&kernel.program, 0);
+        kernel.native = code_cache::native(&kernel.program, 0, false);
         Some(kernel)
     }
 
@@ -71,7 +76,7 @@ impl Kernel {
         let mut kernel = Kernel::interpreted(exprs, tensors.schema())?;
         let repeated =
             mask(kernel.program.inputs.iter().map(|(i, _)| matches!(tensors.columns()[*i], FlatColumn::Repeated(_))));
-        kernel.native = Native::compile(&kernel.program, repeated);
+        kernel.native = code_cache::native(&kernel.program, repeated, false);
         Some(kernel)
     }
 
@@ -79,6 +84,56 @@ impl Kernel {
     /// interpreter (for comparing the two).
     pub fn interpreted(exprs: &[&Expr], schema: &SchemaRef) -> Option<Kernel> {
         Some(Kernel { program: compile(exprs, schema)?, native: None, schema: schema.clone() })
+    }
+
+    /// Compiles `exprs` over chunks of `schema` into selecting native code: the first
+    /// expression, a predicate, says which rows to keep, and the others are computed for
+    /// those rows only ([`run_selecting`](Self::run_selecting)); `None` where the program has
+    /// no such code (see [`native`]).
+    pub fn compile_selecting(exprs: &[&Expr], schema: &SchemaRef) -> Option<Kernel> {
+        let mut kernel = Kernel::interpreted(exprs, schema)?;
+        kernel.native = Some(code_cache::native(&kernel.program, 0, true)?);
+        Some(kernel)
+    }
+
+    /// The outputs after the first over the rows of `chunk` the first keeps, of a kernel
+    /// from [`compile_selecting`](Self::compile_selecting); `None` for a chunk of another
+    /// schema, one whose inputs have nulls, or one the code hands back (a failing
+    /// operation, a remainder it does not compute exactly).
+    pub fn run_selecting(&self, chunk: &RecordBatch) -> Option<Vec<ArrayRef>> {
+        let native = self.native.as_ref().filter(|n| n.selecting())?;
+        if !self.fits(chunk.schema_ref()) {
+            return None;
+        }
+        let p = &self.program;
+        let columns: Vec<&ArrayRef> = p.inputs.iter().map(|(i, _)| chunk.column(*i)).collect();
+        if columns.iter().any(|c| c.null_count() > 0) {
+            return None;
+        }
+        let rows = chunk.num_rows();
+        let inputs: Vec<Input> = columns.iter().zip(&p.inputs).map(|(c, (_, ty))| input(c, *ty)).collect();
+        let mut outs: Vec<Buf> = p.outputs[1..].iter().map(|(_, ty, _)| Buf::with_capacity(*ty, rows)).collect();
+        let input_ptrs: Vec<*const u8> = inputs.iter().map(|i| i.ptr(0, rows)).collect();
+        let output_ptrs: Vec<*mut u8> =
+            std::iter::once(std::ptr::null_mut()).chain(outs.iter_mut().map(|o| o.spare_ptr(0, rows))).collect();
+        // SAFETY: each input pointer starts `rows` values, and each output pointer room for
+        // as many (`ptr` and `spare_ptr` check them); each output is a buffer of its own,
+        // and the predicate's is not written.
+        let kept = unsafe { native.run(&input_ptrs, &output_ptrs, 1, rows) }?;
+        Some(
+            outs.into_iter()
+                .map(|mut out| {
+                    // SAFETY: the code wrote the kept rows' values, `kept` of them.
+                    unsafe { out.set_len(kept) };
+                    array(out, None)
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether both kernels run the same native code ([`code_cache`]).
+    pub fn shares_code_with(&self, other: &Kernel) -> bool {
+        matches!((&self.native, &other.native), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
     }
 
     /// Whether the kernel runs as native code.
@@ -161,9 +216,10 @@ impl Kernel {
             .collect();
         let repeated = mask(columns.iter().map(|c| matches!(c, Column::Repeated(..))));
         let mut run = Run { columns, inputs: &inputs, outs: &mut outs, at: 0 };
-        match self.native.as_ref().filter(|n| n.repeated() == repeated) {
-            Some(native) => run.native(native, segments),
-            None => run.interpret(p, segments)?,
+        let native = self.native.as_ref().filter(|n| n.repeated() == repeated && !n.selecting());
+        if !native.is_some_and(|native| run.native(native, segments)) {
+            run.restart();
+            run.interpret(p, segments)?;
         }
         let mut arrays = Vec::with_capacity(p.outputs.len());
         for ((arg, ty, deps), out) in p.outputs.iter().zip(outs) {
@@ -197,8 +253,9 @@ impl Run<'_, '_> {
     }
 
     /// Runs the program's native code, a call per segment: one row of the segment's values,
-    /// or rows of a tensor's values where a per-row scalar repeats over them.
-    fn native(&mut self, native: &Native, segments: &[(usize, usize)]) {
+    /// or rows of a tensor's values where a per-row scalar repeats over them; `false` when
+    /// the code handed a segment back for the interpreter.
+    fn native(&mut self, native: &Native, segments: &[(usize, usize)]) -> bool {
         let width = self.columns.iter().find_map(|c| match c {
             Column::Repeated(_, width) => Some(*width),
             Column::Plain(_) => None,
@@ -226,13 +283,22 @@ impl Run<'_, '_> {
             // SAFETY: each input pointer starts as many values as the code reads from it,
             // and each output pointer as many as it writes (`ptr` and `spare_ptr` check
             // them); each output is a buffer of its own.
-            unsafe { native.run(&inputs, &outputs, rows, row_values) };
+            if unsafe { native.run(&inputs, &outputs, rows, row_values) }.is_none() {
+                return false;
+            }
             self.at += count;
             for out in self.outs.iter_mut().flatten() {
                 // SAFETY: the native code wrote values `at..at + count` just now.
                 unsafe { out.set_len(self.at) };
             }
         }
+        true
+    }
+
+    /// Forgets every value written, for a run to start over.
+    fn restart(&mut self) {
+        self.at = 0;
+        self.outs.iter_mut().flatten().for_each(Buf::clear);
     }
 
     /// Runs the program's instructions one tile at a time; `None` when an operation fails.

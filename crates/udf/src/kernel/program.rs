@@ -40,7 +40,8 @@ impl Ty {
         })
     }
 
-    fn of_arrow(t: &DataType) -> Option<Ty> {
+    /// The kernel type of an Arrow column type, where kernels compute it.
+    pub fn of_arrow(t: &DataType) -> Option<Ty> {
         Some(match t {
             DataType::Float64 => Ty::F64,
             DataType::Float32 => Ty::F32,
@@ -135,7 +136,8 @@ pub enum Arg {
 }
 
 impl Arg {
-    fn key(self) -> (u8, Ty, u64) {
+    /// What identifies the operand: its kind, and its number or constant's bits.
+    pub fn key(self) -> (u8, Ty, u64) {
         match self {
             Arg::Val(v) => (0, Ty::Bool, v as u64),
             Arg::Col(c) => (1, Ty::Bool, c as u64),
