@@ -66,6 +66,10 @@ impl FusedChain {
     /// filter, when a map's output would change type composed, or when an expression is
     /// one kernels do not compute.
     pub fn new(input: &SchemaRef, links: &[Link]) -> Option<FusedChain> {
+        // Nothing to select without a filter: compose nothing, the links stay.
+        if !links.iter().any(|l| matches!(l, Link::Filter { .. })) {
+            return None;
+        }
         let mut fields: Vec<(String, Expr)> =
             input.fields().iter().map(|f| (f.name().clone(), Expr::col(f.name()))).collect();
         let mut keep: Option<Expr> = None;
@@ -105,7 +109,7 @@ impl FusedChain {
             }
         }
         let outputs = fields.into_iter().map(|(_, e)| e).collect();
-        Some(FusedChain { keep: keep?, outputs, out_schema, kernel: OnceLock::new() })
+        Some(FusedChain { keep: keep.expect("a filter"), outputs, out_schema, kernel: OnceLock::new() })
     }
 
     /// The chain's output over `chunk`: the kept rows' output fields; `None` when the chunk

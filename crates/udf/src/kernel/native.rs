@@ -269,7 +269,7 @@ fn clif_type(ty: Ty, lanes: u32) -> Type {
         Ty::F32 => types::F32,
         Ty::I64 => types::I64,
         Ty::I32 => types::I32,
-        Ty::Bool => unreachable!("bools are masks (`mask_type`)"),
+        Ty::Bool => unreachable!("bools are masks of the values compared"),
     };
     vector_of(scalar, lanes)
 }
@@ -370,7 +370,7 @@ fn build(mut b: FunctionBuilder, p: &Program, shape: Shape) {
             (repeated & (1 << c) != 0).then(|| {
                 let address = b.ins().iadd(input_bases[c], scalar_offset);
                 let scalar = b.ins().load(clif_type(*ty, 1), flags, address, 0);
-                (scalar, splat(&mut b, clif_type(*ty, lanes), scalar))
+                (scalar, b.ins().splat(clif_type(*ty, lanes), scalar))
             })
         })
         .collect();
@@ -461,7 +461,7 @@ impl Constants {
                     Konst::I32(v) => b.ins().iconst(types::I32, i64::from(v as u32)),
                     Konst::Bool(_) => unreachable!("native programs have no bool constants"),
                 };
-                (scalar, splat(b, clif_type(k.key().0, lanes), scalar))
+                (scalar, b.ins().splat(clif_type(k.key().0, lanes), scalar))
             });
         }
         Constants(made)
@@ -469,15 +469,6 @@ impl Constants {
 
     fn get(&self, k: Konst, lanes: u32) -> Value {
         one_or_vector(self.0[&k.key()], lanes)
-    }
-}
-
-/// `scalar` in every lane of a `ty` (itself where `ty` is one lane).
-fn splat(b: &mut FunctionBuilder, ty: Type, scalar: Value) -> Value {
-    if ty.is_vector() {
-        b.ins().splat(ty, scalar)
-    } else {
-        scalar
     }
 }
 
