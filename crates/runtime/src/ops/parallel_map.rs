@@ -3,7 +3,11 @@
 //! thread pool while the consumer takes finished results.
 //!
 //! - **Tasks.** A function called per element gets tasks of about `rows / parallelism`
-//!   rows, so even one chunk keeps every worker busy; a columnar function gets whole chunks.
+//!   rows, so even one chunk keeps every worker busy; a columnar function gets whole chunks,
+//!   as many as fit in about [`TASK_WORK`] of work at the rate of the tasks finished so far
+//!   (at most [`TASK_CHUNKS`] chunks' rows): a task is handed from thread to thread twice, and on
+//!   a cheap function over busy cores (w4's stage: 35 µs a chunk) the hand-offs cost about
+//!   as much as the work. Each chunk of such a task is a call of its own, with no copy.
 //!   With a fixed task size (a batch size), a task gathers exactly that many rows across
 //!   chunk boundaries, so each worker produces one whole batch's rows in one allocation and
 //!   the batch above wraps them without a copy (tf.data's `map_and_batch`).
@@ -116,8 +120,9 @@ struct Finished {
     staged: VecDeque<Job>,
     /// The most output bytes per input row a task has given (none before the first ends).
     out_per_row: Option<u64>,
-    /// Tasks finished so far, and the work they took.
+    /// Tasks finished so far, their input rows, and the work they took.
     completed: u64,
+    rows: u64,
     work: Duration,
 }
 
@@ -137,6 +142,8 @@ struct Job {
 /// What a worker needs to run a map's tasks.
 struct Runner {
     func: ChunkFn,
+    /// A task's rows are one output (a batch-sized task's batch), not one output a chunk.
+    whole: bool,
     completions: Arc<Completions>,
     stats: Arc<OpStats>,
     budget: Arc<MemoryBudget>,
@@ -149,11 +156,12 @@ impl Runner {
             let Job { seq, rows, estimate } = job;
             let n: usize = rows.iter().map(|r| r.num_rows()).sum();
             let begin = Instant::now();
-            let segments = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_task(&self.func, &rows)))
-                .unwrap_or_else(|panic| {
-                    let error = Error::execution("map", format!("a worker panicked: {panic:?}"));
-                    vec![Segment::new(Err(error), n)]
-                });
+            let segments =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_task(&self.func, &rows, self.whole)))
+                    .unwrap_or_else(|panic| {
+                        let error = Error::execution("map", format!("a worker panicked: {panic:?}"));
+                        vec![Segment::new(Err(error), n)]
+                    });
             let took = begin.elapsed();
             self.stats.add_work(took);
             // The input goes with the estimate that covered it; the output stays reserved
@@ -172,6 +180,7 @@ impl Runner {
             }
             finished.tasks.insert(seq, segments);
             finished.completed += 1;
+            finished.rows += n as u64;
             finished.work += took;
             let next = finished.staged.pop_front();
             if next.is_none() {
@@ -190,6 +199,26 @@ impl Runner {
 /// The mean work per task under which tasks are staged: a few thread wake-ups (tens of
 /// microseconds each on busy cores) are then a large part of a task.
 pub const STAGE_TASKS_UNDER: Duration = Duration::from_micros(250);
+
+/// The work a columnar task is given: enough chunks of a cheap function that its two
+/// hand-offs between threads are a small part of it.
+pub const TASK_WORK: Duration = Duration::from_micros(200);
+
+/// The most rows a columnar task gathers, in chunks like its first: enough that w4's
+/// stage (8,192-row chunks) reaches [`TASK_WORK`], few enough that a function the rate
+/// underestimates, or a slow input read before the task starts, delays little.
+pub const TASK_CHUNKS: usize = 8;
+
+/// Input rows a columnar task aims at, given `rows` rows finished in `work` so far
+/// (0, so one chunk, before any).
+fn rows_for(work: Duration, rows: u64, target: Duration) -> usize {
+    if rows == 0 {
+        return 0;
+    }
+    // At least a nanosecond a row.
+    let work = work.as_nanos().max(u128::from(rows));
+    usize::try_from(target.as_nanos() * u128::from(rows) / work).unwrap_or(usize::MAX)
+}
 
 /// Whether tasks are staged after `completed` tasks took `work` in all: only once some have
 /// finished, and only while they average under `under`.
@@ -214,6 +243,8 @@ pub struct ParallelMapOp {
     completed_seen: u64,
     /// The mean work per task under which tasks are staged ([`STAGE_TASKS_UNDER`]).
     stage_under: Duration,
+    /// The work a columnar task is given ([`TASK_WORK`]).
+    task_work: Duration,
     input_done: bool,
     /// Items pulled and not yet fully handed out, from index `first_item`.
     items: VecDeque<InputItem>,
@@ -251,8 +282,14 @@ impl ParallelMapOp {
     ) -> Self {
         stats.asynchronous.store(true, std::sync::atomic::Ordering::Relaxed);
         let completions = Arc::<Completions>::default();
-        let runner =
-            Arc::new(Runner { func, completions: completions.clone(), stats: stats.clone(), budget: budget.clone() });
+        let whole = matches!(size, TaskSize::Rows(_));
+        let runner = Arc::new(Runner {
+            func,
+            whole,
+            completions: completions.clone(),
+            stats: stats.clone(),
+            budget: budget.clone(),
+        });
         ParallelMapOp {
             input,
             runner,
@@ -266,6 +303,7 @@ impl ParallelMapOp {
             undispatched: VecDeque::new(),
             completed_seen: 0,
             stage_under: STAGE_TASKS_UNDER,
+            task_work: TASK_WORK,
             input_done: false,
             items: VecDeque::new(),
             first_item: 0,
@@ -360,10 +398,14 @@ impl ParallelMapOp {
     }
 
     /// The input rows of a task starting at `start` with a chunk of `n` rows (more than `n`
-    /// when a fixed-size task reaches into the next chunks).
+    /// when a fixed-size task reaches into the next chunks, or a columnar one gathers more
+    /// chunks).
     fn task_rows(&self, start: Pos, n: usize) -> usize {
         match self.size {
-            TaskSize::Chunk => n,
+            TaskSize::Chunk => {
+                let finished = self.completions.finished.lock().expect("map results");
+                rows_for(finished.work, finished.rows, self.task_work).clamp(n, n.saturating_mul(TASK_CHUNKS))
+            }
             // Equal parts of the chunk as pulled, not of what is left of it: cutting the rest
             // again each time would leave ever smaller tasks.
             TaskSize::Split => {
@@ -400,7 +442,8 @@ impl ParallelMapOp {
         }
     }
 
-    /// The rows of the task starting with `chunk`: part of it, or (fixed size) more chunks.
+    /// The rows of the task starting with `chunk`: part of it, or more chunks (fixed size,
+    /// or whole chunks for a columnar function).
     fn gather(&mut self, start: Pos, chunk: RecordBatch) -> Result<Vec<RecordBatch>> {
         let n = chunk.num_rows();
         let take = self.task_rows(start, n);
@@ -411,6 +454,25 @@ impl ParallelMapOp {
         }
         let mut rows = vec![chunk];
         let mut have = n;
+        if let TaskSize::Chunk = self.size {
+            // Whole chunks while they fit, up to an input error or the end.
+            while have < take {
+                if self.undispatched.is_empty() && !self.input_done {
+                    self.pull()?;
+                }
+                match self.undispatched.pop_front() {
+                    Some((_, Ok(next))) if have + next.num_rows() <= take => {
+                        have += next.num_rows();
+                        rows.push(next);
+                    }
+                    Some(other) => {
+                        self.undispatched.push_front(other);
+                        break;
+                    }
+                    None => break,
+                }
+            }
+        }
         if let TaskSize::Rows(want) = self.size {
             // A batch-sized task continues into the next chunks, up to an input error.
             while have < want {
@@ -616,37 +678,51 @@ fn advance(items: &VecDeque<InputItem>, first: u64, mut pos: Pos, mut rows: usiz
     }
 }
 
-/// Runs `func` over a task's rows, resuming after each failed element.
-fn run_task(func: &ChunkFn, rows: &[RecordBatch]) -> Vec<Segment> {
-    let chunk = match concat(rows) {
-        Ok(Some(chunk)) => chunk,
-        Ok(None) => return Vec::new(),
-        Err(e) => return vec![Segment::new(Err(e), rows.iter().map(|r| r.num_rows()).sum())],
-    };
+/// Runs `func` over a task's rows, resuming after each failed element: over the rows
+/// joined into one chunk when `whole`, else chunk by chunk.
+fn run_task(func: &ChunkFn, rows: &[RecordBatch], whole: bool) -> Vec<Segment> {
     let mut segments = Vec::new();
+    if whole {
+        match concat(rows) {
+            Ok(Some(chunk)) => run_chunk(func, &chunk, 0, &mut segments),
+            Ok(None) => {}
+            Err(e) => segments.push(Segment::new(Err(e), rows.iter().map(|r| r.num_rows()).sum())),
+        }
+        return segments;
+    }
+    let mut base = 0;
+    for chunk in rows {
+        run_chunk(func, chunk, base, &mut segments);
+        base += chunk.num_rows();
+    }
+    segments
+}
+
+/// Runs `func` over `chunk`, which starts `base` rows into its task, resuming after each
+/// failed element; appends the results.
+fn run_chunk(func: &ChunkFn, chunk: &RecordBatch, base: usize, segments: &mut Vec<Segment>) {
     let mut from = 0;
     let n = chunk.num_rows();
     while from < n {
         let rest = chunk.slice(from, n - from);
         match func(&rest) {
             Ok(out) => {
-                segments.push(Segment::new(Ok(Some(out)), n));
-                break;
+                segments.push(Segment::new(Ok(Some(out)), base + n));
+                return;
             }
             Err(failure) => match failure.locate(&rest, &**func) {
                 Ok((done, row, error)) => {
-                    segments.push(Segment::new(concat(&done), from + row));
-                    segments.push(Segment::new(Err(error), from + row + 1));
+                    segments.push(Segment::new(concat(&done), base + from + row));
+                    segments.push(Segment::new(Err(error), base + from + row + 1));
                     from += row + 1;
                 }
                 Err(error) => {
-                    segments.push(Segment::new(Err(error), n));
-                    break;
+                    segments.push(Segment::new(Err(error), base + n));
+                    return;
                 }
             },
         }
     }
-    segments
 }
 
 impl Operator for ParallelMapOp {
@@ -787,8 +863,79 @@ mod tests {
         let budget = Arc::new(MemoryBudget::new(limit));
         let knob = Knob::new(Param::Parallelism, calls, false, 1, calls);
         let pool = Arc::new(ThreadPool::new(calls));
-        let op = ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget.clone());
+        let mut op = ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget.clone());
+        // However fast the function ran, a task stays one chunk.
+        op.task_work = Duration::ZERO;
         (op, budget)
+    }
+
+    #[test]
+    fn columnar_tasks_gather_chunks_for_their_work() {
+        let us = Duration::from_micros;
+        assert_eq!(rows_for(Duration::ZERO, 0, TASK_WORK), 0, "one chunk before a task finishes");
+        // 35 us for 8,192 rows: 200 us is 46,811 rows.
+        assert_eq!(rows_for(us(35), 8192, us(200)), 46_811);
+        assert_eq!(rows_for(us(35), 8192, Duration::ZERO), 0);
+        assert_eq!(rows_for(Duration::ZERO, 8192, us(200)), 200_000, "under a nanosecond a row counts as one");
+        assert_eq!(rows_for(Duration::MAX, 1, us(200)), 0, "no overflow");
+    }
+
+    #[test]
+    fn a_cheap_function_runs_chunk_by_chunk_in_fewer_tasks_with_its_errors_in_place() {
+        // 400 chunks of 10 rows; the function fails on multiples of 97 and adds one otherwise.
+        let values: Vec<i64> = (0..4000).collect();
+        let input = source(int_chunks("x", &values, &[10; 400]));
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = calls.clone();
+        let add_one = |chunk: &RecordBatch| {
+            let x = chunk.column(0).as_primitive::<Int64Type>();
+            let y = Int64Array::from_iter_values(x.values().iter().map(|v| v + 1));
+            RecordBatch::try_new(chunk.schema(), vec![Arc::new(y)]).unwrap()
+        };
+        let func: ChunkFn = Arc::new(move |chunk: &RecordBatch| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let x = chunk.column(0).as_primitive::<Int64Type>();
+            if let Some(row) = x.values().iter().position(|v| v % 97 == 0) {
+                let done = if row == 0 { vec![] } else { vec![add_one(&chunk.slice(0, row))] };
+                let error = Error::execution("map", format!("{} is a multiple of 97", x.value(row)));
+                return Err(crate::ops::function::Failure::AtRow { done, row, error });
+            }
+            Ok(add_one(chunk))
+        });
+        let knob = Knob::new(Param::Parallelism, 2, false, 1, 2);
+        let pool = Arc::new(ThreadPool::new(2));
+        let budget = Arc::new(MemoryBudget::new(u64::MAX));
+        let mut op = ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget);
+        // Any function counts as cheap: every task past the first gathers the most chunks.
+        op.task_work = Duration::MAX;
+        let (mut got, mut errors) = (Vec::new(), Vec::new());
+        loop {
+            match op.next_chunk() {
+                Ok(Some(chunk)) => {
+                    assert!(chunk.num_rows() <= 10, "each chunk is a call of its own");
+                    got.extend_from_slice(chunk.column(0).as_primitive::<Int64Type>().values());
+                }
+                Ok(None) => break,
+                Err(e) => errors.push((got.len(), e.to_string())),
+            }
+        }
+        let kept: Vec<i64> = values.iter().filter(|v| *v % 97 != 0).map(|v| v + 1).collect();
+        assert_eq!(got, kept);
+        let expected: Vec<(usize, String)> = (0..4000)
+            .filter(|v| v % 97 == 0)
+            .map(|v| ((v - v / 97) as usize, format!("{v} is a multiple of 97")))
+            .collect();
+        assert_eq!(errors.len(), expected.len());
+        for ((at, text), (want_at, want)) in errors.iter().zip(&expected) {
+            assert_eq!(at, want_at);
+            assert!(text.contains(want.as_str()), "{text}");
+        }
+        // Two tasks of a chunk before any finished, then tasks of 8 (one a chunk: 400).
+        let tasks = op.completions.finished.lock().unwrap().completed;
+        assert!(tasks < 100, "{tasks} tasks for 400 chunks");
+        // Every chunk was called once, and again for its rest after an error before its end.
+        let rests = (0..4000).filter(|v| v % 97 == 0 && v % 10 != 9).count();
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 400 + rests);
     }
 
     #[test]
@@ -871,8 +1018,10 @@ mod tests {
         let pool = Arc::new(ThreadPool::new(4));
         let budget = Arc::new(MemoryBudget::new(u64::MAX));
         let mut op = ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget);
-        // Every task counts as short, whatever its wait: staged from the first that ends.
+        // Every task counts as short, whatever its wait: staged from the first that ends;
+        // and each is one chunk, so that a task waits on one gate.
         op.stage_under = Duration::MAX;
+        op.task_work = Duration::ZERO;
         let (firsts, mut started) = std::thread::scope(|s| {
             let consumer = s.spawn(|| {
                 let mut firsts = Vec::new();
