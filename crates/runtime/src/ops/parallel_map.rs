@@ -5,9 +5,9 @@
 //! - **Tasks.** A function called per element gets tasks of about `rows / parallelism`
 //!   rows, so even one chunk keeps every worker busy; a columnar function gets whole chunks,
 //!   as many as fit in about [`TASK_WORK`] of work at the rate of the tasks finished so far
-//!   (at most [`TASK_CHUNKS`] chunks' rows): a task is handed from thread to thread twice, and on
-//!   a cheap function over busy cores (w4's stage: 35 µs a chunk) the hand-offs cost about
-//!   as much as the work. Each chunk of such a task is a call of its own, with no copy.
+//!   (at most [`TASK_CHUNKS`] chunks' rows): a task is handed between threads twice, which
+//!   on a cheap function over busy cores (w4's stage: 35 µs a chunk) is a noticeable part of
+//!   its work. Each chunk of such a task is a call of its own, with no copy.
 //!   With a fixed task size (a batch size), a task gathers exactly that many rows across
 //!   chunk boundaries, so each worker produces one whole batch's rows in one allocation and
 //!   the batch above wraps them without a copy (tf.data's `map_and_batch`).
