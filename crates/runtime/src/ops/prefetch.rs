@@ -98,6 +98,9 @@ struct Buffer {
     done: bool,
     /// Bytes of the last chunk: the estimate of the next one's.
     last_bytes: u64,
+    /// The consumer, or the producer, waits for the other: only then does the other wake it.
+    consumer_waits: bool,
+    producer_waits: bool,
 }
 
 struct Shared {
@@ -188,7 +191,9 @@ fn produce(shared: &Shared, input: &Mutex<BoxOperator>) {
         let estimate = {
             let mut b = shared.buffer.lock().expect("prefetch buffer");
             while !shared.stop.load(Ordering::Acquire) && !shared.has_room(&b) {
+                b.producer_waits = true;
                 b = shared.changed.wait(b).expect("prefetch buffer");
+                b.producer_waits = false;
             }
             b.last_bytes
         };
@@ -234,10 +239,12 @@ fn produce(shared: &Shared, input: &Mutex<BoxOperator>) {
             b.items.push_back(Item { result, before, rows, bytes });
         }
         shared.stats.set_buffered(b.rows, b.bytes as usize);
-        let done = b.done;
+        let (done, wake) = (b.done, b.consumer_waits);
         drop(b);
         drop(input);
-        shared.changed.notify_all();
+        if wake {
+            shared.changed.notify_all();
+        }
         if done {
             return;
         }
@@ -258,14 +265,19 @@ impl Operator for PrefetchOp {
                 b.bytes -= item.bytes;
                 self.handed = item.bytes;
                 shared.stats.set_buffered(b.rows, b.bytes as usize);
+                let wake = b.producer_waits;
                 drop(b);
-                shared.changed.notify_all();
+                if wake {
+                    shared.changed.notify_all();
+                }
                 return item.result.map(Some);
             }
             if b.done {
                 return Ok(None);
             }
+            b.consumer_waits = true;
             b = shared.changed.wait(b).expect("prefetch buffer");
+            b.consumer_waits = false;
         }
     }
 
