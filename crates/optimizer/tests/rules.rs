@@ -232,6 +232,36 @@ rewrites!(
     s("(filter (< (col value) 8) 4 none (filter (> (col value) 2) autotune true RANGE))")
         => s("(filter (and (> (col value) 2) (< (col value) 8)) autotune true RANGE)")
 );
+// As tf.data: a prefetch only after a synchronous last transformation.
+rewrites!(
+    prefetch_is_not_injected_over_a_parallel_map,
+    parallelize::rules(),
+    s("(sink (map (exprs only (out y (col value))) 2 none RANGE))")
+        => not s("(sink (prefetch autotune (map (exprs only (out y (col value))) 2 none RANGE)))")
+);
+rewrites!(
+    prefetch_is_not_injected_over_a_map_the_stage_parallelizes,
+    parallelize::rules(),
+    s("(sink (map (exprs only (out y (col value))) default none RANGE))")
+        => not s("(sink (prefetch autotune (map (exprs only (out y (col value))) autotune none RANGE)))")
+);
+rewrites!(
+    prefetch_is_not_injected_over_a_parallel_batch,
+    parallelize::rules(),
+    s("(sink (batch 4 false autotune none RANGE))") => not s("(sink (prefetch autotune (batch 4 false autotune none RANGE)))")
+);
+rewrites!(
+    prefetch_is_injected_over_a_sequential_batch_of_a_parallel_map,
+    parallelize::rules(),
+    s("(sink (batch 4 false default none (map (exprs only (out y (col value))) default none RANGE)))")
+        => s("(sink (prefetch autotune (batch 4 false default none (map (exprs only (out y (col value))) autotune none RANGE))))")
+);
+rewrites!(
+    prefetch_is_injected_over_a_stateful_map_that_stays_sequential,
+    parallelize::rules(),
+    s(r#"(sink (map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':false}} #{'spec':{'fields':[{'name':'value','dtype':'int64','shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE))"#)
+        => s(r#"(sink (prefetch autotune (map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':false}} #{'spec':{'fields':[{'name':'value','dtype':'int64','shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE)))"#)
+);
 rewrites!(
     prefetch_is_not_injected_twice,
     parallelize::rules(),
