@@ -79,7 +79,8 @@ impl Analysis<Node> for PlanAnalysis {
     type Data = Facts;
 
     fn make(egraph: &mut Graph, enode: &Node, _id: Id) -> Facts {
-        let value = decode(enode, &|id| egraph[id].data.value.clone());
+        let graph: &Graph = egraph;
+        let value = decode(enode, &|id| &graph[id].data.value);
         debug_assert!(!matches!(value, Value::Invalid(_)), "a rule built an ill-typed term {enode:?}: {value:?}");
         let cardinality = value.plan().and_then(|p| p.cardinality());
         Facts { value, cardinality }

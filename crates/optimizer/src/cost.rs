@@ -150,7 +150,7 @@ impl CostModel for DefaultCost {
             return child(*x);
         }
         // This term's own operator (its class's representative may be another one).
-        let Value::Plan(plan) = decode(node, &|id| egraph[id].data.value.clone()) else {
+        let Value::Plan(plan) = decode(node, &|id| &egraph[id].data.value) else {
             return Cost { total: f64::INFINITY, rows: 1.0, width: 1.0 };
         };
         let children = node.children();

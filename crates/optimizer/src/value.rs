@@ -81,22 +81,22 @@ impl Value {
 }
 
 /// Decodes `node` given the meaning of each child id.
-pub fn decode(node: &Node, child: &dyn Fn(Id) -> Value) -> Value {
+pub fn decode<'v>(node: &Node, child: &dyn Fn(Id) -> &'v Value) -> Value {
     match try_decode(node, child) {
         Ok(v) => v,
         Err(e) => Value::Invalid(e),
     }
 }
 
-fn try_decode(node: &Node, child: &dyn Fn(Id) -> Value) -> Result<Value, String> {
+fn try_decode<'v>(node: &Node, child: &dyn Fn(Id) -> &'v Value) -> Result<Value, String> {
     let expr = |id: Id| match child(id) {
-        Value::Expr(e) => Ok(e),
-        Value::Lit(s) => Ok(Expr::Literal(s)),
+        Value::Expr(e) => Ok(e.clone()),
+        Value::Lit(s) => Ok(Expr::Literal(s.clone())),
         other => Err(format!("expected an expression, got {other:?}")),
     };
     let plan = |id: Id| match child(id) {
-        Value::Plan(p) => Ok(p),
-        other => Err(format!("expected a plan, got {}", short(&other))),
+        Value::Plan(p) => Ok(p.clone()),
+        other => Err(format!("expected a plan, got {}", short(other))),
     };
     let make = |op: Op, inputs: Vec<Plan>| Plan::new(op, inputs).map(Value::Plan).map_err(|e| e.to_string());
     let unary =
@@ -121,13 +121,13 @@ fn try_decode(node: &Node, child: &dyn Fn(Id) -> Value) -> Result<Value, String>
         Node::Lit(l) => Ok(Value::Lit(l.value().clone())),
         Node::Name(n) => Ok(Value::Name(n.0.clone())),
         Node::Opaque(o) => Ok(Value::Opaque(o.value().clone())),
-        Node::Col(n) => Ok(Value::Expr(Expr::Column(name(&child(*n))?))),
+        Node::Col(n) => Ok(Value::Expr(Expr::Column(name(child(*n))?))),
         Node::Not(a) => unary(UnaryOp::Not, *a),
         Node::Neg(a) => unary(UnaryOp::Neg, *a),
         Node::IsNull(a) => unary(UnaryOp::IsNull, *a),
         Node::IsNotNull(a) => unary(UnaryOp::IsNotNull, *a),
         Node::Cast([a, t]) => {
-            let t = name(&child(*t))?;
+            let t = name(child(*t))?;
             let to = DType::from_name(&t).ok_or_else(|| format!("unknown type {t}"))?;
             Ok(Value::Expr(Expr::Cast { arg: Box::new(expr(*a)?), to }))
         }
@@ -145,14 +145,14 @@ fn try_decode(node: &Node, child: &dyn Fn(Id) -> Value) -> Result<Value, String>
         }
         Node::Call(children) => {
             let (f, args) = children.split_first().ok_or("call without a function")?;
-            let f = name(&child(*f))?;
+            let f = name(child(*f))?;
             let func = Func::from_name(&f).ok_or_else(|| format!("unknown function {f}"))?;
             Ok(Value::Expr(Expr::Call { func, args: args.iter().map(|a| expr(*a)).collect::<Result<_, _>>()? }))
         }
-        Node::Out([n, e]) => Ok(Value::Out(NamedExpr { name: name(&child(*n))?, expr: expr(*e)? })),
+        Node::Out([n, e]) => Ok(Value::Out(NamedExpr { name: name(child(*n))?, expr: expr(*e)? })),
         Node::Exprs(children) => {
             let (keep, outs) = children.split_first().ok_or("exprs without a mode")?;
-            let keep_input = match name(&child(*keep))?.as_str() {
+            let keep_input = match name(child(*keep))?.as_str() {
                 "keep" => true,
                 "only" => false,
                 other => return Err(format!("exprs mode must be keep or only, got {other}")),
@@ -160,49 +160,55 @@ fn try_decode(node: &Node, child: &dyn Fn(Id) -> Value) -> Result<Value, String>
             let outputs = outs
                 .iter()
                 .map(|o| match child(*o) {
-                    Value::Out(n) => Ok(n),
-                    other => Err(format!("expected an output, got {}", short(&other))),
+                    Value::Out(n) => Ok(n.clone()),
+                    other => Err(format!("expected an output, got {}", short(other))),
                 })
                 .collect::<Result<_, _>>()?;
             Ok(Value::Func { func: MapFn::Exprs { outputs, keep_input }, pfor: false })
         }
         Node::ClosureFn([c, s]) => match (child(*c), child(*s)) {
             (Value::Opaque(OpaqueValue::Closure(closure)), Value::Opaque(OpaqueValue::Spec(output))) => {
-                Ok(Value::Func { func: MapFn::Closure { closure, output }, pfor: false })
+                Ok(Value::Func {
+                    func: MapFn::Closure { closure: closure.clone(), output: output.clone() },
+                    pfor: false,
+                })
             }
             _ => Err("closure needs a closure and a spec".into()),
         },
         Node::ParseFn(a) => match child(*a) {
-            Value::Opaque(OpaqueValue::ParseExample(field, features)) => {
-                Ok(Value::Func { func: MapFn::ParseExample { field, features }, pfor: false })
-            }
+            Value::Opaque(OpaqueValue::ParseExample(field, features)) => Ok(Value::Func {
+                func: MapFn::ParseExample { field: field.clone(), features: features.clone() },
+                pfor: false,
+            }),
             _ => Err("parse_example needs its field and features".into()),
         },
         Node::ClosurePred(c) => match child(*c) {
             Value::Opaque(OpaqueValue::Closure(closure)) => {
-                Ok(Value::Pred { predicate: Predicate::Closure { closure }, pfor: false })
+                Ok(Value::Pred { predicate: Predicate::Closure { closure: closure.clone() }, pfor: false })
             }
             _ => Err("closure predicate needs a closure".into()),
         },
         Node::Pfor(f) => match child(*f) {
-            Value::Func { func, pfor: false } if crate::rules::vectorize::vectorizable(&func) => {
-                Ok(Value::Func { func, pfor: true })
+            Value::Func { func, pfor: false } if crate::rules::vectorize::vectorizable(func) => {
+                Ok(Value::Func { func: func.clone(), pfor: true })
             }
-            Value::Expr(expr) => Ok(Value::Pred { predicate: Predicate::Expr { expr }, pfor: true }),
-            Value::Lit(s) => Ok(Value::Pred { predicate: Predicate::Expr { expr: Expr::Literal(s) }, pfor: true }),
-            other => Err(format!("only expressions and parse_example can be vectorized, not {}", short(&other))),
+            Value::Expr(expr) => Ok(Value::Pred { predicate: Predicate::Expr { expr: expr.clone() }, pfor: true }),
+            Value::Lit(s) => {
+                Ok(Value::Pred { predicate: Predicate::Expr { expr: Expr::Literal(s.clone()) }, pfor: true })
+            }
+            other => Err(format!("only expressions and parse_example can be vectorized, not {}", short(other))),
         },
         Node::Sink(p) => Ok(Value::Sink(plan(*p)?)),
         Node::Source(s) => match child(*s) {
-            Value::Opaque(OpaqueValue::Source(s)) => make(Op::Source(s), vec![]),
+            Value::Opaque(OpaqueValue::Source(s)) => make(Op::Source(s.clone()), vec![]),
             _ => Err("source needs a source descriptor".into()),
         },
         Node::Map([f, c, d, x]) => {
-            let (func, vectorized) = func(&child(*f))?;
+            let (func, vectorized) = func(child(*f))?;
             let op = Op::Map {
                 func,
-                num_parallel_calls: tunable(&child(*c))?,
-                deterministic: optional_bool(&child(*d))?,
+                num_parallel_calls: tunable(child(*c))?,
+                deterministic: optional_bool(child(*d))?,
                 vectorized,
             };
             make(op, vec![plan(*x)?])
@@ -212,61 +218,61 @@ fn try_decode(node: &Node, child: &dyn Fn(Id) -> Value) -> Result<Value, String>
             let op = Op::Filter {
                 predicate,
                 vectorized,
-                num_parallel_calls: tunable(&child(*c))?,
-                deterministic: optional_bool(&child(*d))?,
+                num_parallel_calls: tunable(child(*c))?,
+                deterministic: optional_bool(child(*d))?,
             };
             make(op, vec![plan(*x)?])
         }
         Node::MapAndBatch([f, n, r, c, d, x]) => {
-            let (func, vectorized) = func(&child(*f))?;
+            let (func, vectorized) = func(child(*f))?;
             let op = Op::MapAndBatch {
                 func,
-                batch_size: unsigned(&child(*n))?,
-                drop_remainder: boolean(&child(*r))?,
-                num_parallel_calls: tunable(&child(*c))?,
-                deterministic: optional_bool(&child(*d))?,
+                batch_size: unsigned(child(*n))?,
+                drop_remainder: boolean(child(*r))?,
+                num_parallel_calls: tunable(child(*c))?,
+                deterministic: optional_bool(child(*d))?,
                 vectorized,
             };
             make(op, vec![plan(*x)?])
         }
         Node::Batch([n, r, c, d, x]) => {
             let op = Op::Batch {
-                batch_size: unsigned(&child(*n))?,
-                drop_remainder: boolean(&child(*r))?,
-                num_parallel_calls: tunable(&child(*c))?,
-                deterministic: optional_bool(&child(*d))?,
+                batch_size: unsigned(child(*n))?,
+                drop_remainder: boolean(child(*r))?,
+                num_parallel_calls: tunable(child(*c))?,
+                deterministic: optional_bool(child(*d))?,
             };
             make(op, vec![plan(*x)?])
         }
         Node::Shuffle([n, s, r, x]) => {
             let op = Op::Shuffle {
-                buffer_size: unsigned(&child(*n))?,
-                seed: seed(&child(*s))?,
-                reshuffle_each_iteration: boolean(&child(*r))?,
+                buffer_size: unsigned(child(*n))?,
+                seed: seed(child(*s))?,
+                reshuffle_each_iteration: boolean(child(*r))?,
             };
             make(op, vec![plan(*x)?])
         }
         Node::ShuffleAndRepeat([n, s, r, c, x]) => {
             let op = Op::ShuffleAndRepeat {
-                buffer_size: unsigned(&child(*n))?,
-                seed: seed(&child(*s))?,
-                reshuffle_each_iteration: boolean(&child(*r))?,
-                count: signed(&child(*c))?,
+                buffer_size: unsigned(child(*n))?,
+                seed: seed(child(*s))?,
+                reshuffle_each_iteration: boolean(child(*r))?,
+                count: signed(child(*c))?,
             };
             make(op, vec![plan(*x)?])
         }
-        Node::Repeat([c, x]) => make(Op::Repeat { count: signed(&child(*c))? }, vec![plan(*x)?]),
-        Node::Take([c, x]) => make(Op::Take { count: signed(&child(*c))? }, vec![plan(*x)?]),
-        Node::Skip([c, x]) => make(Op::Skip { count: signed(&child(*c))? }, vec![plan(*x)?]),
+        Node::Repeat([c, x]) => make(Op::Repeat { count: signed(child(*c))? }, vec![plan(*x)?]),
+        Node::Take([c, x]) => make(Op::Take { count: signed(child(*c))? }, vec![plan(*x)?]),
+        Node::Skip([c, x]) => make(Op::Skip { count: signed(child(*c))? }, vec![plan(*x)?]),
         Node::Shard([n, i, x]) => {
-            let op = Op::Shard { num_shards: unsigned(&child(*n))?, index: unsigned(&child(*i))? };
+            let op = Op::Shard { num_shards: unsigned(child(*n))?, index: unsigned(child(*i))? };
             make(op, vec![plan(*x)?])
         }
-        Node::Prefetch([b, x]) => make(Op::Prefetch { buffer_size: tunable(&child(*b))? }, vec![plan(*x)?]),
+        Node::Prefetch([b, x]) => make(Op::Prefetch { buffer_size: tunable(child(*b))? }, vec![plan(*x)?]),
         Node::Other(sym, children) => {
             let (op, inputs) = children.split_first().ok_or("operator without arguments")?;
             let op = match child(*op) {
-                Value::Opaque(OpaqueValue::Op(op)) => op,
+                Value::Opaque(OpaqueValue::Op(op)) => op.clone(),
                 _ => return Err(format!("{sym} needs an operator descriptor")),
             };
             if op.name() != sym.as_str() {
@@ -348,7 +354,7 @@ pub fn raise(expr: &RecExpr<Node>) -> flumen_ir::Result<Plan> {
     let nodes = expr.as_ref();
     let mut values: Vec<Value> = Vec::with_capacity(nodes.len());
     for node in nodes {
-        let v = decode(node, &|id: Id| values[usize::from(id)].clone());
+        let v = decode(node, &|id: Id| &values[usize::from(id)]);
         values.push(v);
     }
     match values.pop() {

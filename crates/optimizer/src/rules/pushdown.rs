@@ -70,7 +70,7 @@ pub fn rules() -> Vec<Rule> {
 /// The operator of one term (not of its class's representative, which may be another
 /// operator with another input).
 fn op_of_node(m: &Match, node: &Node) -> Option<Op> {
-    decode(node, &|id| m.egraph[id].data.value.clone()).plan().map(|p| p.op().clone())
+    decode(node, &|id| &m.egraph[id].data.value).plan().map(|p| p.op().clone())
 }
 
 /// A class equivalent to `class` for readers of `needed` only, with fewer fields read or
