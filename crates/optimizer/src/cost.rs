@@ -126,7 +126,8 @@ impl DefaultCost {
     }
 }
 
-fn parallel(t: &Tunable) -> bool {
+/// Whether `t` asks for more than one call at once.
+pub(crate) fn parallel(t: &Tunable) -> bool {
     matches!(t, Tunable::Autotune) || matches!(t, Tunable::Fixed(n) if *n > 1)
 }
 

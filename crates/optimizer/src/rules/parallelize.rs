@@ -16,6 +16,7 @@ use flumen_ir::{Op, Tunable};
 
 use super::{rule, Rule};
 use crate::analysis::Graph;
+use crate::cost::parallel;
 use crate::language::Node;
 use crate::leaf::OpaqueValue;
 use crate::value::{tunable, Value};
@@ -71,10 +72,6 @@ pub fn rules() -> Vec<Rule> {
             Some(m.egraph.add(Node::Sink(prefetched)))
         }),
     ]
-}
-
-fn parallel(calls: &Tunable) -> bool {
-    matches!(calls, Tunable::Autotune) || matches!(calls, Tunable::Fixed(n) if *n > 1)
 }
 
 /// Whether the plan term `node` runs ahead of its consumer on threads of its own, or will
