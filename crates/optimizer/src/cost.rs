@@ -173,8 +173,12 @@ impl CostModel for DefaultCost {
         let (own, rows_out, width_out) = match plan.op() {
             Op::Source(_) => (self.per_operator + element_bytes(plan.spec()) * self.per_byte_read, 1.0, 1.0),
             Op::Map { func, vectorized, num_parallel_calls, .. } => {
-                let work = self.call(func, *vectorized, fn_ops(0), width, rows, parallel(num_parallel_calls));
-                (overhead + work + rows * out_bytes * self.per_byte, rows, width)
+                let calls = parallel(num_parallel_calls);
+                let work = self.call(func, *vectorized, fn_ops(0), width, rows, calls);
+                // A parallel map's workers write its outputs too, so a map that only renames
+                // or selects fields (no operations) is still cheaper parallel.
+                let copy = rows * out_bytes * self.per_byte / if calls { self.cores } else { 1.0 };
+                (overhead + work + copy, rows, width)
             }
             Op::Filter { predicate, vectorized, num_parallel_calls, .. } => {
                 let func = match predicate {
@@ -188,10 +192,13 @@ impl CostModel for DefaultCost {
                 (overhead + work + copy, rows * self.selectivity, width)
             }
             Op::MapAndBatch { func, vectorized, batch_size, num_parallel_calls, .. } => {
-                let work = self.call(func, *vectorized, fn_ops(0), width, rows, parallel(num_parallel_calls));
-                // One operator and one copy: results are written straight into the batch.
+                let calls = parallel(num_parallel_calls);
+                let work = self.call(func, *vectorized, fn_ops(0), width, rows, calls);
+                // One operator and one copy: results are written straight into the batch, by
+                // the workers when parallel.
                 let b = *batch_size as f64;
-                (overhead + work + rows * out_bytes * self.per_byte / b, rows / b, width * b)
+                let copy = rows * out_bytes * self.per_byte / b / if calls { self.cores } else { 1.0 };
+                (overhead + work + copy, rows / b, width * b)
             }
             Op::Batch { batch_size, .. } => {
                 let b = *batch_size as f64;

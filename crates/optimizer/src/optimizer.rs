@@ -13,6 +13,7 @@ use crate::analysis::Graph;
 use crate::cost::{CostModel, DefaultCost, Extraction};
 use crate::language::Node;
 use crate::lower::lower_plan;
+use crate::rules::parallelize::Parallelized;
 use crate::rules::{eliminate, fusion, parallelize, pushdown, vectorize, Rule};
 use crate::value::raise;
 
@@ -75,13 +76,24 @@ pub struct Stage {
 /// The default stages, in order: `eliminate`, `fusion`, `pushdown`, `vectorize`,
 /// `parallelize` (the last only when autotuning is on).
 pub fn default_stages(config: &OptimizerConfig) -> Vec<Stage> {
+    let on = |rule: &str| !config.disabled.contains(rule);
+    let parallelized = Parallelized {
+        maps: on("map-parallelization"),
+        filters: on("filter-parallelization"),
+        maps_and_batches: on("map-and-batch-parallelization"),
+    };
+    if parallelized != Parallelized::ALL {
+        return build_stages(config.autotune, parallelized);
+    }
     // Built once per process: parsing and compiling the rules' patterns was a tenth of
     // optimizing a small plan, and every dataset's first iterator optimizes its plan.
     static BUILT: OnceLock<[Vec<Stage>; 2]> = OnceLock::new();
-    BUILT.get_or_init(|| [build_stages(false), build_stages(true)])[usize::from(config.autotune)].clone()
+    BUILT.get_or_init(|| [false, true].map(|autotune| build_stages(autotune, Parallelized::ALL)))
+        [usize::from(config.autotune)]
+    .clone()
 }
 
-fn build_stages(autotune: bool) -> Vec<Stage> {
+fn build_stages(autotune: bool, parallelized: Parallelized) -> Vec<Stage> {
     let mut stages = vec![
         Stage { name: "eliminate".into(), rules: eliminate::rules() },
         Stage {
@@ -102,7 +114,7 @@ fn build_stages(autotune: bool) -> Vec<Stage> {
         },
     ];
     if autotune {
-        stages.push(Stage { name: "parallelize".into(), rules: parallelize::rules() });
+        stages.push(Stage { name: "parallelize".into(), rules: parallelize::rules_for(parallelized) });
     }
     stages
 }

@@ -268,6 +268,39 @@ rewrites!(
     s("(sink (prefetch 2 RANGE))") => not s("(sink (prefetch autotune (prefetch 2 RANGE)))")
 );
 
+/// The output's top operator after the default optimizer, as `(name, num_parallel_calls)`.
+fn optimized_top(plan: &str) -> (String, Option<flumen_ir::Tunable>) {
+    let plan = raise(&s(plan).parse().unwrap()).expect("the plan type-checks");
+    let report = flumen_optimizer::optimize(&plan, &flumen_optimizer::OptimizerConfig::default()).unwrap();
+    let op = report.output.op();
+    let calls = match op {
+        flumen_ir::Op::Map { num_parallel_calls, .. } => Some(*num_parallel_calls),
+        _ => None,
+    };
+    (op.name().to_string(), calls)
+}
+
+#[test]
+fn an_output_map_that_only_renames_runs_parallel_without_a_prefetch() {
+    // No operations to divide among the cores, but its outputs are still written by the
+    // workers: the parallel map is cheaper, so it is extracted and needs no prefetch.
+    assert_eq!(
+        optimized_top("(map (exprs only (out y (col value))) default none RANGE)"),
+        ("map".to_string(), Some(flumen_ir::Tunable::Autotune))
+    );
+    // A stateful closure stays sequential and gets the prefetch.
+    let closure = r#"(map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':false}} #{'spec':{'fields':[{'name':'value','dtype':'int64','shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE)"#;
+    assert_eq!(optimized_top(closure).0, "prefetch");
+}
+
+#[test]
+fn switching_map_parallelization_off_keeps_the_injected_prefetch() {
+    let plan = raise(&s("(map (exprs only (out y (col value))) default none RANGE)").parse().unwrap()).unwrap();
+    let config = flumen_optimizer::OptimizerConfig::default().with_rule("map-parallelization", false);
+    let output = flumen_optimizer::optimize(&plan, &config).unwrap().output;
+    assert_eq!(output.op().name(), "prefetch", "{output}");
+}
+
 #[test]
 fn pushdown_rules_leave_sources_without_pushdown_alone() {
     let before = s("(map (exprs only (out y (col value))) default none RANGE)");

@@ -8,8 +8,9 @@
 //! filter, `map_and_batch`, batch or interleave, a prefetch, or an operator this stage
 //! parallelizes) gets no prefetch: its workers already overlap the consumer, and a prefetch
 //! would hand every element across one more thread. On w4 (two cores, a parallel
-//! `map_and_batch` last) the prefetch cost a third of the throughput: 118 against 167 M
-//! rows/s, medians of 72 passes each, alternating. A written prefetch stays.
+//! `map_and_batch` last) the prefetch cost more than a quarter of the throughput: 118
+//! against 167 M rows/s, medians of 72 passes each, alternating. A written prefetch stays,
+//! and the guard counts only on the parallelizations that are switched on.
 
 use egg::Id;
 use flumen_ir::{Op, Tunable};
@@ -21,8 +22,31 @@ use crate::language::Node;
 use crate::leaf::OpaqueValue;
 use crate::value::{tunable, Value};
 
-/// The rules of this module.
+/// Which of this module's parallelizations run: the prefetch's guard counts on only these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parallelized {
+    /// `map-parallelization`.
+    pub maps: bool,
+    /// `filter-parallelization`.
+    pub filters: bool,
+    /// `map-and-batch-parallelization`.
+    pub maps_and_batches: bool,
+}
+
+impl Parallelized {
+    /// Every parallelization on.
+    pub const ALL: Parallelized = Parallelized { maps: true, filters: true, maps_and_batches: true };
+}
+
+/// The rules of this module, every parallelization on.
 pub fn rules() -> Vec<Rule> {
+    rules_for(Parallelized::ALL)
+}
+
+/// The rules of this module, with the prefetch's guard counting on the parallelizations of
+/// `parallelized` only (switching one off by name must not also take the prefetch away from
+/// the operator it would have parallelized).
+pub fn rules_for(parallelized: Parallelized) -> Vec<Rule> {
     vec![
         rule("map-parallelization", "(map ?f default ?d ?x)", |m| {
             let (func, vectorized) = m.func("?f")?;
@@ -63,9 +87,9 @@ pub fn rules() -> Vec<Rule> {
             let x = m.id("?x");
             m.add(op, &[x])
         }),
-        rule("inject-prefetch", "(sink ?x)", |m| {
+        rule("inject-prefetch", "(sink ?x)", move |m| {
             let x = m.id("?x");
-            if m.egraph[x].nodes.iter().any(|n| runs_ahead(m.egraph, n)) {
+            if m.egraph[x].nodes.iter().any(|n| runs_ahead(m.egraph, n, parallelized)) {
                 return None;
             }
             let prefetched = m.add(Op::Prefetch { buffer_size: Tunable::Autotune }, &[x])?;
@@ -75,18 +99,20 @@ pub fn rules() -> Vec<Rule> {
 }
 
 /// Whether the plan term `node` runs ahead of its consumer on threads of its own, or will
-/// once this stage's rules parallelize it (a stateless, deterministic function with default
-/// calls, as their guards ask).
-fn runs_ahead(egraph: &Graph, node: &Node) -> bool {
+/// once this stage's rules of `parallelized` parallelize it (a stateless, deterministic
+/// function with default calls, as their guards ask).
+fn runs_ahead(egraph: &Graph, node: &Node, parallelized: Parallelized) -> bool {
     let calls = |c: Id| tunable(&egraph[c].data.value).ok();
-    let runs = |c: Id, f: Id| match calls(c) {
-        Some(Tunable::Default) => egraph[f].data.pure() == Some(true),
+    let runs = |c: Id, f: Id, on: bool| match calls(c) {
+        Some(Tunable::Default) => on && egraph[f].data.pure() == Some(true),
         Some(t) => parallel(&t),
         None => false,
     };
     match node {
         Node::Prefetch(_) => true,
-        Node::Map([f, c, _, _]) | Node::Filter([f, c, _, _]) | Node::MapAndBatch([f, _, _, c, _, _]) => runs(*c, *f),
+        Node::Map([f, c, _, _]) => runs(*c, *f, parallelized.maps),
+        Node::Filter([f, c, _, _]) => runs(*c, *f, parallelized.filters),
+        Node::MapAndBatch([f, _, _, c, _, _]) => runs(*c, *f, parallelized.maps_and_batches),
         Node::Batch([_, _, c, _, _]) => calls(*c).is_some_and(|t| parallel(&t)),
         Node::Other(_, children) => match children.first().map(|a| &egraph[*a].data.value) {
             Some(Value::Opaque(OpaqueValue::Op(Op::Interleave { num_parallel_calls, .. }))) => {

@@ -5,9 +5,10 @@
 //! - **Tasks.** A function called per element gets tasks of about `rows / parallelism`
 //!   rows, so even one chunk keeps every worker busy; a columnar function gets whole chunks,
 //!   as many as fit in about [`TASK_WORK`] of work at the rate of the tasks finished so far
-//!   (at most [`TASK_CHUNKS`] chunks' rows): a task is handed between threads twice, which
-//!   on a cheap function over busy cores (w4's stage: 35 µs a chunk) is a noticeable part of
-//!   its work. Each chunk of such a task is a call of its own, with no copy.
+//!   (at most [`TASK_CHUNKS`], and only while the grown task fits the budget): a task is
+//!   handed between threads twice, which on a cheap function over busy cores (w4's stage:
+//!   35 µs a chunk) is a noticeable part of its work. Each chunk of such a task is a call
+//!   of its own, with no copy, and a panic loses only the rest of its chunk.
 //!   With a fixed task size (a batch size), a task gathers exactly that many rows across
 //!   chunk boundaries, so each worker produces one whole batch's rows in one allocation and
 //!   the batch above wraps them without a copy (tf.data's `map_and_batch`).
@@ -156,12 +157,7 @@ impl Runner {
             let Job { seq, rows, estimate } = job;
             let n: usize = rows.iter().map(|r| r.num_rows()).sum();
             let begin = Instant::now();
-            let segments =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_task(&self.func, &rows, self.whole)))
-                    .unwrap_or_else(|panic| {
-                        let error = Error::execution("map", format!("a worker panicked: {panic:?}"));
-                        vec![Segment::new(Err(error), n)]
-                    });
+            let segments = run_task(&self.func, &rows, self.whole);
             let took = begin.elapsed();
             self.stats.add_work(took);
             // The input goes with the estimate that covered it; the output stays reserved
@@ -204,9 +200,9 @@ pub const STAGE_TASKS_UNDER: Duration = Duration::from_micros(250);
 /// hand-offs between threads are a small part of it.
 pub const TASK_WORK: Duration = Duration::from_micros(200);
 
-/// The most rows a columnar task gathers, in chunks like its first: enough that w4's
-/// stage (8,192-row chunks) reaches [`TASK_WORK`], few enough that a function the rate
-/// underestimates, or a slow input read before the task starts, delays little.
+/// The most chunks a columnar task gathers: enough that w4's stage (8,192-row chunks)
+/// reaches [`TASK_WORK`], few enough that a function the rate underestimates, or a slow
+/// input read before the task starts, delays little.
 pub const TASK_CHUNKS: usize = 8;
 
 /// Input rows a columnar task aims at, given `rows` rows finished in `work` so far
@@ -398,14 +394,11 @@ impl ParallelMapOp {
     }
 
     /// The input rows of a task starting at `start` with a chunk of `n` rows (more than `n`
-    /// when a fixed-size task reaches into the next chunks, or a columnar one gathers more
-    /// chunks).
+    /// when a fixed-size task reaches into the next chunks; a columnar task's first chunk,
+    /// which [`gather`](Self::gather) may grow).
     fn task_rows(&self, start: Pos, n: usize) -> usize {
         match self.size {
-            TaskSize::Chunk => {
-                let finished = self.completions.finished.lock().expect("map results");
-                rows_for(finished.work, finished.rows, self.task_work).clamp(n, n.saturating_mul(TASK_CHUNKS))
-            }
+            TaskSize::Chunk => n,
             // Equal parts of the chunk as pulled, not of what is left of it: cutting the rest
             // again each time would leave ever smaller tasks.
             TaskSize::Split => {
@@ -455,14 +448,24 @@ impl ParallelMapOp {
         let mut rows = vec![chunk];
         let mut have = n;
         if let TaskSize::Chunk = self.size {
-            // Whole chunks while they fit, up to an input error or the end.
-            while have < take {
+            // Whole chunks while they fit the task's work, its chunk count and the budget,
+            // up to an input error or the end.
+            let want = {
+                let finished = self.completions.finished.lock().expect("map results");
+                rows_for(finished.work, finished.rows, self.task_work)
+            };
+            let mut bytes = slice_bytes(&rows[0]);
+            while have < want && rows.len() < TASK_CHUNKS {
                 if self.undispatched.is_empty() && !self.input_done {
                     self.pull()?;
                 }
                 match self.undispatched.pop_front() {
-                    Some((_, Ok(next))) if have + next.num_rows() <= take => {
+                    Some((_, Ok(next)))
+                        if have + next.num_rows() <= want
+                            && self.budget.fits(self.estimate(bytes + slice_bytes(&next), have + next.num_rows())) =>
+                    {
                         have += next.num_rows();
+                        bytes += slice_bytes(&next);
                         rows.push(next);
                     }
                     Some(other) => {
@@ -679,12 +682,13 @@ fn advance(items: &VecDeque<InputItem>, first: u64, mut pos: Pos, mut rows: usiz
 }
 
 /// Runs `func` over a task's rows, resuming after each failed element: over the rows
-/// joined into one chunk when `whole`, else chunk by chunk.
+/// joined into one chunk when `whole`, else chunk by chunk. A panic is an error for the rest
+/// of its chunk, as when a task was one chunk: the chunks before it keep their results.
 fn run_task(func: &ChunkFn, rows: &[RecordBatch], whole: bool) -> Vec<Segment> {
     let mut segments = Vec::new();
     if whole {
         match concat(rows) {
-            Ok(Some(chunk)) => run_chunk(func, &chunk, 0, &mut segments),
+            Ok(Some(chunk)) => guarded(func, &chunk, 0, &mut segments),
             Ok(None) => {}
             Err(e) => segments.push(Segment::new(Err(e), rows.iter().map(|r| r.num_rows()).sum())),
         }
@@ -692,10 +696,19 @@ fn run_task(func: &ChunkFn, rows: &[RecordBatch], whole: bool) -> Vec<Segment> {
     }
     let mut base = 0;
     for chunk in rows {
-        run_chunk(func, chunk, base, &mut segments);
+        guarded(func, chunk, base, &mut segments);
         base += chunk.num_rows();
     }
     segments
+}
+
+/// [`run_chunk`], with a panic in `func` turned into an error ending at the chunk's end.
+fn guarded(func: &ChunkFn, chunk: &RecordBatch, base: usize, segments: &mut Vec<Segment>) {
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_chunk(func, chunk, base, segments)));
+    if let Err(panic) = run {
+        let error = Error::execution("map", format!("a worker panicked: {panic:?}"));
+        segments.push(Segment::new(Err(error), base + chunk.num_rows()));
+    }
 }
 
 /// Runs `func` over `chunk`, which starts `base` rows into its task, resuming after each
@@ -878,6 +891,23 @@ mod tests {
         assert_eq!(rows_for(us(35), 8192, Duration::ZERO), 0);
         assert_eq!(rows_for(Duration::ZERO, 8192, us(200)), 200_000, "under a nanosecond a row counts as one");
         assert_eq!(rows_for(Duration::MAX, 1, us(200)), 0, "no overflow");
+    }
+
+    #[test]
+    fn gathered_chunks_stay_within_the_budget() {
+        // A task of k chunks holds about 16,000·k bytes (8,000 in, 8,000 out): the budget
+        // allows six at most, where the function's speed alone would gather eight.
+        let (func, _entered, go) = gated_add_one();
+        drop(go);
+        let (mut op, budget) = map_op(func, 40, 2, 100_000);
+        op.task_work = Duration::MAX;
+        let mut rows = 0;
+        while let Some(chunk) = op.next_chunk().unwrap() {
+            rows += chunk.num_rows();
+        }
+        assert_eq!(rows, 40_000);
+        assert!(budget.peak() <= 100_000, "peak {}", budget.peak());
+        assert!(op.completions.finished.lock().unwrap().completed < 40, "some tasks gathered chunks");
     }
 
     #[test]
