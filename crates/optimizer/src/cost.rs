@@ -118,10 +118,15 @@ impl DefaultCost {
                 ClosureKind::PerBatch | ClosureKind::PerBatchRowwise => per_chunk,
             },
         };
+        self.on_workers(work, parallel)
+    }
+
+    /// `cost` spread over the cores when a parallel operator's workers pay it.
+    fn on_workers(&self, cost: f64, parallel: bool) -> f64 {
         if parallel {
-            work / self.cores
+            cost / self.cores
         } else {
-            work
+            cost
         }
     }
 }
@@ -177,7 +182,7 @@ impl CostModel for DefaultCost {
                 let work = self.call(func, *vectorized, fn_ops(0), width, rows, calls);
                 // A parallel map's workers write its outputs too, so a map that only renames
                 // or selects fields (no operations) is still cheaper parallel.
-                let copy = rows * out_bytes * self.per_byte / if calls { self.cores } else { 1.0 };
+                let copy = self.on_workers(rows * out_bytes * self.per_byte, calls);
                 (overhead + work + copy, rows, width)
             }
             Op::Filter { predicate, vectorized, num_parallel_calls, .. } => {
@@ -197,7 +202,7 @@ impl CostModel for DefaultCost {
                 // One operator and one copy: results are written straight into the batch, by
                 // the workers when parallel.
                 let b = *batch_size as f64;
-                let copy = rows * out_bytes * self.per_byte / b / if calls { self.cores } else { 1.0 };
+                let copy = self.on_workers(rows * out_bytes * self.per_byte / b, calls);
                 (overhead + work + copy, rows / b, width * b)
             }
             Op::Batch { batch_size, .. } => {

@@ -341,6 +341,15 @@ impl ParallelMapOp {
         Ok(())
     }
 
+    /// The next undispatched input item, pulling the input when none is left; `None` at
+    /// the end of the input.
+    fn next_undispatched(&mut self) -> Result<Option<(Pos, Result<RecordBatch>)>> {
+        if self.undispatched.is_empty() && !self.input_done {
+            self.pull()?;
+        }
+        Ok(self.undispatched.pop_front())
+    }
+
     /// The most tasks not yet handed out: the reorder window behind a slow element.
     fn window(&self) -> usize {
         2 * self.parallelism()
@@ -364,10 +373,7 @@ impl ParallelMapOp {
         // comes back for it.
         self.completed_seen = self.completions.finished.lock().expect("map results").completed;
         while self.has_room() && (self.outstanding() == 0 || self.budget.fits(self.next_estimate())) {
-            if self.undispatched.is_empty() && !self.input_done {
-                self.pull()?;
-            }
-            let Some((start, first)) = self.undispatched.pop_front() else {
+            let Some((start, first)) = self.next_undispatched()? else {
                 return Ok(());
             };
             let rows = match first {
@@ -456,10 +462,7 @@ impl ParallelMapOp {
             };
             let mut bytes = slice_bytes(&rows[0]);
             while have < want && rows.len() < TASK_CHUNKS {
-                if self.undispatched.is_empty() && !self.input_done {
-                    self.pull()?;
-                }
-                match self.undispatched.pop_front() {
+                match self.next_undispatched()? {
                     Some((_, Ok(next)))
                         if have + next.num_rows() <= want
                             && self.budget.fits(self.estimate(bytes + slice_bytes(&next), have + next.num_rows())) =>
@@ -479,10 +482,7 @@ impl ParallelMapOp {
         if let TaskSize::Rows(want) = self.size {
             // A batch-sized task continues into the next chunks, up to an input error.
             while have < want {
-                if self.undispatched.is_empty() && !self.input_done {
-                    self.pull()?;
-                }
-                match self.undispatched.pop_front() {
+                match self.next_undispatched()? {
                     Some((pos, Ok(next))) => {
                         let m = next.num_rows();
                         if have + m > want {
@@ -960,7 +960,8 @@ mod tests {
             assert_eq!(at, want_at);
             assert!(text.contains(want.as_str()), "{text}");
         }
-        // Two tasks of a chunk before any finished, then tasks of 8 (one a chunk: 400).
+        // Two one-chunk tasks before any finished, then tasks of 8 chunks: about 52, where
+        // a task a chunk would be 400.
         let tasks = op.completions.finished.lock().unwrap().completed;
         assert!(tasks < 100, "{tasks} tasks for 400 chunks");
         // Every chunk was called once, and again for its rest after an error before its end.
