@@ -347,6 +347,27 @@ fn tensor_output_over(rows: usize) {
     }
 }
 
+/// `and` and `or` are computed by the kernel over a slice whose column has a validity but
+/// no null in the slice (the null lies outside it): only an actual null is handed back.
+#[test]
+fn kleene_operators_run_over_a_slice_without_nulls() {
+    let x = Float64Array::from(vec![Some(1.0), Some(-2.0), Some(3.0), None]);
+    let batch = RecordBatch::try_from_iter([("x", Arc::new(x) as ArrayRef)]).unwrap();
+    let float = |v: f64| Expr::Literal(Scalar::Float(v, DType::Float64));
+    let either = Expr::binary(
+        BinaryOp::Or,
+        Expr::binary(BinaryOp::Gt, Expr::col("x"), float(2.0)),
+        Expr::binary(BinaryOp::Lt, Expr::col("x"), float(0.0)),
+    );
+    let kernel = Kernel::compile(&[&either], &batch.schema()).expect("compiles");
+    let part = batch.slice(0, 3);
+    assert!(part.column(0).nulls().is_some() && part.column(0).null_count() == 0);
+    let values = kernel.run(&part).expect("no null in the slice: the kernel computes it");
+    assert_eq!(values[0].as_boolean(), &BooleanArray::from(vec![false, true, true]));
+    assert!(same(&values[0], &evaluate(&either, &part).unwrap()));
+    assert!(kernel.run(&batch).is_none(), "a null under `or` is handed back");
+}
+
 #[test]
 fn a_repeated_scalar_with_nulls_is_handed_back_to_arrow() {
     let (batch, _) = tensor_chunk(10);

@@ -205,7 +205,8 @@ impl Kernel {
         let rows = segments.iter().map(|(_, n)| n).sum();
         let p = &self.program;
         let nulls: Vec<Option<&NullBuffer>> = columns.iter().map(Column::nulls).collect();
-        if p.kleene && nulls.iter().any(Option::is_some) {
+        // A validity without nulls (a slice of a column with nulls elsewhere) changes nothing.
+        if p.kleene && nulls.iter().flatten().any(|n| n.null_count() > 0) {
             return None;
         }
         let inputs: Vec<Input> = columns.iter().zip(&p.inputs).map(|(c, (_, ty))| c.input(*ty)).collect();
