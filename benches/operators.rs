@@ -31,6 +31,21 @@ fn in_memory() -> Dataset {
     Dataset::from_batches(chunks).expect("in-memory dataset")
 }
 
+/// `rows` rows of `columns` float64 columns (w1's shuffle carries 18), in chunks of 8192.
+fn wide(rows: i64, columns: usize) -> Dataset {
+    let chunks: Vec<RecordBatch> = (0..(rows + 8191) / 8192)
+        .map(|c| {
+            let (start, end) = (c * 8192, ((c + 1) * 8192).min(rows));
+            let fields = (0..columns).map(|k| {
+                let values = Float64Array::from_iter_values((start..end).map(|i| (i as f64) * 0.5 + k as f64));
+                (format!("f{k}"), Arc::new(values) as _)
+            });
+            RecordBatch::try_from_iter(fields).expect("batch")
+        })
+        .collect();
+    Dataset::from_batches(chunks).expect("in-memory dataset")
+}
+
 fn map_chain(ds: &Dataset, len: usize) -> Dataset {
     let mut ds = ds
         .map(MapFunction::select([("v", cast(col(ds.element_spec().fields[0].name.as_str()), DataType::Float64))]))
@@ -62,6 +77,11 @@ fn benches(c: &mut Criterion) {
         let shuffle = ds.shuffle_with(10_000, Some(1), false).unwrap();
         g.bench_function(format!("{source}/shuffle 10k"), |b| b.iter(|| black_box(drain(&shuffle))));
     }
+    // w1's shuffle: 18 float64 columns through a 10k buffer.
+    let rows = 250_000;
+    g.throughput(Throughput::Elements(rows as u64));
+    let wide = wide(rows, 18).shuffle_with(10_000, Some(1), false).unwrap();
+    g.bench_function("memory/shuffle 10k, 18 columns", |b| b.iter(|| black_box(drain(&wide))));
     g.finish();
 }
 

@@ -8,6 +8,7 @@ pub mod file_cache;
 pub mod filter_rows;
 pub mod fold;
 pub mod function;
+pub mod gather;
 pub mod group_by_window;
 mod grouping;
 pub mod ignore_errors;

@@ -3,7 +3,7 @@
 //! The buffer holds up to `buffer_size` elements; each output picks a uniformly random
 //! buffered element and its slot is refilled with the next input element (or removed once
 //! the input is exhausted). Buffered elements stay inside the chunks they arrived in and are
-//! referenced by `(chunk, row)`; output chunks are gathered with one `interleave` per chunk.
+//! referenced by `(chunk, row)`; output chunks are gathered from them ([`gather`]).
 //!
 //! Checkpoints. Full mode stores the buffered chunks. Symbolic mode stores no element: every
 //! input row has an index, and the operator keeps *marks*, the input's symbolic state taken
@@ -19,7 +19,6 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use arrow::array::{Array, UInt32Array, UInt64Array};
-use arrow::compute::interleave_record_batch;
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use flumen_ir::Result;
@@ -30,6 +29,7 @@ use crate::checkpoint::rng::RngState;
 use crate::checkpoint::state::mismatch;
 use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::{BoxOperator, Operator};
+use crate::ops::gather::gather;
 use crate::rows::concat;
 
 /// An input chunk some of whose rows are buffered or still to be placed.
@@ -398,20 +398,18 @@ impl Operator for ShuffleOp {
         if picked.is_empty() {
             return Ok(None);
         }
-        let ids: Vec<u64> = {
-            let mut ids: Vec<u64> = picked.iter().map(|(c, _)| *c).collect();
-            ids.sort_unstable();
-            ids.dedup();
-            ids
-        };
-        let slot: HashMap<u64, usize> = ids.iter().enumerate().map(|(i, c)| (*c, i)).collect();
-        let sources: Vec<&RecordBatch> = ids.iter().map(|c| &self.chunks[c].chunk).collect();
-        let indices: Vec<(usize, usize)> = picked.iter().map(|(c, r)| (slot[c], *r as usize)).collect();
-        let out = interleave_record_batch(&sources, &indices)?;
-        for (c, _) in &picked {
-            self.chunks.get_mut(c).expect("live chunk").live -= 1;
+        // Every held chunk is a source, in id order (a handful: the chunks with buffered rows).
+        let ids: Vec<u64> = self.chunks.keys().copied().collect();
+        let sources: Vec<&RecordBatch> = self.chunks.values().map(|h| &h.chunk).collect();
+        let slot = |c: &u64| ids.binary_search(c).expect("a picked chunk is held");
+        let indices: Vec<(usize, usize)> = picked.iter().map(|(c, r)| (slot(c), *r as usize)).collect();
+        let out = gather(&sources, &indices)?;
+        let mut delivered = vec![0; ids.len()];
+        for (source, _) in &indices {
+            delivered[*source] += 1;
         }
-        for c in ids {
+        for (c, n) in ids.into_iter().zip(delivered) {
+            self.chunks.get_mut(&c).expect("held").live -= n;
             self.release_if_dead(c);
         }
         Ok(Some(out))
