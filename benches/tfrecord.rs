@@ -5,6 +5,9 @@
 //! - **parse**: 200,000 w2-shaped `tf.train.Example`s (features f32[64], label, id, weight), read
 //!   and parsed into Arrow columns. The hand-written parse is a fixed-layout decoder of the
 //!   same protos (it knows the keys and their order), the fastest a parser can be here.
+//! - **w6 token lists**: one chunk of 4,096 w6-shaped Examples (5 to 200 int64 tokens below
+//!   100,000, and a label) parsed into a list column, against a decoder that finds the packed
+//!   list after the `tokens` key and decodes its varints.
 //!
 //! The files are in the page cache after the first pass.
 
@@ -136,10 +139,83 @@ fn benches(c: &mut Criterion) {
         b.iter(|| black_box(flumen::crates::udf::example::parse_examples(&records, &features).expect("parses")))
     });
     g.finish();
+
+    // w6's token lists, one chunk in memory, into a list column.
+    let records = BinaryArray::from_iter_values((0..CHUNK).map(w6_example));
+    let tokens = vec![FeatureSpec::var_len("tokens", DType::Int64), FeatureSpec::fixed("label", DType::Int64, vec![])];
+    let parsed = flumen::crates::udf::example::parse_examples(&records, &tokens).expect("parses");
+    let (values, offsets) = hand_tokens(&records);
+    let list = parsed[0].as_any().downcast_ref::<arrow::array::ListArray>().expect("a list column");
+    assert_eq!(list.value_offsets(), offsets.as_slice());
+    assert_eq!(
+        list.values().as_any().downcast_ref::<arrow::array::Int64Array>().unwrap().values().as_ref(),
+        values.as_slice()
+    );
+    let mut g = c.benchmark_group("parse_examples, w6 token lists, one chunk");
+    g.throughput(Throughput::Elements(values.len() as u64));
+    g.bench_function("hand-written loop", |b| b.iter(|| black_box(hand_tokens(&records))));
+    g.bench_function("flumen", |b| {
+        b.iter(|| black_box(flumen::crates::udf::example::parse_examples(&records, &tokens).expect("parses")))
+    });
+    g.finish();
 }
 
 /// Records in the chunk of the parse-alone case (the default chunk).
 const CHUNK: usize = 4096;
+
+/// A w6 `tf.train.Example`: `tokens`, 5 to 200 int64s below 100,000 (varints of 1 to 3
+/// bytes), and `label`.
+fn w6_example(i: usize) -> Vec<u8> {
+    let mut x = i as u64 * 0x9e37_79b9_7f4a_7c15 + 1;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let len = 5 + next() as usize % 196;
+    let tokens: Vec<i64> = (0..len).map(|_| (next() % 100_000) as i64).collect();
+    flumen::serialize_example(&[
+        ("tokens", flumen::FeatureValues::Int64(&tokens)),
+        ("label", flumen::FeatureValues::Int64(&[(i % 10) as i64])),
+    ])
+}
+
+/// The limit of parsing w6's token lists into a column: a decoder that finds the packed
+/// list after the `tokens` key (its three length-delimited wrappers known) and decodes its
+/// varints into one flat buffer with offsets.
+fn hand_tokens(records: &BinaryArray) -> (Vec<i64>, Vec<i32>) {
+    fn varint(bytes: &[u8], at: &mut usize) -> u64 {
+        let (mut value, mut shift) = (0u64, 0);
+        loop {
+            let b = bytes[*at];
+            *at += 1;
+            value |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return value;
+            }
+            shift += 7;
+        }
+    }
+    let (mut values, mut offsets) =
+        (Vec::with_capacity(records.value_data().len() / 2), Vec::with_capacity(records.len() + 1));
+    offsets.push(0);
+    for body in records.iter().flatten() {
+        // Feature (0x12) > Int64List (0x1a) > packed values (0x0a), each with its length.
+        let mut at = body.windows(6).position(|w| w == b"tokens").expect("the tokens key") + 6;
+        let mut len = 0;
+        for _ in 0..3 {
+            at += 1;
+            len = varint(body, &mut at) as usize;
+        }
+        let end = at + len;
+        while at < end {
+            values.push(varint(body, &mut at) as i64);
+        }
+        offsets.push(values.len() as i32);
+    }
+    (values, offsets)
+}
 
 /// The limit of parsing a chunk into columns: a decoder that knows where each value of the
 /// fixed layout [`w2_example`] writes sits (it checks the bytes before each), into fresh
