@@ -166,7 +166,7 @@ const CHUNK: usize = 4096;
 /// A w6 `tf.train.Example`: `tokens`, 5 to 200 int64s below 100,000 (varints of 1 to 3
 /// bytes), and `label`.
 fn w6_example(i: usize) -> Vec<u8> {
-    let mut x = i as u64 * 0x9e37_79b9_7f4a_7c15 + 1;
+    let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     let mut next = || {
         x ^= x << 13;
         x ^= x >> 7;
