@@ -26,12 +26,14 @@ pub fn gather(sources: &[&RecordBatch], picked: &[(usize, usize)]) -> Result<Rec
         (0..schema.fields().len()).map(|c| sources.iter().map(|s| s.column(c)).collect()).collect();
     // Positions are kept as u32: past that, every column goes through `interleave`.
     let fits = picked.len() <= u32::MAX as usize && sources.iter().all(|s| s.num_rows() <= u32::MAX as usize);
-    let order = (fits && columns.iter().any(|c| copied_in_order(c))).then(|| source_order(sources, picked));
+    let in_order: Vec<bool> = columns.iter().map(|c| fits && copied_in_order(c)).collect();
+    let order = in_order.contains(&true).then(|| source_order(sources, picked));
     let columns = columns
         .iter()
-        .map(|column| {
-            let in_order = order.as_ref().filter(|_| copied_in_order(column));
-            match in_order.and_then(|order| gather_primitive(column, order)) {
+        .zip(in_order)
+        .map(|(column, in_order)| {
+            let order = order.as_ref().filter(|_| in_order);
+            match order.and_then(|order| gather_primitive(column, order)) {
                 Some(gathered) => Ok(gathered),
                 None => {
                     let arrays: Vec<&dyn Array> = column.iter().map(|c| c.as_ref()).collect();
