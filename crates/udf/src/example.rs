@@ -990,6 +990,47 @@ mod tests {
         assert!(packed_varints(&[0x80; 12], &mut vec![]).is_err());
     }
 
+    #[test]
+    fn packed_lists_of_every_length_decode_as_one_at_a_time() {
+        // Lists of 0 to 300 bytes, mostly of values of 1 to 3 bytes with a long or negative
+        // one now and then, so that the eight-byte reads meet the end of a list at every
+        // offset and in every value.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..400 {
+            let (mut bytes, mut values) = (vec![], vec![]);
+            let target = next() as usize % 300;
+            while bytes.len() < target {
+                let r = next();
+                let v = match r % 16 {
+                    0 => -((r >> 8) as i64 % 1000) - 1,
+                    1 => (r >> 4) as i64,
+                    _ => ((r >> 8) % 100_000) as i64,
+                };
+                put_varint(&mut bytes, v as u64);
+                values.push(v);
+            }
+            let mut fast = vec![];
+            packed_varints(&bytes, &mut fast).unwrap();
+            assert_eq!(fast, values);
+            // Cut anywhere inside its last value, the list is an error.
+            let last_start = bytes.iter().rev().skip(1).position(|b| *b < 0x80).map_or(0, |p| bytes.len() - 1 - p);
+            for cut in last_start..bytes.len().saturating_sub(1) {
+                assert!(packed_varints(&bytes[..cut + 1], &mut vec![]).is_err(), "cut at {cut} of {}", bytes.len());
+            }
+        }
+        // Eleven continuation bytes inside a long list, and a list that never ends a value.
+        let mut bytes = vec![1u8; 100];
+        bytes[70..81].fill(0x80);
+        assert!(packed_varints(&bytes, &mut vec![]).is_err());
+        assert!(packed_varints(&[0x80; 200], &mut vec![]).is_err());
+    }
+
     // Serialized `tf.train.Example`s made by an independent protobuf encoder (a few lines of
     // Python following example.proto and feature.proto):
     /// label=[3] (packed int64), x=[1.5, -2.0] (packed float), tags=[a, bc].
