@@ -650,6 +650,7 @@ impl Dataset {
             threads: o.threads,
             autotune: AutotuneOptions { enabled: o.optimization.autotune, ..o.autotune },
             fuse_stages: o.stage_fusion,
+            map_files: o.map_files,
             ..ExecOptions::default()
         };
         let mut ctx = ExecContext::new(self.registry.clone(), Arc::new(options), self.shared.clone(), iteration);

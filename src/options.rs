@@ -37,6 +37,12 @@ pub struct Options {
     /// order and errors are the same either way; fusion saves the hand-offs between
     /// operators (see `flumen_runtime::stage`).
     pub stage_fusion: bool,
+    /// Map uncompressed TFRecord files into memory rather than read them (default on). It
+    /// saves copying every byte into fresh memory (w2 runs about a fifth faster), at one
+    /// risk: a file that another program cuts shorter while it is mapped stops the process
+    /// where reading would have returned an error. Turn it off for files rewritten while a
+    /// pipeline reads them.
+    pub map_files: bool,
 }
 
 impl Default for Options {
@@ -50,6 +56,7 @@ impl Default for Options {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             autotune: AutotuneOptions::default(),
             stage_fusion: true,
+            map_files: true,
         }
     }
 }
@@ -66,6 +73,12 @@ impl Options {
     pub fn without_optimizations(mut self) -> Self {
         self.optimization.enabled = false;
         self.stage_fusion = false;
+        self
+    }
+
+    /// The same options with file mapping on or off (see [`Options::map_files`]).
+    pub fn with_map_files(mut self, on: bool) -> Self {
+        self.map_files = on;
         self
     }
 

@@ -222,6 +222,9 @@ fn tfrecord_files_read_in_order_interleaved_and_sharded() {
     let plain = Dataset::tfrecord(&[&a], RecordCompression::None).unwrap();
     assert_eq!(plain.element_spec().to_string(), "{record: bytes[]}");
     assert_eq!(records(&plain), vec!["a-0", "a-1", "a-2"]);
+    // Mapped (the default) or read, the records are the same.
+    assert!(Options::default().map_files);
+    assert_eq!(records(&plain.with_options(Options::default().with_map_files(false))), vec!["a-0", "a-1", "a-2"]);
     assert_eq!(records(&Dataset::tfrecord(&[&b], RecordCompression::Gzip).unwrap()), vec!["b-0", "b-1"]);
     // tf.data's parallel reading: files (one split each) interleaved, then a shard of them.
     let gz = write_tfrecord(dir.path(), "c.tfrecord.gz", "c", 3, RecordCompression::Gzip);
@@ -243,11 +246,14 @@ fn a_corrupt_tfrecord_names_file_and_offset_and_ignore_errors_skips_the_record()
     // Record 2 starts at 12 + 5 + 4 = 21; flip a byte of its data.
     bytes[21 + 12 + 1] ^= 1;
     std::fs::write(&path, &bytes).unwrap();
-    let ds = Dataset::tfrecord(&[&path], RecordCompression::None).unwrap();
-    let errors: Vec<String> = ds.iter().filter_map(|e| e.err()).map(|e| e.to_string()).collect();
-    assert_eq!(errors.len(), 1, "{errors:?}");
-    assert!(errors[0].contains("a.tfrecord") && errors[0].contains("record 2 at byte 21"), "{}", errors[0]);
-    assert_eq!(records(&ds.ignore_errors().unwrap()), vec!["rec-0", "rec-2", "rec-3"]);
+    for map in [true, false] {
+        let ds = Dataset::tfrecord(&[&path], RecordCompression::None).unwrap();
+        let ds = ds.with_options(Options::default().with_map_files(map));
+        let errors: Vec<String> = ds.iter().filter_map(|e| e.err()).map(|e| e.to_string()).collect();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("a.tfrecord") && errors[0].contains("record 2 at byte 21"), "{}", errors[0]);
+        assert_eq!(records(&ds.ignore_errors().unwrap()), vec!["rec-0", "rec-2", "rec-3"]);
+    }
 }
 
 #[test]

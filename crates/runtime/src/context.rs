@@ -28,6 +28,8 @@ pub struct ExecOptions {
     pub autotune: AutotuneOptions,
     /// Run chains of maps and filters over whole chunks as one operator (`crate::stage`).
     pub fuse_stages: bool,
+    /// Map uncompressed files rather than read them (`ReadOptions::map_files`).
+    pub map_files: bool,
 }
 
 impl Default for ExecOptions {
@@ -40,7 +42,15 @@ impl Default for ExecOptions {
             threads: cores,
             autotune: AutotuneOptions::default(),
             fuse_stages: true,
+            map_files: true,
         }
+    }
+}
+
+impl ExecOptions {
+    /// How sources read.
+    pub fn read(&self) -> flumen_sources::reader::ReadOptions {
+        flumen_sources::reader::ReadOptions { chunk_rows: self.chunk_rows, map_files: self.map_files }
     }
 }
 

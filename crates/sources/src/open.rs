@@ -8,17 +8,17 @@ use flumen_ir::{Error, Result, SourceDesc};
 
 use crate::memory::MemoryReader;
 use crate::range::RangeReader;
-use crate::reader::BoxReader;
+use crate::reader::{BoxReader, ReadOptions};
 use crate::split::FilesReader;
 
-/// The reader of `desc`, in chunks of at most `chunk_rows` rows (in-memory data keeps its
-/// own chunks).
+/// The reader of `desc`, read as `read` says: in chunks of at most `read.chunk_rows` rows
+/// (in-memory data keeps its own chunks).
 ///
 /// `ListFiles` yields its resolved `files` in order as field `filename` (shuffling is the
 /// runtime's, with its seeds); `Splits` yields one `(file, row_group)` element per split. A `Generator` is an [`Error::Plan`]: generators are opened
 /// by the runtime's registry.
-pub fn open_source(desc: &SourceDesc, chunk_rows: usize) -> Result<BoxReader> {
-    let chunk_rows = chunk_rows.max(1);
+pub fn open_source(desc: &SourceDesc, read: ReadOptions) -> Result<BoxReader> {
+    let chunk_rows = read.chunk_rows.max(1);
     Ok(match desc {
         SourceDesc::Range { start, stop, step } => Box::new(RangeReader::new(*start, *stop, *step, chunk_rows)?),
         SourceDesc::InMemory { spec, data } => Box::new(MemoryReader::new(data.batches.clone(), spec.arrow_schema())),
@@ -45,7 +45,7 @@ pub fn open_source(desc: &SourceDesc, chunk_rows: usize) -> Result<BoxReader> {
         }
         SourceDesc::Files { files, format } => {
             format.output_spec()?;
-            Box::new(FilesReader::new(files.clone(), format.clone(), chunk_rows))
+            Box::new(FilesReader::new(files.clone(), format.clone(), ReadOptions { chunk_rows, ..read }))
         }
         SourceDesc::Generator { name, .. } => {
             return Err(Error::plan(
@@ -66,7 +66,7 @@ mod tests {
 
     fn drain(desc: &SourceDesc, chunk_rows: usize) -> Vec<RecordBatch> {
         let schema = desc.output_spec().unwrap().arrow_schema();
-        let mut reader = open_source(desc, chunk_rows).unwrap();
+        let mut reader = open_source(desc, ReadOptions::chunks_of(chunk_rows)).unwrap();
         let mut chunks = vec![];
         while let Some(chunk) = reader.next_chunk().unwrap() {
             assert!(chunk.num_rows() > 0);
@@ -129,13 +129,13 @@ mod tests {
             SourceDesc::Files { files: vec![path.clone(), path], format: FileFormat::TextLines },
         ];
         for desc in &descs {
-            crate::reader::testing::check_resume(2, |rows| open_source(desc, rows).unwrap());
+            crate::reader::testing::check_resume(2, |rows| open_source(desc, ReadOptions::chunks_of(rows)).unwrap());
         }
     }
 
     #[test]
     fn generators_are_not_opened_here() {
         let desc = SourceDesc::Generator { name: "g".into(), spec: ElementSpec::default(), anonymous: false };
-        assert!(matches!(open_source(&desc, 10), Err(Error::Plan { .. })));
+        assert!(matches!(open_source(&desc, ReadOptions::chunks_of(10)), Err(Error::Plan { .. })));
     }
 }

@@ -5,6 +5,34 @@ use arrow::record_batch::RecordBatch;
 /// The number of rows per chunk when the caller does not choose.
 pub const DEFAULT_CHUNK_ROWS: usize = 8192;
 
+/// How readers read: the chunks they aim for and how they get at file bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Rows per chunk.
+    pub chunk_rows: usize,
+    /// Map uncompressed TFRecord files into memory rather than read them (default on). A
+    /// read copies the file into buffers the process writes for the first time, which costs
+    /// more than the checks and the parse of w2's records; a map hands the page cache's
+    /// bytes out as they are. A file cut shorter while it is mapped would stop the process
+    /// (the system's `SIGBUS`) where a read would return an error, so a reader checks the
+    /// file's length before each map, and pipelines over files that other programs rewrite
+    /// while they run should turn this off.
+    pub map_files: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions { chunk_rows: DEFAULT_CHUNK_ROWS, map_files: true }
+    }
+}
+
+impl ReadOptions {
+    /// The default options with chunks of `chunk_rows` rows (at least 1).
+    pub fn chunks_of(chunk_rows: usize) -> Self {
+        ReadOptions { chunk_rows: chunk_rows.max(1), ..Self::default() }
+    }
+}
+
 /// A pull-based reader of chunks: each call returns the next chunk of elements.
 ///
 /// A chunk is never empty and its schema is the Arrow schema of the source's output spec,

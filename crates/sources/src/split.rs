@@ -9,7 +9,7 @@ use crate::csv::CsvReader;
 use crate::ipc::{IpcFileReader, IpcStreamReader};
 use crate::parquet::{row_group_count, ParquetReader};
 use crate::position::{decode, encode};
-use crate::reader::{BoxReader, ChunkReader, ReaderPosition};
+use crate::reader::{BoxReader, ChunkReader, ReadOptions, ReaderPosition};
 use crate::text::TextLineReader;
 
 /// A unit of reading: a whole file, or one row group of a Parquet file.
@@ -36,12 +36,12 @@ pub fn splits(files: &[String], format: &FileFormat) -> Result<Vec<Split>> {
     Ok(out)
 }
 
-/// A reader of `split` in `format`, in chunks of at most `chunk_rows` rows.
-pub fn open_split(split: &Split, format: &FileFormat, chunk_rows: usize) -> Result<BoxReader> {
+/// A reader of `split` in `format`, read as `read` says.
+pub fn open_split(split: &Split, format: &FileFormat, read: ReadOptions) -> Result<BoxReader> {
     match (split.row_group, format) {
-        (None, _) => open_file(&split.file, format, chunk_rows),
+        (None, _) => open_file(&split.file, format, read),
         (Some(group), FileFormat::Parquet(p)) => {
-            Ok(Box::new(ParquetReader::open(&split.file, p, Some(vec![group]), chunk_rows)?))
+            Ok(Box::new(ParquetReader::open(&split.file, p, Some(vec![group]), read.chunk_rows)?))
         }
         (Some(_), other) => Err(Error::execution(
             "open_split",
@@ -50,8 +50,9 @@ pub fn open_split(split: &Split, format: &FileFormat, chunk_rows: usize) -> Resu
     }
 }
 
-/// A reader of the whole file `path` in `format`, in chunks of at most `chunk_rows` rows.
-pub fn open_file(path: &str, format: &FileFormat, chunk_rows: usize) -> Result<BoxReader> {
+/// A reader of the whole file `path` in `format`, read as `read` says.
+pub fn open_file(path: &str, format: &FileFormat, read: ReadOptions) -> Result<BoxReader> {
+    let chunk_rows = read.chunk_rows;
     Ok(match format {
         FileFormat::Csv(c) => Box::new(CsvReader::open(path, c, chunk_rows)?),
         FileFormat::Parquet(p) => Box::new(ParquetReader::open(path, p, None, chunk_rows)?),
@@ -59,7 +60,7 @@ pub fn open_file(path: &str, format: &FileFormat, chunk_rows: usize) -> Result<B
         FileFormat::IpcStream { schema } => Box::new(IpcStreamReader::open(path, schema, chunk_rows)?),
         FileFormat::TextLines => Box::new(TextLineReader::open(path, chunk_rows)?),
         FileFormat::TfRecord { compression } => {
-            Box::new(crate::tfrecord::TfRecordReader::open(path, *compression, chunk_rows)?)
+            Box::new(crate::tfrecord::TfRecordReader::open(path, *compression, read)?)
         }
         FileFormat::Chunks { schema } => Box::new(crate::chunks::ChunksReader::open(path, schema)?),
     })
@@ -74,7 +75,7 @@ pub fn open_file(path: &str, format: &FileFormat, chunk_rows: usize) -> Result<B
 pub struct FilesReader {
     files: Vec<String>,
     format: FileFormat,
-    chunk_rows: usize,
+    read: ReadOptions,
     /// The index of the next file to open.
     next: usize,
     current: Option<BoxReader>,
@@ -93,9 +94,9 @@ struct FilesPosition {
 }
 
 impl FilesReader {
-    /// A reader of `files`, in order, in `format`, in chunks of at most `chunk_rows` rows.
-    pub fn new(files: Vec<String>, format: FileFormat, chunk_rows: usize) -> Self {
-        FilesReader { files, format, chunk_rows, next: 0, current: None }
+    /// A reader of `files`, in order, in `format`, read as `read` says.
+    pub fn new(files: Vec<String>, format: FileFormat, read: ReadOptions) -> Self {
+        FilesReader { files, format, read, next: 0, current: None }
     }
 }
 
@@ -107,7 +108,7 @@ impl ChunkReader for FilesReader {
                 None => {
                     let Some(file) = self.files.get(self.next) else { return Ok(None) };
                     self.next += 1;
-                    self.current.insert(open_file(file, &self.format, self.chunk_rows)?)
+                    self.current.insert(open_file(file, &self.format, self.read)?)
                 }
             };
             match reader.next_chunk()? {
@@ -140,7 +141,7 @@ impl ChunkReader for FilesReader {
             let Some(file) = &at.path else {
                 return Err(Error::execution("seek", format!("{position} has a reader position past the last file")));
             };
-            let mut reader = open_file(file, &self.format, self.chunk_rows)?;
+            let mut reader = open_file(file, &self.format, self.read)?;
             reader.seek(inner)?;
             self.current = Some(reader);
             self.next += 1;
@@ -197,10 +198,11 @@ mod tests {
             .map(|(f, g)| Split { file: f.clone(), row_group: Some(g) })
             .collect();
         assert_eq!(found, expected);
-        let read: Vec<Vec<i64>> = found.iter().map(|s| values(open_split(s, &format, 2).unwrap())).collect();
+        let read: Vec<Vec<i64>> =
+            found.iter().map(|s| values(open_split(s, &format, ReadOptions::chunks_of(2)).unwrap())).collect();
         assert_eq!(read, vec![vec![0, 1, 2], vec![3, 4, 5], vec![6], vec![100, 101]]);
         let whole = Split { file: a, row_group: None };
-        assert_eq!(values(open_split(&whole, &format, 2).unwrap()), (0..7).collect::<Vec<_>>());
+        assert_eq!(values(open_split(&whole, &format, ReadOptions::chunks_of(2)).unwrap()), (0..7).collect::<Vec<_>>());
     }
 
     #[test]
@@ -211,7 +213,10 @@ mod tests {
         let found = splits(&files, &FileFormat::TextLines).unwrap();
         assert_eq!(found, files.iter().map(|f| Split { file: f.clone(), row_group: None }).collect::<Vec<_>>());
         let bad = Split { file: files[0].clone(), row_group: Some(0) };
-        assert!(matches!(open_split(&bad, &FileFormat::TextLines, 1), Err(Error::Execution { .. })));
+        assert!(matches!(
+            open_split(&bad, &FileFormat::TextLines, ReadOptions::chunks_of(1)),
+            Err(Error::Execution { .. })
+        ));
     }
 
     #[test]
@@ -224,9 +229,12 @@ mod tests {
         let schema = ElementSpec::new(vec![FieldSpec::scalar("v", DType::Int64)]).unwrap();
         let format = FileFormat::Csv(flumen_ir::CsvFormat { schema, header: true, delimiter: ',', columns: None });
         let files = vec![path("a.csv"), path("b.csv"), path("c.csv")];
-        assert_eq!(values(Box::new(FilesReader::new(files, format.clone(), 2))), vec![1, 2, 3, 4]);
+        assert_eq!(
+            values(Box::new(FilesReader::new(files, format.clone(), ReadOptions::chunks_of(2)))),
+            vec![1, 2, 3, 4]
+        );
         // The missing file is only opened after the first one is read.
-        let mut reader = FilesReader::new(vec![path("c.csv"), path("missing.csv")], format, 2);
+        let mut reader = FilesReader::new(vec![path("c.csv"), path("missing.csv")], format, ReadOptions::chunks_of(2));
         assert_eq!(reader.next_chunk().unwrap().unwrap().num_rows(), 1);
         assert!(matches!(reader.next_chunk(), Err(Error::Io { path: p, .. }) if p == path("missing.csv")));
     }
@@ -241,7 +249,7 @@ mod tests {
         let schema = ElementSpec::new(vec![FieldSpec::scalar("v", DType::Int64)]).unwrap();
         let format = FileFormat::Csv(flumen_ir::CsvFormat { schema, header: true, delimiter: ',', columns: None });
         let files = vec![path("a.csv"), path("missing.csv"), path("c.csv")];
-        let mut reader = FilesReader::new(files, format, 10);
+        let mut reader = FilesReader::new(files, format, ReadOptions::chunks_of(10));
         let mut out = vec![];
         for _ in 0..100 {
             match reader.next_chunk() {
@@ -271,8 +279,9 @@ mod tests {
         let csv = FileFormat::Csv(flumen_ir::CsvFormat { schema, header: true, delimiter: ',', columns: None });
         let files = vec![path("a.csv"), path("b.csv"), path("missing.csv"), path("c.csv")];
         for chunk_rows in [1, 2, 100] {
-            let outcomes =
-                check_resume(chunk_rows, |rows| Box::new(FilesReader::new(files.clone(), csv.clone(), rows)));
+            let outcomes = check_resume(chunk_rows, |rows| {
+                Box::new(FilesReader::new(files.clone(), csv.clone(), ReadOptions::chunks_of(rows)))
+            });
             assert_eq!(outcomes.iter().filter(|o| matches!(o, Outcome::Error(_))).count(), 2);
         }
         // Three Parquet files of several row groups, in chunks smaller than a row group.
@@ -280,14 +289,18 @@ mod tests {
             (0..3).map(|i| parquet_file(&dir, &format!("{i}.parquet"), (i * 10..i * 10 + 7).collect(), 3)).collect();
         let format = FileFormat::Parquet(parquet_format(&parquet[0]).unwrap());
         for chunk_rows in [2, 100] {
-            check_resume(chunk_rows, |rows| Box::new(FilesReader::new(parquet.clone(), format.clone(), rows)));
+            check_resume(chunk_rows, |rows| {
+                Box::new(FilesReader::new(parquet.clone(), format.clone(), ReadOptions::chunks_of(rows)))
+            });
         }
         // Three text files, one with a bad line.
         fs::write(path("a.txt"), b"a\n\xff\nb\n").unwrap();
         fs::write(path("b.txt"), "").unwrap();
         fs::write(path("c.txt"), "c\nd").unwrap();
         let texts = vec![path("a.txt"), path("b.txt"), path("c.txt")];
-        check_resume(1, |rows| Box::new(FilesReader::new(texts.clone(), FileFormat::TextLines, rows)));
+        check_resume(1, |rows| {
+            Box::new(FilesReader::new(texts.clone(), FileFormat::TextLines, ReadOptions::chunks_of(rows)))
+        });
     }
 
     #[test]
@@ -298,7 +311,7 @@ mod tests {
             fs::write(path(name), "x\ny\n").unwrap();
         }
         let files = vec![path("a.txt"), path("b.txt")];
-        let mut reader = FilesReader::new(files.clone(), FileFormat::TextLines, 1);
+        let mut reader = FilesReader::new(files.clone(), FileFormat::TextLines, ReadOptions::chunks_of(1));
         (0..3).for_each(|_| drop(reader.next_chunk().unwrap()));
         let position = reader.position().unwrap();
         let inner = serde_json::json!({"reader": "text", "len": 4, "offset": 2, "line": 2});
@@ -307,7 +320,9 @@ mod tests {
             serde_json::json!({"reader": "files", "files": 2, "file": 1, "path": path("b.txt"), "inner": inner})
         );
         let open = |files: Vec<String>| {
-            move || Box::new(FilesReader::new(files.clone(), FileFormat::TextLines, 1)) as BoxReader
+            move || {
+                Box::new(FilesReader::new(files.clone(), FileFormat::TextLines, ReadOptions::chunks_of(1))) as BoxReader
+            }
         };
         let other = open(vec![path("a.txt"), path("c.txt")]);
         assert!(seek_error(other, position.clone()).contains("is not a position in this list of 2 files"));

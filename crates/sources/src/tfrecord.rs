@@ -28,7 +28,7 @@ use flumen_ir::{Error, FileFormat, Location, RecordCompression, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::position::{check_len, decode, encode, file_len};
-use crate::reader::{ChunkReader, ReaderPosition};
+use crate::reader::{ChunkReader, ReadOptions, ReaderPosition};
 
 /// The constant TFRecord adds to a rotated CRC32C (the "mask"), so that a checksum of data
 /// that itself holds checksums does not look like one.
@@ -43,22 +43,34 @@ pub fn masked_crc32c(bytes: &[u8]) -> u32 {
     crc.rotate_right(15).wrapping_add(MASK_DELTA)
 }
 
-/// The file's bytes, decompressed as `compression` says. The reader reads large windows of
-/// its own, so nothing more is buffered (the decompressors buffer their input themselves).
-fn open_stream(path: &str, compression: RecordCompression) -> Result<(Box<dyn Read + Send>, u64)> {
+/// Whether a reader maps its file.
+fn maps(compression: RecordCompression, read: ReadOptions) -> bool {
+    compression == RecordCompression::None && read.map_files
+}
+
+/// The file's bytes, decompressed as `compression` says, with the file's length. The reader
+/// reads large windows of its own, so nothing more is buffered (the decompressors buffer
+/// their input themselves).
+fn open_input(path: &str, compression: RecordCompression, read: ReadOptions) -> Result<(Input, u64)> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let len = file_len(&file, path)?;
-    let stream: Box<dyn Read + Send> = match compression {
-        RecordCompression::None => Box::new(file),
-        RecordCompression::Gzip => Box::new(MultiGzDecoder::new(file)),
-        RecordCompression::Zlib => Box::new(ZlibDecoder::new(file)),
+    let input = match compression {
+        _ if maps(compression, read) => Input::Mapped(file),
+        RecordCompression::None => Input::Read(Box::new(file)),
+        RecordCompression::Gzip => Input::Read(Box::new(MultiGzDecoder::new(file))),
+        RecordCompression::Zlib => Input::Read(Box::new(ZlibDecoder::new(file))),
     };
-    Ok((stream, len))
+    Ok((input, len))
 }
 
 /// Bytes read from the stream at a time: large enough that a read system call serves
 /// hundreds of records. A record longer than this gets a window of its own length.
 const WINDOW: usize = 256 << 10;
+
+/// Bytes of an uncompressed file mapped at a time: fewer system calls than smaller windows,
+/// fewer mapped pages held than larger ones (w2 ran faster at 2 MiB than at 512 KiB or
+/// 8 MiB).
+const MAP_WINDOW: usize = 2 << 20;
 
 /// The record bytes at which a chunk ends before its `chunk_rows`: chunks of large records
 /// (images, long texts) stay small enough that readers buffering a few each, one per input
@@ -67,13 +79,17 @@ const CHUNK_BYTES: usize = 1 << 20;
 
 /// Reads a TFRecord file as one element per record.
 ///
-/// The stream is read in windows of [`WINDOW`] bytes. Each record's data is checked where
-/// it was read and handed out as a view of the window (the `record` column is a
-/// `BinaryView`), so the reader copies nothing: a window is never written again once read,
-/// and a read that needs more bytes goes into a new window, starting with the unframed rest
-/// of the old one. A window lives as long as a chunk views it.
+/// An uncompressed file is mapped in windows of [`MAP_WINDOW`] bytes (unless
+/// [`ReadOptions::map_files`] is off); otherwise the stream is read in windows of [`WINDOW`]
+/// bytes. Each record's data is checked where it lies and handed out as a view of the
+/// window (the `record` column is a `BinaryView`), so the reader copies nothing: a window is
+/// never written again once made, and one that needs more bytes is followed by a new
+/// window, starting with the unframed rest of the old one. A window lives as long as a
+/// chunk views it.
 pub struct TfRecordReader {
-    input: Box<dyn Read + Send>,
+    input: Input,
+    /// The file offset of the window's first byte (mapped windows only).
+    window_at: u64,
     path: String,
     compression: RecordCompression,
     schema: SchemaRef,
@@ -110,6 +126,14 @@ struct TfRecordPosition {
     record: u64,
 }
 
+/// Where a reader's bytes come from.
+enum Input {
+    /// An uncompressed file, mapped a window at a time.
+    Mapped(File),
+    /// A stream read a window at a time: a decompressor, or a file when maps are off.
+    Read(Box<dyn Read + Send>),
+}
+
 /// What reading one record gave.
 enum Record {
     /// A good record: its data is `window[start..end]` of the current window.
@@ -123,21 +147,24 @@ enum Record {
 }
 
 impl TfRecordReader {
-    /// Opens `path` to read its records in chunks of at most `chunk_rows` rows.
-    pub fn open(path: &str, compression: RecordCompression, chunk_rows: usize) -> Result<Self> {
-        Self::open_with_window(path, compression, chunk_rows, WINDOW)
+    /// Opens `path` to read its records in chunks of at most `read.chunk_rows` rows; an
+    /// uncompressed file is mapped when `read.map_files` says so.
+    pub fn open(path: &str, compression: RecordCompression, read: ReadOptions) -> Result<Self> {
+        let window = if maps(compression, read) { MAP_WINDOW } else { WINDOW };
+        Self::open_with_window(path, compression, read, window)
     }
 
-    /// [`open`](Self::open) reading `window` bytes at a time (tests use tiny windows so that
-    /// records straddle them).
-    fn open_with_window(path: &str, compression: RecordCompression, chunk_rows: usize, window: usize) -> Result<Self> {
-        let (input, len) = open_stream(path, compression)?;
+    /// [`open`](Self::open) reading or mapping `window` bytes at a time (tests use tiny
+    /// windows so that records straddle them).
+    fn open_with_window(path: &str, compression: RecordCompression, read: ReadOptions, window: usize) -> Result<Self> {
+        let (input, len) = open_input(path, compression, read)?;
         Ok(TfRecordReader {
             input,
+            window_at: 0,
             path: path.to_string(),
             compression,
             schema: view_schema(&FileFormat::TfRecord { compression }.output_spec()?.arrow_schema()),
-            chunk_rows: chunk_rows.max(1),
+            chunk_rows: read.chunk_rows.max(1),
             len,
             offset: 0,
             records: 0,
@@ -164,18 +191,52 @@ impl TfRecordReader {
             return Ok(self.hi - self.lo);
         }
         let size = self.window_size.max(need);
+        let Input::Read(stream) = &mut self.input else {
+            return self.map(size);
+        };
         let mut next = Vec::with_capacity(size);
         next.extend_from_slice(&self.window[self.lo..self.hi]);
         // `read_to_end` reads into the spare capacity without zeroing it first. It reads in
         // pieces growing from 8 KiB, six system calls to a window, and was still faster than
         // zeroing the window for one call (w2: 0.53 against 0.50 of the limit).
         let want = (size - next.len()) as u64;
-        let got = (&mut self.input).take(want).read_to_end(&mut next).map_err(|e| Error::io(self.path.as_str(), e))?;
+        let got = stream.take(want).read_to_end(&mut next).map_err(|e| Error::io(self.path.as_str(), e))?;
         self.eof = (got as u64) < want;
         (self.lo, self.hi) = (0, next.len());
         self.window = Buffer::from_vec(next);
         self.windows += 1;
         Ok(self.hi)
+    }
+
+    /// Maps the next window: from the first unframed byte, `size` bytes or up to the end
+    /// the file had when opened.
+    fn map(&mut self, size: usize) -> Result<usize> {
+        let Input::Mapped(file) = &self.input else { unreachable!("only a mapped file's windows are mapped") };
+        let at = self.window_at + self.lo as u64;
+        let end = (at + size as u64).min(self.len);
+        self.eof = end == self.len;
+        if end <= at {
+            (self.window_at, self.lo, self.hi) = (at, 0, 0);
+            return Ok(0);
+        }
+        // A map reaching past the file's end would fault where it is read.
+        let now = file.metadata().map_err(|e| Error::io(self.path.as_str(), e))?.len();
+        if now < end {
+            let why = format!("the file was cut to {now} bytes while being read (it had {})", self.len);
+            return Err(self.error(at, why));
+        }
+        // SAFETY: the map is only read. A file cut shorter after the check above, while
+        // mapped, faults where the map is read past its new end (see `ReadOptions::map_files`).
+        let map = unsafe { memmap2::MmapOptions::new().offset(at).len((end - at) as usize).populate().map(file) }
+            .map_err(|e| Error::io(self.path.as_str(), e))?;
+        let ptr = std::ptr::NonNull::new(map.as_ptr() as *mut u8).expect("a map is never null");
+        let len = map.len();
+        // SAFETY: the map's `len` bytes stay mapped, unmoved, until the buffer drops it.
+        self.window = unsafe { Buffer::from_custom_allocation(ptr, len, Arc::new(map)) };
+        self.window_at = at;
+        (self.lo, self.hi) = (0, len);
+        self.windows += 1;
+        Ok(self.hi - self.lo)
     }
 
     /// Frames and checks the next record in the window.
@@ -221,7 +282,7 @@ impl TfRecordReader {
     }
 
     /// Forgets what the window holds, to read `input` from its start.
-    fn reset_input(&mut self, input: Box<dyn Read + Send>) {
+    fn reset_input(&mut self, input: Input) {
         self.input = input;
         (self.lo, self.hi, self.eof) = (0, 0, false);
     }
@@ -319,17 +380,20 @@ impl ChunkReader for TfRecordReader {
             self.done = true;
             return Ok(());
         }
-        let (mut input, _) = open_stream(&self.path, self.compression)?;
-        let skipped = match self.compression {
-            RecordCompression::None => {
-                // The stream is the file: seek it rather than read up to the offset.
-                let mut file = File::open(&self.path).map_err(|e| Error::io(self.path.as_str(), e))?;
-                file.seek(SeekFrom::Start(at.offset)).map_err(|e| Error::io(self.path.as_str(), e))?;
-                input = Box::new(file);
+        let read = ReadOptions { chunk_rows: self.chunk_rows, map_files: matches!(self.input, Input::Mapped(_)) };
+        let (mut input, _) = open_input(&self.path, self.compression, read)?;
+        let io = |e| Error::io(self.path.as_str(), e);
+        let skipped = match &mut input {
+            // The next map starts at the offset.
+            Input::Mapped(_) => at.offset.min(self.len),
+            // The stream is the file: seek it rather than read up to the offset.
+            Input::Read(_) if self.compression == RecordCompression::None => {
+                let mut file = File::open(&self.path).map_err(io)?;
+                file.seek(SeekFrom::Start(at.offset)).map_err(io)?;
+                input = Input::Read(Box::new(file));
                 at.offset.min(self.len)
             }
-            _ => std::io::copy(&mut (&mut input).take(at.offset), &mut std::io::sink())
-                .map_err(|e| Error::io(self.path.as_str(), e))?,
+            Input::Read(stream) => std::io::copy(&mut stream.take(at.offset), &mut std::io::sink()).map_err(io)?,
         };
         if skipped != at.offset {
             return Err(Error::execution(
@@ -338,6 +402,7 @@ impl ChunkReader for TfRecordReader {
             ));
         }
         self.reset_input(input);
+        self.window_at = at.offset;
         self.offset = at.offset;
         self.done = false;
         Ok(())
@@ -416,21 +481,31 @@ mod tests {
         (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     }
 
-    fn records(path: &str, compression: RecordCompression, chunk_rows: usize) -> Result<Vec<Vec<u8>>> {
-        records_in_windows(path, compression, chunk_rows, WINDOW, false)
+    /// Read options of chunks of `chunk_rows` rows, mapping files when `map`.
+    fn opts(chunk_rows: usize, map: bool) -> ReadOptions {
+        ReadOptions { map_files: map, ..ReadOptions::chunks_of(chunk_rows) }
     }
 
-    /// The records of `path` read `window` bytes at a time, each chunk's copied out as it
-    /// comes, or when `hold`, only after the whole file was read (so a window written again
-    /// while a chunk views it would show).
+    /// The records of `path`, which mapped and read windows agree on.
+    fn records(path: &str, compression: RecordCompression, chunk_rows: usize) -> Result<Vec<Vec<u8>>> {
+        let mapped = records_in_windows(path, compression, opts(chunk_rows, true), MAP_WINDOW, false)?;
+        let read = records_in_windows(path, compression, opts(chunk_rows, false), WINDOW, false)?;
+        assert!(mapped == read, "mapped and read records differ");
+        Ok(read)
+    }
+
+    /// The records of `path` read or mapped `window` bytes at a time, each chunk's copied out
+    /// as it comes, or when `hold`, only after the whole file was read (so a window written
+    /// again or unmapped while a chunk views it would show).
     fn records_in_windows(
         path: &str,
         compression: RecordCompression,
-        chunk_rows: usize,
+        read: ReadOptions,
         window: usize,
         hold: bool,
     ) -> Result<Vec<Vec<u8>>> {
-        let mut reader = TfRecordReader::open_with_window(path, compression, chunk_rows, window)?;
+        let chunk_rows = read.chunk_rows;
+        let mut reader = TfRecordReader::open_with_window(path, compression, read, window)?;
         let (mut held, mut out) = (vec![], vec![]);
         let copy = |chunk: &RecordBatch, out: &mut Vec<Vec<u8>>| {
             out.extend(chunk.column(0).as_binary_view().iter().map(|r| r.unwrap().to_vec()))
@@ -502,10 +577,11 @@ mod tests {
             // A window of one header, of a header and a byte, of a few records, of more than
             // the file: every record boundary falls somewhere else in the window.
             // Chunks held to the end keep their records while the reader reads on.
-            for window in [12, 13, 40, 301, 1 << 20] {
+            for (window, map) in [12, 13, 40, 301, 1 << 20].into_iter().flat_map(|w| [(w, false), (w, true)]) {
                 for (chunk_rows, hold) in [1, 7, 1000].into_iter().flat_map(|n| [(n, false), (n, true)]) {
-                    let got = records_in_windows(path, compression, chunk_rows, window, hold).unwrap();
-                    assert!(got == sample, "{compression:?}, window {window}, chunks of {chunk_rows}, held {hold}");
+                    let got = records_in_windows(path, compression, opts(chunk_rows, map), window, hold).unwrap();
+                    let case = format!("window {window}, mapped {map}, chunks of {chunk_rows}, held {hold}");
+                    assert!(got == sample, "{compression:?}, {case}");
                 }
             }
         }
@@ -521,17 +597,19 @@ mod tests {
         let mut file = bytes.clone();
         file.extend_from_slice(&unhex(HELLO_AND_EMPTY));
         std::fs::write(path, &file).unwrap();
-        let mut reader = TfRecordReader::open(path, RecordCompression::None, 10).unwrap();
-        let err = reader.next_chunk().unwrap_err();
-        assert!(
-            matches!(&err, Error::Data { location, .. } if location.source == path
-                && location.position.as_deref() == Some("record 1 at byte 0")),
-            "{err}"
-        );
-        assert!(err.to_string().contains("data's checksum"), "{err}");
-        let rest = reader.next_chunk().unwrap().unwrap();
-        assert_eq!(rest.num_rows(), 3, "the empty record, then hello and the empty record again");
-        assert!(reader.next_chunk().unwrap().is_none());
+        for map in [false, true] {
+            let mut reader = TfRecordReader::open(path, RecordCompression::None, opts(10, map)).unwrap();
+            let err = reader.next_chunk().unwrap_err();
+            assert!(
+                matches!(&err, Error::Data { location, .. } if location.source == path
+                    && location.position.as_deref() == Some("record 1 at byte 0")),
+                "{err}"
+            );
+            assert!(err.to_string().contains("data's checksum"), "{err}");
+            let rest = reader.next_chunk().unwrap().unwrap();
+            assert_eq!(rest.num_rows(), 3, "the empty record, then hello and the empty record again");
+            assert!(reader.next_chunk().unwrap().is_none());
+        }
     }
 
     #[test]
@@ -549,8 +627,9 @@ mod tests {
             (good[..second - 2].to_vec(), 0, "inside a record of 5 bytes"),
         ] {
             std::fs::write(path, &bytes).unwrap();
-            for window in [12, 20, WINDOW] {
-                let mut reader = TfRecordReader::open_with_window(path, RecordCompression::None, 10, window).unwrap();
+            for (window, map) in [12, 20, WINDOW].into_iter().flat_map(|w| [(w, false), (w, true)]) {
+                let read = opts(10, map);
+                let mut reader = TfRecordReader::open_with_window(path, RecordCompression::None, read, window).unwrap();
                 let mut rows = 0;
                 let err = loop {
                     match reader.next_chunk() {
@@ -574,7 +653,9 @@ mod tests {
             let path = dir.path().join("a.tfrecord");
             let path = path.to_str().unwrap();
             write(path, compression, &sample()[..9]);
-            check_resume(2, |rows| Box::new(TfRecordReader::open(path, compression, rows).unwrap()));
+            for map in [false, true] {
+                check_resume(2, |rows| Box::new(TfRecordReader::open(path, compression, opts(rows, map)).unwrap()));
+            }
         }
         // With a bad record inside: resumes on both sides of it.
         let path = dir.path().join("bad.tfrecord");
@@ -583,9 +664,13 @@ mod tests {
         bytes[14] ^= 0x20;
         bytes.extend_from_slice(&unhex(HELLO_AND_EMPTY));
         std::fs::write(path, &bytes).unwrap();
-        let outcomes =
-            check_resume(1, |rows| Box::new(TfRecordReader::open(path, RecordCompression::None, rows).unwrap()));
-        assert_eq!(outcomes.iter().filter(|o| matches!(o, Outcome::Error(_))).count(), 1, "{outcomes:?}");
+        for map in [false, true] {
+            let open = |rows| {
+                Box::new(TfRecordReader::open(path, RecordCompression::None, opts(rows, map)).unwrap()) as BoxReader
+            };
+            let outcomes = check_resume(1, open);
+            assert_eq!(outcomes.iter().filter(|o| matches!(o, Outcome::Error(_))).count(), 1, "{outcomes:?}");
+        }
     }
 
     #[test]
@@ -594,7 +679,8 @@ mod tests {
         let path = dir.path().join("a.tfrecord");
         let path = path.to_str().unwrap();
         std::fs::write(path, unhex(HELLO_AND_EMPTY)).unwrap();
-        let open = || Box::new(TfRecordReader::open(path, RecordCompression::None, 1).unwrap()) as BoxReader;
+        let open =
+            || Box::new(TfRecordReader::open(path, RecordCompression::None, opts(1, true)).unwrap()) as BoxReader;
         let mut reader = open();
         reader.next_chunk().unwrap();
         let position = reader.position().unwrap();
@@ -609,6 +695,39 @@ mod tests {
     fn a_missing_file_is_an_io_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("missing.tfrecord").to_str().unwrap().to_string();
-        assert!(matches!(TfRecordReader::open(&path, RecordCompression::None, 1), Err(Error::Io { .. })));
+        for map in [false, true] {
+            assert!(matches!(
+                TfRecordReader::open(&path, RecordCompression::None, opts(1, map)),
+                Err(Error::Io { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn a_file_cut_while_mapped_is_an_error_at_the_next_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cut.tfrecord");
+        let path = path.to_str().unwrap();
+        write(path, RecordCompression::None, &sample());
+        let len = std::fs::metadata(path).unwrap().len();
+        // Windows of 400 bytes: the first chunk's records all lie in the first window.
+        let mut reader = TfRecordReader::open_with_window(path, RecordCompression::None, opts(1, true), 400).unwrap();
+        let first = reader.next_chunk().unwrap().unwrap();
+        assert_eq!(first.column(0).as_binary_view().value(0), sample()[0].as_slice());
+        drop(first);
+        // Cut past that window, so that nothing mapped so far lies beyond the new end.
+        std::fs::OpenOptions::new().write(true).open(path).unwrap().set_len(len / 2).unwrap();
+        let err = loop {
+            match reader.next_chunk() {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("the cut file read to its end"),
+                Err(e) => break e,
+            }
+        };
+        assert!(matches!(&err, Error::Data { location, .. } if location.source == path), "{err}");
+        assert!(
+            err.to_string().contains(&format!("cut to {} bytes while being read (it had {len})", len / 2)),
+            "{err}"
+        );
     }
 }

@@ -99,7 +99,7 @@ impl ElementDatasets {
                 if names.is_null(0) {
                     return Err(Error::execution("interleave", format!("file name field '{field}' is null")));
                 }
-                let reader = flumen_sources::split::open_file(names.value(0), format, self.ctx.options.chunk_rows)?;
+                let reader = flumen_sources::split::open_file(names.value(0), format, self.ctx.options.read())?;
                 Ok(Box::new(ReaderOp::unconformed(reader)))
             }
             Opener::ReadSplit { format } => {
@@ -111,7 +111,7 @@ impl ElementDatasets {
                     return Err(Error::execution("interleave", "a split element has a null file or row group"));
                 }
                 let split = Split { file: file.value(0).to_string(), row_group: usize::try_from(group.value(0)).ok() };
-                let reader = flumen_sources::split::open_split(&split, format, self.ctx.options.chunk_rows)?;
+                let reader = flumen_sources::split::open_split(&split, format, self.ctx.options.read())?;
                 Ok(Box::new(ReaderOp::unconformed(reader)))
             }
             Opener::FromTensorSlices { elements } => {

@@ -136,6 +136,6 @@ pub fn build_source(plan: &Plan, desc: &SourceDesc, schema: SchemaRef, ctx: &Exe
             let reader = flumen_sources::memory::MemoryReader::new(Arc::new(vec![chunk]), schema.clone());
             Ok(Box::new(ReaderOp::new(Box::new(reader), schema)))
         }
-        other => Ok(Box::new(ReaderOp::new(flumen_sources::open_source(other, ctx.options.chunk_rows)?, schema))),
+        other => Ok(Box::new(ReaderOp::new(flumen_sources::open_source(other, ctx.options.read())?, schema))),
     }
 }
