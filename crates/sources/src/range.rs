@@ -66,9 +66,17 @@ impl ChunkReader for RangeReader {
         let n = self.remaining.min(self.chunk_rows as u64) as usize;
         let (first, step) = (self.next, self.step);
         // Every value produced lies between start and stop, so wrapping arithmetic is exact;
-        // only the value after the last one may wrap, and it is never produced.
-        // Collected into a `Vec` (whose `extend` of a range vectorizes), then wrapped.
-        let values: Vec<i64> = (0..n as i64).map(|k| first.wrapping_add(k.wrapping_mul(step))).collect();
+        // only the value after the last one may wrap, and it is never produced. Each value is
+        // the last plus `step`, which vectorizes into vector adds; `first + k * step` did
+        // too, but without AVX2 a 64-bit multiply is ten instructions per two values (a
+        // chunk took 5 µs rather than 1.4).
+        let mut values = Vec::with_capacity(n);
+        let mut next = first;
+        values.extend((0..n).map(|_| {
+            let value = next;
+            next = next.wrapping_add(step);
+            value
+        }));
         let values = Int64Array::from(values);
         self.next = first.wrapping_add((n as i64).wrapping_mul(step));
         self.remaining -= n as u64;
