@@ -671,6 +671,24 @@ fn append_default(default: &Defaults, values: &mut Values) {
     }
 }
 
+/// Records ahead of the one parsed whose bytes are asked into the cache. A reader's thread
+/// checked them, so they reach the parsing core from the shared cache or from memory, and
+/// the first look at each record (`Shape::fits`) waited for them: 15% of a w2 pass. Asked
+/// for four records ahead, w2 ran 6–8% faster (8 ahead: the same).
+const AHEAD: usize = 4;
+
+/// Asks the cache lines of `bytes` (up to 512 bytes of them) into the cache.
+#[inline]
+fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in bytes.chunks(64).take(8) {
+        // SAFETY: a prefetch only hints the cache; it reads nothing and never faults.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.as_ptr().cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
 /// The serialized records of a chunk.
 enum Records<'a> {
     /// In one values buffer.
@@ -760,6 +778,9 @@ pub fn parse_examples(records: &dyn Array, features: &[FeatureSpec]) -> Result<V
     for row in 0..rows {
         if nulls.is_some_and(|n| n.is_null(row)) {
             return Err(ParseError { row, message: "the record is null".into() });
+        }
+        if row + AHEAD < rows {
+            prefetch(records.wire(row + AHEAD).rest());
         }
         let record = records.wire(row);
         parse_record(record, row, &mut columns, &mut keys, &layout.sparse, &mut shape)
