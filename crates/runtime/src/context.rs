@@ -28,7 +28,7 @@ pub struct ExecOptions {
     pub autotune: AutotuneOptions,
     /// Run chains of maps and filters over whole chunks as one operator (`crate::stage`).
     pub fuse_stages: bool,
-    /// Map uncompressed files rather than read them (`ReadOptions::map_files`).
+    /// Map uncompressed TFRecord files rather than read them (`ReadOptions::map_files`).
     pub map_files: bool,
 }
 

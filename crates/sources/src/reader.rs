@@ -15,8 +15,9 @@ pub struct ReadOptions {
     /// more than the checks and the parse of w2's records; a map hands the page cache's
     /// bytes out as they are. A file cut shorter while it is mapped would stop the process
     /// (the system's `SIGBUS`) where a read would return an error, so a reader checks the
-    /// file's length before each map, and pipelines over files that other programs rewrite
-    /// while they run should turn this off.
+    /// file's length before each map; a file rewritten in place would change bytes after
+    /// their checksum was checked. Pipelines over files that other programs write while
+    /// they run should turn this off. Only regular files are mapped.
     pub map_files: bool,
 }
 

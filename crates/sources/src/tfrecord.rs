@@ -9,8 +9,8 @@
 //! nothing after it can be framed. Whole-file GZIP or ZLIB compression is read and written
 //! as tf.data's `compression_type`; offsets are then offsets in the decompressed stream.
 //!
-//! The reader hands records out where it read them: the `record` column is a `BinaryView`
-//! whose data buffers are the reader's read windows, framing and all. Whoever needs them
+//! The reader hands records out where they lie: the `record` column is a `BinaryView`
+//! whose data buffers are the reader's windows (mapped or read), framing and all. Whoever needs them
 //! contiguous (the runtime, where a chunk leaves the reader) copies them once, in the order
 //! it needs them in, rather than once here and again there.
 
@@ -54,8 +54,10 @@ fn maps(compression: RecordCompression, read: ReadOptions) -> bool {
 fn open_input(path: &str, compression: RecordCompression, read: ReadOptions) -> Result<(Input, u64)> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let len = file_len(&file, path)?;
+    // Only a regular file maps (a pipe or a device reports no length).
+    let regular = file.metadata().map_err(|e| Error::io(path, e))?.is_file();
     let input = match compression {
-        _ if maps(compression, read) => Input::Mapped(file),
+        _ if maps(compression, read) && regular => Input::Mapped(file),
         RecordCompression::None => Input::Read(Box::new(file)),
         RecordCompression::Gzip => Input::Read(Box::new(MultiGzDecoder::new(file))),
         RecordCompression::Zlib => Input::Read(Box::new(ZlibDecoder::new(file))),
@@ -100,7 +102,7 @@ pub struct TfRecordReader {
     offset: u64,
     /// Records read so far.
     records: u64,
-    /// The last window read: `window[lo..hi]` are not yet framed.
+    /// The last window mapped or read: `window[lo..hi]` are not yet framed.
     window: Buffer,
     /// Counts the windows read, so that a chunk knows whether it has the current one.
     windows: u64,
@@ -184,8 +186,9 @@ impl TfRecordReader {
     }
 
     /// Makes sure the window holds at least `need` unframed bytes, unless the stream ends
-    /// first; the unframed bytes it then holds. When it does not, a new window is read: the
-    /// unframed rest of the old one, then as much of the stream as fills it.
+    /// first; the unframed bytes it then holds. When it does not, a new window is made: the
+    /// unframed rest of the old one, then as much of the stream as fills it (mapped, from
+    /// the unframed rest's offset in the file; read, after a copy of it).
     fn fill(&mut self, need: usize) -> Result<usize> {
         if self.hi - self.lo >= need || self.eof {
             return Ok(self.hi - self.lo);
@@ -217,6 +220,7 @@ impl TfRecordReader {
         self.eof = end == self.len;
         if end <= at {
             (self.window_at, self.lo, self.hi) = (at, 0, 0);
+            self.window = Buffer::from_vec(Vec::<u8>::new());
             return Ok(0);
         }
         // A map reaching past the file's end would fault where it is read.
@@ -225,8 +229,10 @@ impl TfRecordReader {
             let why = format!("the file was cut to {now} bytes while being read (it had {})", self.len);
             return Err(self.error(at, why));
         }
-        // SAFETY: the map is only read. A file cut shorter after the check above, while
-        // mapped, faults where the map is read past its new end (see `ReadOptions::map_files`).
+        // SAFETY: the map is only read, and TFRecord files are written once and then read.
+        // A file another program changes in place while mapped breaks that: bytes change
+        // under a buffer after their checksum was checked, and bytes cut off after the check
+        // above fault where they are read (see `ReadOptions::map_files`).
         let map = unsafe { memmap2::MmapOptions::new().offset(at).len((end - at) as usize).populate().map(file) }
             .map_err(|e| Error::io(self.path.as_str(), e))?;
         let ptr = std::ptr::NonNull::new(map.as_ptr() as *mut u8).expect("a map is never null");
@@ -242,11 +248,13 @@ impl TfRecordReader {
     /// Frames and checks the next record in the window.
     fn read_record(&mut self) -> Result<Record> {
         let start = self.offset;
+        // Counted before its bytes are asked for, so that an error getting them names it.
+        self.records += 1;
         let got = self.fill(HEADER)?;
         if got == 0 {
+            self.records -= 1;
             return Ok(Record::End);
         }
-        self.records += 1;
         if got < HEADER {
             let why = format!("the file ends inside a record header ({got} of {HEADER} bytes)");
             return Ok(Record::Bad(self.error(start, why), true));
@@ -281,7 +289,8 @@ impl TfRecordReader {
         Ok(Record::Data { start: data, end: data + size })
     }
 
-    /// Forgets what the window holds, to read `input` from its start.
+    /// Forgets what the window holds, to read `input` next (a mapped file from the
+    /// `window_at` the caller sets, a stream from where it is).
     fn reset_input(&mut self, input: Input) {
         self.input = input;
         (self.lo, self.hi, self.eof) = (0, 0, false);
@@ -311,7 +320,18 @@ impl ChunkReader for TfRecordReader {
         // so that the chunk can be made contiguous.
         let mut bytes = 0usize;
         while !self.done && views.len() < self.chunk_rows && bytes < CHUNK_BYTES {
-            let record = self.read_record().inspect_err(|_| self.done = true)?;
+            let record = match self.read_record() {
+                Ok(record) => record,
+                // The records before it come first (a file cut while mapped, a failed read).
+                Err(error) if !views.is_empty() => {
+                    self.pending = Some((error, true, self.offset));
+                    break;
+                }
+                Err(error) => {
+                    self.done = true;
+                    return Err(error);
+                }
+            };
             match record {
                 Record::Data { start, end } => {
                     let size = end - start;
@@ -678,17 +698,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.tfrecord");
         let path = path.to_str().unwrap();
-        std::fs::write(path, unhex(HELLO_AND_EMPTY)).unwrap();
-        let open =
-            || Box::new(TfRecordReader::open(path, RecordCompression::None, opts(1, true)).unwrap()) as BoxReader;
-        let mut reader = open();
-        reader.next_chunk().unwrap();
-        let position = reader.position().unwrap();
-        assert_eq!(position, serde_json::json!({"reader": "tfrecord", "len": 37, "offset": 21, "record": 2}));
-        let text = serde_json::json!({"reader": "text", "len": 37, "offset": 21, "line": 2});
-        assert!(seek_error(open, text).contains("not a position of a tfrecord reader"));
-        std::fs::write(path, [unhex(HELLO_AND_EMPTY), unhex(HELLO_AND_EMPTY)].concat()).unwrap();
-        assert!(seek_error(open, position).contains("it now has 74"));
+        for map in [false, true] {
+            std::fs::write(path, unhex(HELLO_AND_EMPTY)).unwrap();
+            let open =
+                || Box::new(TfRecordReader::open(path, RecordCompression::None, opts(1, map)).unwrap()) as BoxReader;
+            let mut reader = open();
+            reader.next_chunk().unwrap();
+            let position = reader.position().unwrap();
+            assert_eq!(position, serde_json::json!({"reader": "tfrecord", "len": 37, "offset": 21, "record": 2}));
+            let text = serde_json::json!({"reader": "text", "len": 37, "offset": 21, "line": 2});
+            assert!(seek_error(open, text).contains("not a position of a tfrecord reader"));
+            std::fs::write(path, [unhex(HELLO_AND_EMPTY), unhex(HELLO_AND_EMPTY)].concat()).unwrap();
+            assert!(seek_error(open, position).contains("it now has 74"));
+        }
     }
 
     #[test]
@@ -704,30 +726,39 @@ mod tests {
     }
 
     #[test]
-    fn a_file_cut_while_mapped_is_an_error_at_the_next_window() {
+    fn a_file_cut_while_mapped_is_an_error_after_the_records_before_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cut.tfrecord");
         let path = path.to_str().unwrap();
-        write(path, RecordCompression::None, &sample());
-        let len = std::fs::metadata(path).unwrap().len();
-        // Windows of 400 bytes: the first chunk's records all lie in the first window.
-        let mut reader = TfRecordReader::open_with_window(path, RecordCompression::None, opts(1, true), 400).unwrap();
-        let first = reader.next_chunk().unwrap().unwrap();
-        assert_eq!(first.column(0).as_binary_view().value(0), sample()[0].as_slice());
-        drop(first);
-        // Cut past that window, so that nothing mapped so far lies beyond the new end.
-        std::fs::OpenOptions::new().write(true).open(path).unwrap().set_len(len / 2).unwrap();
-        let err = loop {
-            match reader.next_chunk() {
-                Ok(Some(_)) => {}
-                Ok(None) => panic!("the cut file read to its end"),
-                Err(e) => break e,
-            }
-        };
-        assert!(matches!(&err, Error::Data { location, .. } if location.source == path), "{err}");
-        assert!(
-            err.to_string().contains(&format!("cut to {} bytes while being read (it had {len})", len / 2)),
-            "{err}"
-        );
+        // The sample cut to half, its windows ending inside records; and records of 100
+        // framed bytes in windows of 200 cut to 350, so that the window that cannot be
+        // mapped is the one a record's header starts (the third record, at byte 200).
+        let even: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i; 84]).collect();
+        let sample_len = 16 * 40 + sample().iter().map(Vec::len).sum::<usize>() as u64;
+        for (records, window, cut) in [(sample(), 400, sample_len / 2), (even, 200, 350)] {
+            write(path, RecordCompression::None, &records);
+            let len = std::fs::metadata(path).unwrap().len();
+            // Opened, then cut before anything is mapped: windows are mapped until one would
+            // reach past the new end.
+            let read = opts(1000, true);
+            let mut reader = TfRecordReader::open_with_window(path, RecordCompression::None, read, window).unwrap();
+            std::fs::OpenOptions::new().write(true).open(path).unwrap().set_len(cut).unwrap();
+            let chunk = reader.next_chunk().unwrap().unwrap();
+            let got: Vec<&[u8]> = chunk.column(0).as_binary_view().iter().map(|r| r.unwrap()).collect();
+            let delivered = got.len();
+            assert!(delivered > 0 && got == records[..delivered].iter().map(|r| r.as_slice()).collect::<Vec<_>>());
+            let err = reader.next_chunk().unwrap_err();
+            // The first record not delivered is where its window could not be mapped.
+            let at: usize = records[..delivered].iter().map(|r| r.len() + 16).sum();
+            let position = format!("record {} at byte {at}", delivered + 1);
+            assert!(
+                matches!(&err, Error::Data { location, .. } if location.source == path
+                    && location.position.as_deref() == Some(position.as_str())),
+                "{err}"
+            );
+            let why = format!("cut to {cut} bytes while being read (it had {len})");
+            assert!(err.to_string().contains(&why), "{err}");
+            assert!(reader.next_chunk().unwrap().is_none(), "the file ends at the cut");
+        }
     }
 }
