@@ -21,7 +21,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use arrow::array::Array;
+use arrow::array::{Array, AsArray};
+use arrow::buffer::NullBuffer;
+use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 
 /// Bytes held by an iterator's buffers, against a limit.
@@ -99,11 +101,24 @@ pub fn buffer_share(limit: u64) -> u64 {
 /// `get_array_memory_size` reports the whole buffers a chunk points into, and a task's rows
 /// are often a slice of a larger chunk: counted that way, every slice of a chunk would be
 /// charged for all of it. Variable-size lists still count their whole child array (Arrow
-/// does not slice it), so a slice of them is over-estimated, never under.
+/// does not slice it), so a slice of them is over-estimated, never under. A view column
+/// (a TFRecord reader's records) counts its views and the values longer than a view holds:
+/// Arrow's slice size counts the views alone, so a parallel map over records charged its
+/// tasks 16 bytes a record whatever the records' size.
 pub fn slice_bytes(chunk: &RecordBatch) -> u64 {
-    let columns = chunk.columns().iter();
-    let bytes = columns.map(|c| c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size()));
+    let bytes = chunk.columns().iter().map(|c| match c.data_type() {
+        DataType::BinaryView => view_bytes(c.as_binary_view().views(), c.nulls()),
+        DataType::Utf8View => view_bytes(c.as_string_view().views(), c.nulls()),
+        _ => c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size()),
+    });
     bytes.sum::<usize>().min(chunk.get_array_memory_size()) as u64
+}
+
+/// The bytes of a view column: its views, its validity, and the values longer than a view
+/// holds (the low 32 bits of a view are its value's length).
+fn view_bytes(views: &[u128], nulls: Option<&NullBuffer>) -> usize {
+    let viewed: usize = views.iter().map(|&v| v as u32 as usize).filter(|&len| len > 12).sum();
+    views.len() * 16 + nulls.map_or(0, |n| n.buffer().len()) + viewed
 }
 
 /// Half the memory this machine has available, tf.data's default RAM budget for autotuning
@@ -120,6 +135,27 @@ pub fn default_ram_budget() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn view_columns_count_what_they_view_not_the_buffers_behind_it() {
+        use std::sync::Arc;
+
+        use arrow::array::{make_view, BinaryViewArray};
+        use arrow::buffer::{Buffer, ScalarBuffer};
+        use arrow::datatypes::{Field, Schema};
+
+        // Ten records of 100 bytes and one of 5 (held in its view) in a 1 MiB window.
+        let window = Buffer::from_vec(vec![7u8; 1 << 20]);
+        let mut views: Vec<u128> =
+            (0..10).map(|i| make_view(&window[i * 100..i * 100 + 100], 0, i as u32 * 100)).collect();
+        views.push(make_view(&window[..5], 0, 0));
+        let records = BinaryViewArray::try_new(ScalarBuffer::from(views), vec![window], None).unwrap();
+        let schema = Arc::new(Schema::new(vec![Field::new("record", DataType::BinaryView, false)]));
+        let chunk = RecordBatch::try_new(schema, vec![Arc::new(records)]).unwrap();
+        assert_eq!(slice_bytes(&chunk), 11 * 16 + 1000);
+        // A slice counts its own rows.
+        assert_eq!(slice_bytes(&chunk.slice(8, 3)), 3 * 16 + 200);
+    }
 
     #[test]
     fn tracks_use_and_peak() {
