@@ -27,7 +27,7 @@ use flate2::write::{GzEncoder, ZlibEncoder};
 use flumen_ir::{Error, FileFormat, Location, RecordCompression, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::position::{check_len, decode, encode, file_len};
+use crate::position::{check_len, decode, encode};
 use crate::reader::{ChunkReader, ReadOptions, ReaderPosition};
 
 /// The constant TFRecord adds to a rotated CRC32C (the "mask"), so that a checksum of data
@@ -43,26 +43,20 @@ pub fn masked_crc32c(bytes: &[u8]) -> u32 {
     crc.rotate_right(15).wrapping_add(MASK_DELTA)
 }
 
-/// Whether a reader maps its file.
-fn maps(compression: RecordCompression, read: ReadOptions) -> bool {
-    compression == RecordCompression::None && read.map_files
-}
-
 /// The file's bytes, decompressed as `compression` says, with the file's length. The reader
 /// reads large windows of its own, so nothing more is buffered (the decompressors buffer
 /// their input themselves).
 fn open_input(path: &str, compression: RecordCompression, read: ReadOptions) -> Result<(Input, u64)> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let len = file_len(&file, path)?;
-    // Only a regular file maps (a pipe or a device reports no length).
-    let regular = file.metadata().map_err(|e| Error::io(path, e))?.is_file();
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
     let input = match compression {
-        _ if maps(compression, read) && regular => Input::Mapped(file),
+        // Only a regular file maps (a pipe or a device reports no length).
+        RecordCompression::None if read.map_files && meta.is_file() => Input::Mapped(file),
         RecordCompression::None => Input::Read(Box::new(file)),
         RecordCompression::Gzip => Input::Read(Box::new(MultiGzDecoder::new(file))),
         RecordCompression::Zlib => Input::Read(Box::new(ZlibDecoder::new(file))),
     };
-    Ok((input, len))
+    Ok((input, meta.len()))
 }
 
 /// Bytes read from the stream at a time: large enough that a read system call serves
@@ -152,14 +146,23 @@ impl TfRecordReader {
     /// Opens `path` to read its records in chunks of at most `read.chunk_rows` rows; an
     /// uncompressed file is mapped when `read.map_files` says so.
     pub fn open(path: &str, compression: RecordCompression, read: ReadOptions) -> Result<Self> {
-        let window = if maps(compression, read) { MAP_WINDOW } else { WINDOW };
-        Self::open_with_window(path, compression, read, window)
+        Self::open_with_window(path, compression, read, None)
     }
 
-    /// [`open`](Self::open) reading or mapping `window` bytes at a time (tests use tiny
-    /// windows so that records straddle them).
-    fn open_with_window(path: &str, compression: RecordCompression, read: ReadOptions, window: usize) -> Result<Self> {
+    /// [`open`](Self::open) reading or mapping `window` bytes at a time, by default
+    /// [`MAP_WINDOW`] mapped and [`WINDOW`] read (tests use tiny windows so that records
+    /// straddle them).
+    fn open_with_window(
+        path: &str,
+        compression: RecordCompression,
+        read: ReadOptions,
+        window: Option<usize>,
+    ) -> Result<Self> {
         let (input, len) = open_input(path, compression, read)?;
+        let window = window.unwrap_or(match input {
+            Input::Mapped(_) => MAP_WINDOW,
+            Input::Read(_) => WINDOW,
+        });
         Ok(TfRecordReader {
             input,
             window_at: 0,
@@ -525,7 +528,7 @@ mod tests {
         hold: bool,
     ) -> Result<Vec<Vec<u8>>> {
         let chunk_rows = read.chunk_rows;
-        let mut reader = TfRecordReader::open_with_window(path, compression, read, window)?;
+        let mut reader = TfRecordReader::open_with_window(path, compression, read, Some(window))?;
         let (mut held, mut out) = (vec![], vec![]);
         let copy = |chunk: &RecordBatch, out: &mut Vec<Vec<u8>>| {
             out.extend(chunk.column(0).as_binary_view().iter().map(|r| r.unwrap().to_vec()))
@@ -649,7 +652,8 @@ mod tests {
             std::fs::write(path, &bytes).unwrap();
             for (window, map) in [12, 20, WINDOW].into_iter().flat_map(|w| [(w, false), (w, true)]) {
                 let read = opts(10, map);
-                let mut reader = TfRecordReader::open_with_window(path, RecordCompression::None, read, window).unwrap();
+                let mut reader =
+                    TfRecordReader::open_with_window(path, RecordCompression::None, read, Some(window)).unwrap();
                 let mut rows = 0;
                 let err = loop {
                     match reader.next_chunk() {
@@ -741,7 +745,8 @@ mod tests {
             // Opened, then cut before anything is mapped: windows are mapped until one would
             // reach past the new end.
             let read = opts(1000, true);
-            let mut reader = TfRecordReader::open_with_window(path, RecordCompression::None, read, window).unwrap();
+            let mut reader =
+                TfRecordReader::open_with_window(path, RecordCompression::None, read, Some(window)).unwrap();
             std::fs::OpenOptions::new().write(true).open(path).unwrap().set_len(cut).unwrap();
             let chunk = reader.next_chunk().unwrap().unwrap();
             let got: Vec<&[u8]> = chunk.column(0).as_binary_view().iter().map(|r| r.unwrap()).collect();
