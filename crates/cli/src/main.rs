@@ -20,6 +20,14 @@ use clap::{Parser, Subcommand};
 /// and faults it in again page by page (36,000 page faults in one w2 pass, 800 with
 /// mimalloc), and w2 and w6 ran 17% and 22% faster with mimalloc. The library leaves the
 /// choice to the program that embeds it.
+///
+/// mimalloc is built without transparent huge pages (its `no_thp` feature). With them, it
+/// asks the kernel for 2 MiB pages over its whole arena, and every first touch of one zeroes
+/// (and may compact memory for) a whole 2 MiB page. On a virtual machine whose host has taken
+/// back the guest's free memory (as it does seconds after a process exits), that made a fresh
+/// `flumen bench` pass 2 to 3.5 times slower: w4 34 → 9.6 ms, w2 177 → 72 ms, w6 253 →
+/// 122 ms (medians of 5, alternating, each run after 3.5 s idle). In one warm process,
+/// w2 and w6 ran 12% faster without them and w4 within its noise (194 against 185 M rows/s).
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
