@@ -1039,6 +1039,11 @@ mod tests {
             let mut fast = vec![];
             packed_varints(&bytes, &mut fast).unwrap();
             assert_eq!(fast, values);
+            // After values already there (the list of an earlier record).
+            let mut appended = vec![-7, 7];
+            packed_varints(&bytes, &mut appended).unwrap();
+            assert_eq!(appended[..2], [-7, 7]);
+            assert_eq!(appended[2..], values);
             // Cut anywhere inside its last value, the list is an error.
             let last_start = bytes.iter().rev().skip(1).position(|b| *b < 0x80).map_or(0, |p| bytes.len() - 1 - p);
             for cut in last_start..bytes.len().saturating_sub(1) {
