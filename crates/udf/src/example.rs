@@ -28,6 +28,8 @@ use arrow::datatypes::{DataType, Field, Int64Type};
 pub use flumen_ir::example::{output_spec, Defaults, FeatureKind, FeatureSpec};
 use flumen_ir::DType;
 
+use crate::short_varints;
+
 /// The values of one feature of an `Example` to serialize.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum FeatureValues<'a> {
@@ -362,14 +364,20 @@ fn append_value(value: &[u8], values: &mut Values) -> Result<(), Bad> {
 
 /// Appends the varints of a packed list to `out`.
 ///
-/// Eight bytes at a time where eight remain: the first byte without a continuation bit ends
+/// Runs of values of 1 to 3 bytes go four at a time through [`short_varints::decode`].
+/// Between runs, and where fewer than 16 bytes remain, values are decoded one at a time,
+/// eight bytes at a time while eight remain: the first byte without a continuation bit ends
 /// the value, and its 7-bit groups are gathered without a loop (the common 1 to 8 byte
-/// values); the rest go through [`Wire::varint`].
+/// values). The rest go through [`Wire::varint`].
 fn packed_varints(bytes: &[u8], out: &mut Vec<i64>) -> Result<(), Bad> {
-    // At most one value per byte.
-    out.reserve(bytes.len());
+    // At most one value per byte, and the room a run's last step writes past its values.
+    out.reserve(bytes.len() + short_varints::STEP);
     let mut at = 0;
     while at + 8 <= bytes.len() {
+        at = short_varints::decode(bytes, at, out);
+        if at + 8 > bytes.len() {
+            break;
+        }
         let word = u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
         let ends = !word & 0x8080_8080_8080_8080;
         if ends == 0 {

@@ -13,6 +13,7 @@
 //!   a plan's closure references resolve against.
 //! - [`example`]: `parse_example`, serialized `tf.train.Example`s into Arrow columns.
 //! - [`fingerprint64`]: FarmHash `Fingerprint64`, the string hash of `hash_bucket`.
+//! - [`short_varints`]: runs of 1 to 3 byte varints of a packed list, four at a time (SSSE3).
 
 #![warn(missing_docs)]
 
@@ -24,6 +25,7 @@ pub mod functions;
 pub mod kernel;
 pub mod lower;
 pub mod registry;
+pub mod short_varints;
 mod tensor_ops;
 
 pub use closure::guarded;
