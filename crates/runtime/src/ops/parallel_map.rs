@@ -8,7 +8,12 @@
 //!   (at most [`TASK_CHUNKS`], and only while the grown task fits the budget): a task is
 //!   handed between threads twice, which on a cheap function over busy cores (w4's stage:
 //!   35 µs a chunk) is a noticeable part of its work. Each chunk of such a task is a call
-//!   of its own, with no copy, and a panic loses only the rest of its chunk.
+//!   of its own, with no copy, and a panic loses only the rest of its chunk. A chunk whose
+//!   output would exceed [`TASK_BYTES`] (at the most output per row seen so far, or its own
+//!   bytes per row before any task finished) is cut into equal parts instead, a task each:
+//!   a parse that turns 300-byte records into 800 bytes of int64 tokens a row would
+//!   otherwise hand on 6.5 MB chunks, which every operator above then holds, copies and
+//!   frees whole.
 //!   With a fixed task size (a batch size), a task gathers exactly that many rows across
 //!   chunk boundaries, so each worker produces one whole batch's rows in one allocation and
 //!   the batch above wraps them without a copy (tf.data's `map_and_batch`).
@@ -200,6 +205,17 @@ pub const STAGE_TASKS_UNDER: Duration = Duration::from_micros(250);
 /// hand-offs between threads are a small part of it.
 pub const TASK_WORK: Duration = Duration::from_micros(200);
 
+/// The most output a columnar task is expected to give: a chunk whose output would be
+/// larger is cut into equal parts, each a task of its own.
+///
+/// Why 1 MiB: chunks that size stay in a core's cache between the map and the operator
+/// above, and the allocator reuses their freed buffers, where multi-megabyte ones come from
+/// fresh memory the kernel must fault in and zero. On w6 (`parse_example` of token lists,
+/// 800 output bytes a row, then bucketing) a fresh process ran 122 → 88 ms with 24,900 →
+/// 5,700 page faults (medians of 11 alternating passes); 256 KiB parts ran at 120 ms (a task
+/// per 330 records) and 2 MiB ones between the two. w2, w4 and w1 did not change.
+pub const TASK_BYTES: u64 = 1 << 20;
+
 /// The most chunks a columnar task gathers: enough that w4's stage (8,192-row chunks)
 /// reaches [`TASK_WORK`], few enough that a function the rate underestimates, or a slow
 /// input read before the task starts, delays little.
@@ -241,6 +257,8 @@ pub struct ParallelMapOp {
     stage_under: Duration,
     /// The work a columnar task is given ([`TASK_WORK`]).
     task_work: Duration,
+    /// The output a columnar task is given at most ([`TASK_BYTES`]).
+    task_bytes: u64,
     input_done: bool,
     /// Items pulled and not yet fully handed out, from index `first_item`.
     items: VecDeque<InputItem>,
@@ -300,6 +318,7 @@ impl ParallelMapOp {
             completed_seen: 0,
             stage_under: STAGE_TASKS_UNDER,
             task_work: TASK_WORK,
+            task_bytes: TASK_BYTES,
             input_done: false,
             items: VecDeque::new(),
             first_item: 0,
@@ -399,21 +418,35 @@ impl ParallelMapOp {
         Ok(())
     }
 
-    /// The input rows of a task starting at `start` with a chunk of `n` rows (more than `n`
-    /// when a fixed-size task reaches into the next chunks; a columnar task's first chunk,
-    /// which [`gather`](Self::gather) may grow).
-    fn task_rows(&self, start: Pos, n: usize) -> usize {
+    /// The input rows of a task starting at `start` with `chunk` (more than its rows when
+    /// a fixed-size task reaches into the next chunks; a columnar task's first chunk, or
+    /// the part of it whose output fits [`TASK_BYTES`], which [`gather`](Self::gather) may
+    /// grow).
+    fn task_rows(&self, start: Pos, chunk: &RecordBatch) -> usize {
+        let n = chunk.num_rows();
+        // Equal parts of the chunk as pulled, not of what is left of it: cutting the rest
+        // again each time would leave ever smaller tasks.
+        let pulled = || {
+            let index = start.item.checked_sub(self.first_item).and_then(|i| usize::try_from(i).ok());
+            index.and_then(|i| self.items.get(i)).map_or(n, |item| item.rows)
+        };
         match self.size {
-            TaskSize::Chunk => n,
-            // Equal parts of the chunk as pulled, not of what is left of it: cutting the rest
-            // again each time would leave ever smaller tasks.
-            TaskSize::Split => {
-                let index = start.item.checked_sub(self.first_item).and_then(|i| usize::try_from(i).ok());
-                let pulled = index.and_then(|i| self.items.get(i)).map_or(n, |item| item.rows);
-                pulled.div_ceil(self.parallelism()).max(1)
+            TaskSize::Chunk => {
+                let pulled = pulled();
+                let bytes = self.out_per_row(chunk).saturating_mul(pulled as u64);
+                let parts = usize::try_from(bytes.div_ceil(self.task_bytes)).unwrap_or(usize::MAX).max(1);
+                pulled.div_ceil(parts).clamp(1, n.max(1))
             }
+            TaskSize::Split => pulled().div_ceil(self.parallelism()).max(1),
             TaskSize::Rows(r) => r.max(1),
         }
+    }
+
+    /// The output a row of `chunk` is expected to give: the most per row a task has given,
+    /// or the chunk's own bytes per row before any task finished.
+    fn out_per_row(&self, chunk: &RecordBatch) -> u64 {
+        let seen = self.completions.finished.lock().expect("map results").out_per_row;
+        seen.unwrap_or_else(|| slice_bytes(chunk).div_ceil(chunk.num_rows().max(1) as u64))
     }
 
     /// What a task over `rows` input rows of `input` bytes holds while it runs: its input
@@ -430,7 +463,7 @@ impl ParallelMapOp {
         match self.undispatched.front() {
             Some((start, Ok(chunk))) => {
                 let n = chunk.num_rows();
-                let rows = self.task_rows(*start, n);
+                let rows = self.task_rows(*start, chunk);
                 let take = rows.min(n);
                 // A fixed-size task reaching into later chunks is taken to have rows like these.
                 let input = slice_bytes(&chunk.slice(0, take)) as u128 * rows as u128 / take.max(1) as u128;
@@ -445,7 +478,7 @@ impl ParallelMapOp {
     /// or whole chunks for a columnar function).
     fn gather(&mut self, start: Pos, chunk: RecordBatch) -> Result<Vec<RecordBatch>> {
         let n = chunk.num_rows();
-        let take = self.task_rows(start, n);
+        let take = self.task_rows(start, &chunk);
         if take < n {
             let rest = Pos { item: start.item, row: start.row + take };
             self.undispatched.push_front((rest, Ok(chunk.slice(take, n - take))));
@@ -454,17 +487,19 @@ impl ParallelMapOp {
         let mut rows = vec![chunk];
         let mut have = n;
         if let TaskSize::Chunk = self.size {
-            // Whole chunks while they fit the task's work, its chunk count and the budget,
-            // up to an input error or the end.
+            // Whole chunks while they fit the task's work, its output, its chunk count and
+            // the budget, up to an input error or the end.
             let want = {
                 let finished = self.completions.finished.lock().expect("map results");
                 rows_for(finished.work, finished.rows, self.task_work)
             };
             let mut bytes = slice_bytes(&rows[0]);
+            let per_row = self.out_per_row(&rows[0]);
             while have < want && rows.len() < TASK_CHUNKS {
                 match self.next_undispatched()? {
                     Some((_, Ok(next)))
                         if have + next.num_rows() <= want
+                            && per_row.saturating_mul((have + next.num_rows()) as u64) <= self.task_bytes
                             && self.budget.fits(self.estimate(bytes + slice_bytes(&next), have + next.num_rows())) =>
                     {
                         have += next.num_rows();
@@ -891,6 +926,49 @@ mod tests {
         assert_eq!(rows_for(us(35), 8192, Duration::ZERO), 0);
         assert_eq!(rows_for(Duration::ZERO, 8192, us(200)), 200_000, "under a nanosecond a row counts as one");
         assert_eq!(rows_for(Duration::MAX, 1, us(200)), 0, "no overflow");
+    }
+
+    /// The rows of each chunk `op` hands out, and all their values in order.
+    fn drain(op: &mut ParallelMapOp) -> (Vec<usize>, Vec<i64>) {
+        let (mut sizes, mut values) = (vec![], vec![]);
+        while let Some(chunk) = op.next_chunk().unwrap() {
+            sizes.push(chunk.num_rows());
+            values.extend_from_slice(chunk.column(0).as_primitive::<Int64Type>().values());
+        }
+        (sizes, values)
+    }
+
+    #[test]
+    fn a_chunk_whose_output_exceeds_the_task_bytes_is_cut_into_equal_parts() {
+        // Chunks of 1,000 rows of 8 bytes, in and out: at most 3,000 bytes a task is three
+        // parts of 334, 334 and 332 rows (the rest is not cut again), before any task
+        // finished (the input's bytes) and after (the output's).
+        let (func, _entered, go) = gated_add_one();
+        drop(go);
+        let (mut op, _) = map_op(func, 10, 2, u64::MAX);
+        op.task_bytes = 3000;
+        let (sizes, values) = drain(&mut op);
+        assert_eq!(sizes, [334, 334, 332].repeat(10));
+        assert_eq!(values, (1..=10_000).collect::<Vec<i64>>());
+        assert_eq!(op.completions.finished.lock().unwrap().completed, 30);
+    }
+
+    #[test]
+    fn cheap_chunks_are_gathered_only_while_their_output_fits_the_task_bytes() {
+        // However cheap the function, a task takes two 8,000-byte chunks at most under
+        // 16,000 bytes; each is still a call and an output of its own.
+        let (func, _entered, go) = gated_add_one();
+        drop(go);
+        let (mut op, _) = map_op(func, 40, 2, u64::MAX);
+        op.task_work = Duration::MAX;
+        op.task_bytes = 16_000;
+        let (sizes, values) = drain(&mut op);
+        assert_eq!(sizes, vec![1000; 40]);
+        assert_eq!(values, (1..=40_000).collect::<Vec<i64>>());
+        // Two single-chunk tasks before any finished, then pairs: 21 tasks; without the
+        // bound, tasks of eight chunks, 7.
+        let tasks = op.completions.finished.lock().unwrap().completed;
+        assert!((20..=21).contains(&tasks), "{tasks} tasks");
     }
 
     #[test]
