@@ -12,6 +12,7 @@
 //! - [`files`]: glob listing of input files.
 //! - [`csv`], [`parquet`], [`ipc`], [`text`], [`tfrecord`]: the file formats, with schema inference or
 //!   schema reading for when a dataset is built, and projection where the format has it.
+//! - [`checksum`]: CRC32C, fast for the short buffers of TFRecord framing.
 //! - [`chunks`]: flumen's own chunk files (snapshot shards, file caches).
 //! - [`split`]: units of parallel reading (a file, or a Parquet row group) and the reader
 //!   of a list of files.
@@ -25,6 +26,7 @@
 
 #![warn(missing_docs)]
 
+pub mod checksum;
 pub mod chunks;
 mod conform;
 pub mod csv;

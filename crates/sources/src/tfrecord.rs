@@ -39,7 +39,7 @@ const HEADER: usize = 12;
 
 /// TFRecord's masked CRC32C of `bytes`.
 pub fn masked_crc32c(bytes: &[u8]) -> u32 {
-    let crc = crc32c::crc32c(bytes);
+    let crc = crate::checksum::crc32c(bytes);
     crc.rotate_right(15).wrapping_add(MASK_DELTA)
 }
 
