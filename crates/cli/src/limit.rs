@@ -5,9 +5,11 @@
 //!
 //! Each computes the workload's checksum as WORKLOADS.md defines it, so a run shows the two
 //! agree. What a limit program leaves out, because it cannot change the checksum: w1's
-//! shuffle and batching, w6's padding and bucketing (w2's `drop_remainder` does change it,
-//! so the limit works out which rows the last partial batch held). Every value the workload
-//! computes is computed, even when the checksum reads only some of them.
+//! shuffle and batching (w2's `drop_remainder` does change it, so the limit works out which
+//! rows the last partial batch held). w6's limit buckets and pads as the workload does,
+//! since its padded batches are most of what the pipeline writes and its consumer reads.
+//! Every value the workload computes is computed, even when the checksum reads only some
+//! of them.
 
 use std::hint::black_box;
 
@@ -277,12 +279,47 @@ pub fn w2(files: &[String]) -> Result<Outcome, String> {
     Ok(Outcome { rows: rows as u64, batches: rows as u64 / 256, checksum })
 }
 
-/// w6: TFRecord Examples → tokens (int64 varlen), label → keep ≥ 8 tokens; the number of
-/// non-zero tokens (padding adds only zeros, bucketing moves rows between batches).
+/// w6's `bucket_by_sequence_length`: the bucket boundaries and each bucket's batch size.
+const W6_BOUNDARIES: [usize; 3] = [32, 64, 128];
+const W6_BATCH_SIZES: [usize; 4] = [128, 64, 32, 16];
+
+/// The rows a bucket holds until its batch is full: their tokens one after another, and
+/// their lengths.
+#[derive(Default)]
+struct Bucket {
+    tokens: Vec<i64>,
+    lens: Vec<usize>,
+}
+
+impl Bucket {
+    /// Pads the bucket's rows into one batch in `batch` (each row followed by zeros up to
+    /// the longest), counts the batch's non-zero values as the consumer does, and empties
+    /// the bucket.
+    fn pad(&mut self, batch: &mut Vec<i64>) -> u64 {
+        let longest = self.lens.iter().copied().max().unwrap_or(0);
+        batch.clear();
+        let mut at = 0;
+        for &len in &self.lens {
+            batch.extend_from_slice(&self.tokens[at..at + len]);
+            batch.resize(batch.len() + longest - len, 0);
+            at += len;
+        }
+        self.tokens.clear();
+        self.lens.clear();
+        batch.iter().filter(|t| **t != 0).count() as u64
+    }
+}
+
+/// w6: TFRecord Examples → tokens (int64 varlen), label → keep ≥ 8 tokens → bucketed by
+/// length, each batch padded to its longest row; the number of non-zero tokens over the
+/// padded batches. Each file is bucketed on its own (its last partial batches flushed at
+/// its end), which moves rows between batches but changes neither the work nor the sum.
 pub fn w6(files: &[String]) -> Result<Outcome, String> {
     let per_file = on_threads(files.len(), |i| {
-        let (mut rows, mut non_zero, mut n) = (0u64, 0u64, 0u64);
+        let (mut rows, mut batches, mut non_zero, mut n) = (0u64, 0u64, 0u64, 0u64);
         let (mut tokens, mut ints): (Vec<i64>, Vec<i64>) = (Vec::with_capacity(256), vec![]);
+        let mut buckets: [Bucket; 4] = Default::default();
+        let mut batch = Vec::with_capacity(128 * 32);
         records(&files[i], |record| {
             let bad = || format!("{}: record {n} is not a w6 Example", files[i]);
             tokens.clear();
@@ -304,15 +341,25 @@ pub fn w6(files: &[String]) -> Result<Outcome, String> {
             n += 1;
             if tokens.len() >= 8 {
                 rows += 1;
-                non_zero += tokens.iter().filter(|t| **t != 0).count() as u64;
+                let b = W6_BOUNDARIES.partition_point(|&bound| bound <= tokens.len());
+                let bucket = &mut buckets[b];
+                bucket.tokens.extend_from_slice(&tokens);
+                bucket.lens.push(tokens.len());
+                if bucket.lens.len() == W6_BATCH_SIZES[b] {
+                    non_zero += bucket.pad(&mut batch);
+                    batches += 1;
+                }
             }
             Ok(())
         })?;
-        Ok((rows, non_zero))
+        for bucket in buckets.iter_mut().filter(|b| !b.lens.is_empty()) {
+            non_zero += bucket.pad(&mut batch);
+            batches += 1;
+        }
+        Ok((rows, batches, non_zero))
     })?;
-    let (rows, non_zero) = per_file.iter().fold((0, 0), |(r, z), (fr, fz)| (r + fr, z + fz));
-    // Batches per bucket are not counted here: the bucket sizes depend on the order.
-    Ok(Outcome { rows, batches: 0, checksum: non_zero as f64 })
+    let (rows, batches, non_zero) = per_file.iter().fold((0, 0, 0), |(r, b, z), (fr, fb, fz)| (r + fr, b + fb, z + fz));
+    Ok(Outcome { rows, batches, checksum: non_zero as f64 })
 }
 
 /// The limit program of `workload`; `find(dir, extension)` lists its files (w4 reads
