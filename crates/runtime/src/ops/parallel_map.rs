@@ -9,8 +9,9 @@
 //!   handed between threads twice, which on a cheap function over busy cores (w4's stage:
 //!   35 µs a chunk) is a noticeable part of its work. Each chunk of such a task is a call
 //!   of its own, with no copy, and a panic loses only the rest of its chunk. A chunk whose
-//!   output would exceed [`TASK_BYTES`] (at the most output per row seen so far, or its own
-//!   bytes per row before any task finished) is cut into equal parts instead, a task each:
+//!   output would exceed [`TASK_BYTES`] (at the mean output per row of the tasks finished
+//!   so far, or its own bytes per row before any) is cut into equal parts instead, a task
+//!   each, but none under a task's work at the rate seen so far:
 //!   a parse that turns 300-byte records into 800 bytes of int64 tokens a row would
 //!   otherwise hand on 6.5 MB chunks, which every operator above then holds, copies and
 //!   frees whole.
@@ -124,8 +125,14 @@ struct Finished {
     /// Tasks dispatched while every call was busy: the next worker to finish runs one
     /// instead of returning to the pool, so no call waits for the consumer to wake up.
     staged: VecDeque<Job>,
-    /// The most output bytes per input row a task has given (none before the first ends).
+    /// The most output bytes per input row a task has given (none before the first ends):
+    /// what the budget reserves for a task, so it errs high.
     out_per_row: Option<u64>,
+    /// The output bytes and input rows of the tasks that finished without an error: their
+    /// mean output per row is what tasks are cut by (one task of long rows would make
+    /// every later task small if its rows counted as the rule).
+    out_bytes: u64,
+    out_rows: u64,
     /// Tasks finished so far, their input rows, and the work they took.
     completed: u64,
     rows: u64,
@@ -178,6 +185,8 @@ impl Runner {
                 let own: u64 = segments.iter().filter_map(|s| s.result.as_ref().ok()?.as_ref()).map(slice_bytes).sum();
                 let per_row = own.div_ceil(n as u64);
                 finished.out_per_row = Some(finished.out_per_row.map_or(per_row, |p| p.max(per_row)));
+                finished.out_bytes += own;
+                finished.out_rows += n as u64;
             }
             finished.tasks.insert(seq, segments);
             finished.completed += 1;
@@ -435,18 +444,27 @@ impl ParallelMapOp {
                 let pulled = pulled();
                 let bytes = self.out_per_row(chunk).saturating_mul(pulled as u64);
                 let parts = usize::try_from(bytes.div_ceil(self.task_bytes)).unwrap_or(usize::MAX).max(1);
-                pulled.div_ceil(parts).clamp(1, n.max(1))
+                // Never parts so small that their hand-offs outweigh their work: rows whose
+                // output is large but cheap to make stay at least a task's work together.
+                let fewest = {
+                    let finished = self.completions.finished.lock().expect("map results");
+                    rows_for(finished.work, finished.rows, self.task_work)
+                };
+                pulled.div_ceil(parts).max(fewest).clamp(1, n.max(1))
             }
             TaskSize::Split => pulled().div_ceil(self.parallelism()).max(1),
             TaskSize::Rows(r) => r.max(1),
         }
     }
 
-    /// The output a row of `chunk` is expected to give: the most per row a task has given,
-    /// or the chunk's own bytes per row before any task finished.
+    /// The output a row of `chunk` is expected to give, to cut tasks by: the mean per row
+    /// of the tasks finished so far, or the chunk's own bytes per row before any.
     fn out_per_row(&self, chunk: &RecordBatch) -> u64 {
-        let seen = self.completions.finished.lock().expect("map results").out_per_row;
-        seen.unwrap_or_else(|| slice_bytes(chunk).div_ceil(chunk.num_rows().max(1) as u64))
+        let finished = self.completions.finished.lock().expect("map results");
+        match finished.out_rows {
+            0 => slice_bytes(chunk).div_ceil(chunk.num_rows().max(1) as u64),
+            rows => finished.out_bytes.div_ceil(rows),
+        }
     }
 
     /// What a task over `rows` input rows of `input` bytes holds while it runs: its input
@@ -940,9 +958,9 @@ mod tests {
 
     #[test]
     fn a_chunk_whose_output_exceeds_the_task_bytes_is_cut_into_equal_parts() {
-        // Chunks of 1,000 rows of 8 bytes, in and out: at most 3,000 bytes a task is three
-        // parts of 334, 334 and 332 rows (the rest is not cut again), before any task
-        // finished (the input's bytes) and after (the output's).
+        // Chunks of 1,000 rows of 8 bytes, in and out (8,000 bytes a chunk whether its input
+        // or an output is the measure): at most 3,000 bytes a task is three parts of 334,
+        // 334 and 332 rows, the rest not cut again.
         let (func, _entered, go) = gated_add_one();
         drop(go);
         let (mut op, _) = map_op(func, 10, 2, u64::MAX);
@@ -951,6 +969,92 @@ mod tests {
         assert_eq!(sizes, [334, 334, 332].repeat(10));
         assert_eq!(values, (1..=10_000).collect::<Vec<i64>>());
         assert_eq!(op.completions.finished.lock().unwrap().completed, 30);
+    }
+
+    #[test]
+    fn tasks_are_cut_by_the_output_seen_once_a_task_has_finished() {
+        // One call, so the second task is cut after the first finished. The function makes
+        // two int64 columns of one (8 bytes a row in, 16 out): under 4,000 bytes a task, the
+        // first chunk's first part is cut by its input (half of it), everything after by
+        // the output (quarters, the first chunk's other half in two).
+        let values: Vec<i64> = (0..3000).collect();
+        let input = source(int_chunks("x", &values, &[1000; 3]));
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("x", arrow::datatypes::DataType::Int64, false),
+            arrow::datatypes::Field::new("y", arrow::datatypes::DataType::Int64, false),
+        ]));
+        let wide: ChunkFn = Arc::new(move |chunk: &RecordBatch| {
+            let x = chunk.column(0).as_primitive::<Int64Type>();
+            let y = Int64Array::from_iter_values(x.values().iter().map(|v| 2 * v));
+            Ok(RecordBatch::try_new(schema.clone(), vec![chunk.column(0).clone(), Arc::new(y)]).unwrap())
+        });
+        let knob = Knob::new(Param::Parallelism, 1, false, 1, 1);
+        let pool = Arc::new(ThreadPool::new(1));
+        let budget = Arc::new(MemoryBudget::new(u64::MAX));
+        let mut op = ParallelMapOp::new(input, wide, pool, knob, TaskSize::Chunk, true, Arc::default(), budget);
+        op.task_work = Duration::ZERO;
+        op.task_bytes = 4000;
+        let (sizes, values) = drain(&mut op);
+        let mut expected = vec![500, 250, 250];
+        expected.extend([250; 8]);
+        assert_eq!(sizes, expected);
+        assert_eq!(values, (0..3000).collect::<Vec<i64>>());
+    }
+
+    #[test]
+    fn a_task_of_long_rows_does_not_cut_every_later_task_small() {
+        // Ten rows of 1,000 output bytes each, then ten chunks of 1,000 rows of 12 bytes
+        // (8 of value and 4 of offset): under 20,000 bytes a task, the long rows' task alone
+        // would cut every later chunk in 51 parts of 20 rows. Measured by the mean output
+        // per row, the parts grow as short rows finish, and the last chunks go whole.
+        let mut splits = vec![10];
+        splits.extend([1000; 10]);
+        let values: Vec<i64> = (0..10_010).collect();
+        let input = source(int_chunks("x", &values, &splits));
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+            "b",
+            arrow::datatypes::DataType::Binary,
+            false,
+        )]));
+        let bytes: ChunkFn = Arc::new(move |chunk: &RecordBatch| {
+            let x = chunk.column(0).as_primitive::<Int64Type>();
+            let b = arrow::array::BinaryArray::from_iter_values(x.values().iter().map(|v| {
+                if *v < 10 {
+                    vec![1u8; 1000]
+                } else {
+                    v.to_le_bytes().to_vec()
+                }
+            }));
+            Ok(RecordBatch::try_new(schema.clone(), vec![Arc::new(b)]).unwrap())
+        });
+        let knob = Knob::new(Param::Parallelism, 1, false, 1, 1);
+        let pool = Arc::new(ThreadPool::new(1));
+        let budget = Arc::new(MemoryBudget::new(u64::MAX));
+        let mut op = ParallelMapOp::new(input, bytes, pool, knob, TaskSize::Chunk, true, Arc::default(), budget);
+        op.task_work = Duration::ZERO;
+        op.task_bytes = 20_000;
+        let mut sizes = vec![];
+        while let Some(chunk) = op.next_chunk().unwrap() {
+            sizes.push(chunk.num_rows());
+        }
+        assert_eq!(sizes.iter().sum::<usize>(), 10_010);
+        assert_eq!(sizes[0], 10);
+        assert_eq!(sizes[1], 20, "the first short chunk is cut by the long rows' output");
+        assert!(sizes.ends_with(&[1000, 1000, 1000]), "{sizes:?}");
+    }
+
+    #[test]
+    fn parts_are_never_smaller_than_a_tasks_work() {
+        // 8 bytes a row under 800 bytes a task would be parts of 100 rows; a function this
+        // cheap (any, with a task's work set this high) keeps each chunk whole.
+        let (func, _entered, go) = gated_add_one();
+        drop(go);
+        let (mut op, _) = map_op(func, 10, 2, u64::MAX);
+        op.task_bytes = 800;
+        op.task_work = Duration::MAX;
+        let (sizes, _) = drain(&mut op);
+        // Before a task finished the rate is unknown and the first chunks are cut.
+        assert!(sizes.iter().rev().take(5).all(|&s| s == 1000), "{sizes:?}");
     }
 
     #[test]
