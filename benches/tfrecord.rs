@@ -217,7 +217,7 @@ fn hand_tokens(records: &BinaryArray) -> (Vec<i64>, Vec<i32>) {
         }
         let end = at + len;
         // Runs of short values four at a time, as the parse decodes them.
-        values.reserve(len + short_varints::STEP);
+        values.reserve(len);
         while at < end {
             at += short_varints::decode(&body[at..end], 0, &mut values);
             if at < end {

@@ -21,9 +21,11 @@ use clap::{Parser, Subcommand};
 /// mimalloc), and w2 and w6 ran 17% and 22% faster with mimalloc. The library leaves the
 /// choice to the program that embeds it.
 ///
-/// mimalloc is built without transparent huge pages (its `no_thp` feature). With them, it
-/// asks the kernel for 2 MiB pages over its whole arena, and every first touch of one zeroes
-/// (and may compact memory for) a whole 2 MiB page. On a virtual machine whose host has taken
+/// mimalloc is built with its `no_thp` feature: it no longer advises the kernel to back its
+/// arena with transparent huge pages (`MADV_HUGEPAGE`), which on a host where THP is
+/// `madvise` means 4 KiB pages (where THP is `always`, the kernel still uses huge ones).
+/// With the advice, every first touch of its memory zeroes (and may compact memory for) a
+/// whole 2 MiB page. On a virtual machine whose host has taken
 /// back the guest's free memory (as it does seconds after a process exits), that made a fresh
 /// `flumen bench` pass 2 to 3.5 times slower: w4 34 → 9.6 ms, w2 177 → 72 ms, w6 253 →
 /// 122 ms (medians of 5, alternating, each run after 3.5 s idle). In one warm process,

@@ -12,7 +12,7 @@
 //! cache at every alignment), crate → here: 40 bytes 3.6 → 10.1 GiB/s, 330 bytes 9.0 →
 //! 14.1 GiB/s; 1,000 bytes go to the crate (14.9 GiB/s, where a word at a time gave about
 //! 11). On w2 (330-byte records) a fresh pass took 131 → 124 ms of CPU, on w6 154 → 141
-//! (medians of 11 and 9 alternating passes).
+//! (medians of 11 and 9 passes, alternating with the build before).
 
 /// Buffers this long or longer go to the `crc32c` crate (its three streams start at 768
 /// bytes).

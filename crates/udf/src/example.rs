@@ -370,8 +370,8 @@ fn append_value(value: &[u8], values: &mut Values) -> Result<(), Bad> {
 /// the value, and its 7-bit groups are gathered without a loop (the common 1 to 8 byte
 /// values). The rest go through [`Wire::varint`].
 fn packed_varints(bytes: &[u8], out: &mut Vec<i64>) -> Result<(), Bad> {
-    // At most one value per byte, and the room a run's last step writes past its values.
-    out.reserve(bytes.len() + short_varints::STEP);
+    // At most one value per byte: room for the runs, which decode only into reserved room.
+    out.reserve(bytes.len());
     let mut at = 0;
     while at + 8 <= bytes.len() {
         at = short_varints::decode(bytes, at, out);
