@@ -946,6 +946,19 @@ mod tests {
         assert_eq!(rows_for(Duration::MAX, 1, us(200)), 0, "no overflow");
     }
 
+    /// A parallel map of `func` over `input`, one call at a time (so each task is cut after
+    /// the one before finished), each task a chunk or part of one with at most `task_bytes`
+    /// of expected output.
+    fn one_call(input: BoxOperator, func: ChunkFn, task_bytes: u64) -> ParallelMapOp {
+        let knob = Knob::new(Param::Parallelism, 1, false, 1, 1);
+        let pool = Arc::new(ThreadPool::new(1));
+        let budget = Arc::new(MemoryBudget::new(u64::MAX));
+        let mut op = ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget);
+        op.task_work = Duration::ZERO;
+        op.task_bytes = task_bytes;
+        op
+    }
+
     /// The rows of each chunk `op` hands out, and all their values in order.
     fn drain(op: &mut ParallelMapOp) -> (Vec<usize>, Vec<i64>) {
         let (mut sizes, mut values) = (vec![], vec![]);
@@ -988,12 +1001,7 @@ mod tests {
             let y = Int64Array::from_iter_values(x.values().iter().map(|v| 2 * v));
             Ok(RecordBatch::try_new(schema.clone(), vec![chunk.column(0).clone(), Arc::new(y)]).unwrap())
         });
-        let knob = Knob::new(Param::Parallelism, 1, false, 1, 1);
-        let pool = Arc::new(ThreadPool::new(1));
-        let budget = Arc::new(MemoryBudget::new(u64::MAX));
-        let mut op = ParallelMapOp::new(input, wide, pool, knob, TaskSize::Chunk, true, Arc::default(), budget);
-        op.task_work = Duration::ZERO;
-        op.task_bytes = 4000;
+        let mut op = one_call(input, wide, 4000);
         let (sizes, values) = drain(&mut op);
         let mut expected = vec![500, 250, 250];
         expected.extend([250; 8]);
@@ -1027,12 +1035,7 @@ mod tests {
             }));
             Ok(RecordBatch::try_new(schema.clone(), vec![Arc::new(b)]).unwrap())
         });
-        let knob = Knob::new(Param::Parallelism, 1, false, 1, 1);
-        let pool = Arc::new(ThreadPool::new(1));
-        let budget = Arc::new(MemoryBudget::new(u64::MAX));
-        let mut op = ParallelMapOp::new(input, bytes, pool, knob, TaskSize::Chunk, true, Arc::default(), budget);
-        op.task_work = Duration::ZERO;
-        op.task_bytes = 20_000;
+        let mut op = one_call(input, bytes, 20_000);
         let mut sizes = vec![];
         while let Some(chunk) = op.next_chunk().unwrap() {
             sizes.push(chunk.num_rows());
