@@ -224,4 +224,27 @@ impl Operator for Metered {
     fn restore(&mut self, state: OpState) -> Result<()> {
         self.inner.restore(state)
     }
+
+    fn defers(&self) -> bool {
+        self.inner.defers()
+    }
+
+    /// Counted as the chunk it describes, made: its rows and bytes, no time (the worker
+    /// that makes it counts that as its task's work).
+    fn next_deferred(&mut self) -> Result<Option<std::sync::Arc<dyn crate::operator::Deferred>>> {
+        let out = self.inner.next_deferred();
+        let s = &self.stats;
+        match &out {
+            Ok(Some(rows)) => {
+                s.chunks.fetch_add(1, Ordering::Relaxed);
+                s.rows.fetch_add(rows.num_rows() as u64, Ordering::Relaxed);
+                s.bytes.fetch_add(rows.bytes(), Ordering::Relaxed);
+            }
+            Ok(None) => {}
+            Err(_) => {
+                s.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        out
+    }
 }

@@ -9,8 +9,11 @@
 //! again: it continues after the failed element where it can (what `ignore_errors` relies
 //! on) and otherwise ends.
 
+use std::sync::Arc;
+
 use arrow::record_batch::RecordBatch;
 use flumen_ir::Result;
+pub use flumen_sources::reader::Deferred;
 
 use crate::checkpoint::{OpState, SaveMode};
 
@@ -26,6 +29,19 @@ pub trait Operator: Send {
     /// saved by [`Operator::save`]: afterwards it produces exactly the elements and errors
     /// the saved operator would have produced next.
     fn restore(&mut self, state: OpState) -> Result<()>;
+
+    /// Whether the operator can describe its next chunks rather than make them
+    /// ([`Operator::next_deferred`]): a reader whose reader can (a `range`).
+    fn defers(&self) -> bool {
+        false
+    }
+
+    /// The next chunk described, for a parallel map's worker to make on its own thread
+    /// ([`Deferred::make`]); `Ok(None)` at the end. It moves the operator on exactly as
+    /// [`Operator::next_chunk`] does. Only for operators that [`defer`](Operator::defers).
+    fn next_deferred(&mut self) -> Result<Option<Arc<dyn Deferred>>> {
+        Err(flumen_ir::Error::execution("pull", "this operator makes its chunks and describes none"))
+    }
 }
 
 /// An owned physical operator.
@@ -42,5 +58,13 @@ impl Operator for BoxOperator {
 
     fn restore(&mut self, state: OpState) -> Result<()> {
         (**self).restore(state)
+    }
+
+    fn defers(&self) -> bool {
+        (**self).defers()
+    }
+
+    fn next_deferred(&mut self) -> Result<Option<Arc<dyn Deferred>>> {
+        (**self).next_deferred()
     }
 }

@@ -9,7 +9,7 @@ use flumen_ir::{Error, Result, SourceDesc};
 use serde::{Deserialize, Serialize};
 
 use crate::position::{decode, encode};
-use crate::reader::{ChunkReader, ReaderPosition};
+use crate::reader::{ChunkReader, Deferred, ReaderPosition};
 
 /// Reads `start, start + step, ...` up to `stop` (exclusive), like Python's `range`.
 #[derive(Debug)]
@@ -58,29 +58,79 @@ fn range_len(start: i64, stop: i64, step: i64) -> Result<u64> {
     Ok(if span <= 0 { 0 } else { ((span + step - 1) / step) as u64 })
 }
 
-impl ChunkReader for RangeReader {
-    fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
+impl RangeReader {
+    /// The next chunk's rows, moving the reader past them; `None` at the end.
+    fn next_rows(&mut self) -> Option<RangeRows> {
         if self.remaining == 0 {
-            return Ok(None);
+            return None;
         }
         let n = self.remaining.min(self.chunk_rows as u64) as usize;
-        let (first, step) = (self.next, self.step);
+        let rows = RangeRows { schema: self.schema.clone(), first: self.next, step: self.step, rows: n };
+        self.next = self.next.wrapping_add((n as i64).wrapping_mul(self.step));
+        self.remaining -= n as u64;
+        Some(rows)
+    }
+}
+
+/// `rows` values of a range from `first` by `step`: a chunk described ([`Deferred`]).
+#[derive(Debug, Clone)]
+struct RangeRows {
+    schema: SchemaRef,
+    first: i64,
+    step: i64,
+    rows: usize,
+}
+
+impl RangeRows {
+    fn chunk(&self) -> Result<RecordBatch> {
         // Every value produced lies between start and stop, so wrapping arithmetic is exact;
         // only the value after the last one may wrap, and it is never produced. Each value is
         // the last plus `step`, which vectorizes into vector adds; `first + k * step` did
         // too, but without AVX2 a 64-bit multiply is ten instructions per two values (a
         // chunk took 5 µs rather than 1.4).
-        let mut values = Vec::with_capacity(n);
-        let mut next = first;
-        values.extend((0..n).map(|_| {
+        let mut values = Vec::with_capacity(self.rows);
+        let mut next = self.first;
+        values.extend((0..self.rows).map(|_| {
             let value = next;
-            next = next.wrapping_add(step);
+            next = next.wrapping_add(self.step);
             value
         }));
-        let values = Int64Array::from(values);
-        self.next = first.wrapping_add((n as i64).wrapping_mul(step));
-        self.remaining -= n as u64;
-        Ok(Some(RecordBatch::try_new(self.schema.clone(), vec![Arc::new(values)])?))
+        Ok(RecordBatch::try_new(self.schema.clone(), vec![Arc::new(Int64Array::from(values))])?)
+    }
+}
+
+impl Deferred for RangeRows {
+    fn num_rows(&self) -> usize {
+        self.rows
+    }
+
+    fn slice(&self, offset: usize, len: usize) -> Arc<dyn Deferred> {
+        let first = self.first.wrapping_add((offset as i64).wrapping_mul(self.step));
+        Arc::new(RangeRows { first, rows: len.min(self.rows.saturating_sub(offset)), ..self.clone() })
+    }
+
+    fn bytes(&self) -> u64 {
+        8 * self.rows as u64
+    }
+
+    fn make(&self) -> Result<RecordBatch> {
+        self.chunk()
+    }
+}
+
+impl ChunkReader for RangeReader {
+    fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
+        self.next_rows().map(|rows| rows.chunk()).transpose()
+    }
+
+    /// A range's values are cheaper to compute than to move between cores: described, the
+    /// worker that runs a parallel map's task makes them where it reads them.
+    fn defers(&self) -> bool {
+        true
+    }
+
+    fn next_deferred(&mut self) -> Result<Option<Arc<dyn Deferred>>> {
+        Ok(self.next_rows().map(|rows| Arc::new(rows) as Arc<dyn Deferred>))
     }
 
     fn position(&self) -> Result<ReaderPosition> {
@@ -193,6 +243,27 @@ mod tests {
         assert!(seek_error(open, past).contains("not a position in the range"));
         let memory = serde_json::json!({"reader": "memory", "rows": 10, "row": 0});
         assert!(seek_error(open, memory).contains("not a position of a range reader"));
+    }
+
+    #[test]
+    fn described_chunks_and_their_slices_make_what_the_reader_reads() {
+        // Near i64's ends with a negative step, so that wrapping arithmetic is exercised.
+        let (start, stop, step) = (i64::MAX - 5, i64::MIN + 10, -(1 << 61));
+        let mut read = RangeReader::new(start, stop, step, 3).unwrap();
+        let mut described = RangeReader::new(start, stop, step, 3).unwrap();
+        assert!(described.defers());
+        while let Some(chunk) = read.next_chunk().unwrap() {
+            let rows = described.next_deferred().unwrap().expect("as many chunks");
+            assert_eq!((rows.num_rows(), rows.bytes()), (chunk.num_rows(), 8 * chunk.num_rows() as u64));
+            assert_eq!(rows.make().unwrap(), chunk);
+            for offset in 0..chunk.num_rows() {
+                for len in 0..=chunk.num_rows() - offset {
+                    assert_eq!(rows.slice(offset, len).make().unwrap(), chunk.slice(offset, len));
+                }
+            }
+            assert_eq!(read.position().unwrap(), described.position().unwrap());
+        }
+        assert!(described.next_deferred().unwrap().is_none());
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The reader interface every source implements.
 
+use std::sync::Arc;
+
 use arrow::record_batch::RecordBatch;
 
 /// The number of rows per chunk when the caller does not choose.
@@ -61,6 +63,37 @@ pub trait ChunkReader: Send {
     /// the source (another file list, a file that changed length) is an error, never a
     /// silently different sequence.
     fn seek(&mut self, position: &ReaderPosition) -> flumen_ir::Result<()>;
+
+    /// Whether the reader can describe its next chunks rather than make them
+    /// ([`ChunkReader::next_deferred`]); by default it cannot.
+    fn defers(&self) -> bool {
+        false
+    }
+
+    /// The next chunk as a description any thread can make ([`Deferred::make`]), moving the
+    /// reader on exactly as [`ChunkReader::next_chunk`] does; `Ok(None)` at the end. Only
+    /// for readers that [`defer`](ChunkReader::defers).
+    fn next_deferred(&mut self) -> flumen_ir::Result<Option<Arc<dyn Deferred>>> {
+        Err(flumen_ir::Error::execution("read", "this reader makes its chunks and describes none"))
+    }
+}
+
+/// A chunk described rather than made: a parallel map hands it to a worker, which makes it
+/// on its own thread, so that the thread that pulls the reader does not write every value
+/// into memory the workers then read (a `range`'s values cost more to move between cores
+/// than to compute).
+pub trait Deferred: Send + Sync {
+    /// The chunk's rows.
+    fn num_rows(&self) -> usize;
+
+    /// Rows `offset..offset + len` of the chunk, described.
+    fn slice(&self, offset: usize, len: usize) -> Arc<dyn Deferred>;
+
+    /// The bytes the made chunk holds.
+    fn bytes(&self) -> u64;
+
+    /// Makes the chunk: what [`ChunkReader::next_chunk`] would have returned.
+    fn make(&self) -> flumen_ir::Result<RecordBatch>;
 }
 
 /// A reader's position: a small JSON value whose shape is the reader's own (file index, byte

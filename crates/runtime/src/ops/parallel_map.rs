@@ -18,6 +18,9 @@
 //!   With a fixed task size (a batch size), a task gathers exactly that many rows across
 //!   chunk boundaries, so each worker produces one whole batch's rows in one allocation and
 //!   the batch above wraps them without a copy (tf.data's `map_and_batch`).
+//! - **Input made on the workers.** Where the input describes its chunks rather than making
+//!   them ([`Operator::defers`]: a `range`), tasks carry the descriptions and each worker
+//!   makes its rows where it computes on them.
 //! - **Calls in flight.** At most `parallelism` tasks run at once, as `num_parallel_calls`
 //!   promises. Tasks dispatched while every call is busy are staged, and the worker that
 //!   finishes a task runs the next staged one itself, so a call does not sit idle until the
@@ -62,7 +65,7 @@ use crate::checkpoint::replay::skip_rows;
 use crate::checkpoint::saved_error::SavedError;
 use crate::checkpoint::{OpState, SaveMode};
 use crate::metrics::{Knob, OpStats};
-use crate::operator::{BoxOperator, Operator};
+use crate::operator::{BoxOperator, Deferred, Operator};
 use crate::ops::function::ChunkFn;
 use crate::pool::ThreadPool;
 use crate::rows::concat;
@@ -93,6 +96,46 @@ impl Segment {
             _ => 0,
         };
         Segment { result, end, bytes }
+    }
+}
+
+/// Input rows of a task: a chunk, or a chunk its input only described, which the worker
+/// makes ([`Operator::next_deferred`]: a `range`, whose values are cheaper to compute on the
+/// worker than to write on the consumer's thread and read on another core).
+#[derive(Clone)]
+enum Input {
+    Chunk(RecordBatch),
+    Deferred(Arc<dyn Deferred>),
+}
+
+impl Input {
+    fn num_rows(&self) -> usize {
+        match self {
+            Input::Chunk(c) => c.num_rows(),
+            Input::Deferred(d) => d.num_rows(),
+        }
+    }
+
+    fn slice(&self, offset: usize, len: usize) -> Input {
+        match self {
+            Input::Chunk(c) => Input::Chunk(c.slice(offset, len)),
+            Input::Deferred(d) => Input::Deferred(d.slice(offset, len)),
+        }
+    }
+
+    /// The rows' own bytes ([`slice_bytes`]), made or to be made.
+    fn bytes(&self) -> u64 {
+        match self {
+            Input::Chunk(c) => slice_bytes(c),
+            Input::Deferred(d) => d.bytes(),
+        }
+    }
+
+    fn make(self) -> Result<RecordBatch> {
+        match self {
+            Input::Chunk(c) => Ok(c),
+            Input::Deferred(d) => d.make(),
+        }
     }
 }
 
@@ -148,7 +191,7 @@ struct Completions {
 /// A dispatched task: its sequence number, input rows, and the bytes reserved for it.
 struct Job {
     seq: u64,
-    rows: Vec<RecordBatch>,
+    rows: Vec<Input>,
     estimate: u64,
 }
 
@@ -167,14 +210,13 @@ impl Runner {
     fn run(&self, mut job: Job) {
         loop {
             let Job { seq, rows, estimate } = job;
-            let n: usize = rows.iter().map(|r| r.num_rows()).sum();
+            let n: usize = rows.iter().map(Input::num_rows).sum();
             let begin = Instant::now();
-            let segments = run_task(&self.func, &rows, self.whole);
+            // The input goes (inside) with the estimate that covered it; the output stays
+            // reserved until it is handed out.
+            let segments = run_task(&self.func, rows, self.whole);
             let took = begin.elapsed();
             self.stats.add_work(took);
-            // The input goes with the estimate that covered it; the output stays reserved
-            // until it is handed out.
-            drop(rows);
             let out: u64 = segments.iter().map(|s| s.bytes).sum();
             self.budget.swap(estimate, out);
             let mut finished = self.completions.finished.lock().expect("map results");
@@ -259,7 +301,9 @@ pub struct ParallelMapOp {
     budget: Arc<MemoryBudget>,
     completions: Arc<Completions>,
     /// Input rows pulled but not dispatched, each with its position.
-    undispatched: VecDeque<(Pos, Result<RecordBatch>)>,
+    undispatched: VecDeque<(Pos, Result<Input>)>,
+    /// The input describes its chunks, and workers make them ([`Input::Deferred`]).
+    deferred: bool,
     /// Tasks finished when `top_up` last looked.
     completed_seen: u64,
     /// The mean work per task under which tasks are staged ([`STAGE_TASKS_UNDER`]).
@@ -313,6 +357,7 @@ impl ParallelMapOp {
             stats: stats.clone(),
             budget: budget.clone(),
         });
+        let deferred = input.defers();
         ParallelMapOp {
             input,
             runner,
@@ -323,6 +368,7 @@ impl ParallelMapOp {
             stats,
             budget,
             completions,
+            deferred,
             undispatched: VecDeque::new(),
             completed_seen: 0,
             stage_under: STAGE_TASKS_UNDER,
@@ -355,12 +401,16 @@ impl ParallelMapOp {
     fn pull(&mut self) -> Result<()> {
         let before = if self.tracking.get() { self.input.save(SaveMode::Symbolic).ok().map(|s| (s, 0)) } else { None };
         let pos = Pos { item: self.next_item, row: 0 };
-        let item = match self.input.next_chunk() {
+        let pulled = match self.deferred {
+            true => self.input.next_deferred().map(|d| d.map(Input::Deferred)),
+            false => self.input.next_chunk().map(|c| c.map(Input::Chunk)),
+        };
+        let item = match pulled {
             Ok(None) => {
                 self.input_done = true;
                 return Ok(());
             }
-            Ok(Some(chunk)) => (chunk.num_rows(), Ok(chunk)),
+            Ok(Some(input)) => (input.num_rows(), Ok(input)),
             Err(e) => (0, Err(e)),
         };
         self.items.push_back(InputItem { rows: item.0, before });
@@ -371,7 +421,7 @@ impl ParallelMapOp {
 
     /// The next undispatched input item, pulling the input when none is left; `None` at
     /// the end of the input.
-    fn next_undispatched(&mut self) -> Result<Option<(Pos, Result<RecordBatch>)>> {
+    fn next_undispatched(&mut self) -> Result<Option<(Pos, Result<Input>)>> {
         if self.undispatched.is_empty() && !self.input_done {
             self.pull()?;
         }
@@ -431,7 +481,7 @@ impl ParallelMapOp {
     /// a fixed-size task reaches into the next chunks; a columnar task's first chunk, or
     /// the part of it whose output fits [`TASK_BYTES`], which [`gather`](Self::gather) may
     /// grow).
-    fn task_rows(&self, start: Pos, chunk: &RecordBatch) -> usize {
+    fn task_rows(&self, start: Pos, chunk: &Input) -> usize {
         let n = chunk.num_rows();
         // Equal parts of the chunk as pulled, not of what is left of it: cutting the rest
         // again each time would leave ever smaller tasks.
@@ -459,10 +509,10 @@ impl ParallelMapOp {
 
     /// The output a row of `chunk` is expected to give, to cut tasks by: the mean per row
     /// of the tasks finished so far, or the chunk's own bytes per row before any.
-    fn out_per_row(&self, chunk: &RecordBatch) -> u64 {
+    fn out_per_row(&self, chunk: &Input) -> u64 {
         let finished = self.completions.finished.lock().expect("map results");
         match finished.out_rows {
-            0 => slice_bytes(chunk).div_ceil(chunk.num_rows().max(1) as u64),
+            0 => chunk.bytes().div_ceil(chunk.num_rows().max(1) as u64),
             rows => finished.out_bytes.div_ceil(rows),
         }
     }
@@ -484,7 +534,7 @@ impl ParallelMapOp {
                 let rows = self.task_rows(*start, chunk);
                 let take = rows.min(n);
                 // A fixed-size task reaching into later chunks is taken to have rows like these.
-                let input = slice_bytes(&chunk.slice(0, take)) as u128 * rows as u128 / take.max(1) as u128;
+                let input = chunk.slice(0, take).bytes() as u128 * rows as u128 / take.max(1) as u128;
                 self.estimate(u64::try_from(input).unwrap_or(u64::MAX), rows)
             }
             Some((_, Err(_))) => 0,
@@ -494,7 +544,7 @@ impl ParallelMapOp {
 
     /// The rows of the task starting with `chunk`: part of it, or more chunks (fixed size,
     /// or whole chunks for a columnar function).
-    fn gather(&mut self, start: Pos, chunk: RecordBatch) -> Result<Vec<RecordBatch>> {
+    fn gather(&mut self, start: Pos, chunk: Input) -> Result<Vec<Input>> {
         let n = chunk.num_rows();
         let take = self.task_rows(start, &chunk);
         if take < n {
@@ -511,17 +561,17 @@ impl ParallelMapOp {
                 let finished = self.completions.finished.lock().expect("map results");
                 rows_for(finished.work, finished.rows, self.task_work)
             };
-            let mut bytes = slice_bytes(&rows[0]);
+            let mut bytes = rows[0].bytes();
             let per_row = self.out_per_row(&rows[0]);
             while have < want && rows.len() < TASK_CHUNKS {
                 match self.next_undispatched()? {
                     Some((_, Ok(next)))
                         if have + next.num_rows() <= want
                             && per_row.saturating_mul((have + next.num_rows()) as u64) <= self.task_bytes
-                            && self.budget.fits(self.estimate(bytes + slice_bytes(&next), have + next.num_rows())) =>
+                            && self.budget.fits(self.estimate(bytes + next.bytes(), have + next.num_rows())) =>
                     {
                         have += next.num_rows();
-                        bytes += slice_bytes(&next);
+                        bytes += next.bytes();
                         rows.push(next);
                     }
                     Some(other) => {
@@ -569,12 +619,12 @@ impl ParallelMapOp {
 
     /// Starts a task over `rows` on the pool, or stages it for the next worker to finish
     /// when every call is busy.
-    fn dispatch(&mut self, start: Pos, rows: Vec<RecordBatch>) {
+    fn dispatch(&mut self, start: Pos, rows: Vec<Input>) {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.starts.insert(seq, start);
         let n: usize = rows.iter().map(|r| r.num_rows()).sum();
-        let estimate = self.estimate(rows.iter().map(slice_bytes).sum(), n);
+        let estimate = self.estimate(rows.iter().map(Input::bytes).sum(), n);
         self.last_estimate = estimate;
         self.budget.reserve(estimate);
         let job = Job { seq, rows, estimate };
@@ -735,22 +785,29 @@ fn advance(items: &VecDeque<InputItem>, first: u64, mut pos: Pos, mut rows: usiz
 }
 
 /// Runs `func` over a task's rows, resuming after each failed element: over the rows
-/// joined into one chunk when `whole`, else chunk by chunk. A panic is an error for the rest
-/// of its chunk, as when a task was one chunk: the chunks before it keep their results.
-fn run_task(func: &ChunkFn, rows: &[RecordBatch], whole: bool) -> Vec<Segment> {
+/// joined into one chunk when `whole`, else chunk by chunk. Described rows are made here, on
+/// the worker. A panic is an error for the rest of its chunk, as when a task was one chunk:
+/// the chunks before it keep their results.
+fn run_task(func: &ChunkFn, rows: Vec<Input>, whole: bool) -> Vec<Segment> {
     let mut segments = Vec::new();
     if whole {
-        match concat(rows) {
+        let n = rows.iter().map(Input::num_rows).sum();
+        let made: Result<Vec<RecordBatch>> = rows.into_iter().map(Input::make).collect();
+        match made.and_then(|made| concat(&made)) {
             Ok(Some(chunk)) => guarded(func, &chunk, 0, &mut segments),
             Ok(None) => {}
-            Err(e) => segments.push(Segment::new(Err(e), rows.iter().map(|r| r.num_rows()).sum())),
+            Err(e) => segments.push(Segment::new(Err(e), n)),
         }
         return segments;
     }
     let mut base = 0;
-    for chunk in rows {
-        guarded(func, chunk, base, &mut segments);
-        base += chunk.num_rows();
+    for input in rows {
+        let n = input.num_rows();
+        match input.make() {
+            Ok(chunk) => guarded(func, &chunk, base, &mut segments),
+            Err(e) => segments.push(Segment::new(Err(e), base + n)),
+        }
+        base += n;
     }
     segments
 }
@@ -843,7 +900,14 @@ impl Operator for ParallelMapOp {
             Err(e) => Some(Err(SavedError::from(e).into_error())),
         });
         let results: Vec<Result<RecordBatch>> = self.restored.iter().map(copy).chain(computed).collect();
-        let pending = OpState::new("pending").with_results("items", self.undispatched.iter().map(|(_, r)| r))?;
+        // Described rows are saved made, as any other input rows.
+        let undispatched: Vec<Result<RecordBatch>> = (self.undispatched.iter())
+            .map(|(_, r)| match r {
+                Ok(input) => input.clone().make(),
+                Err(e) => Err(SavedError::from(e).into_error()),
+            })
+            .collect();
+        let pending = OpState::new("pending").with_results("items", &undispatched)?;
         Ok(state.with_results("results", &results)?.child(self.input.save(mode)?).child(pending))
     }
 
@@ -856,7 +920,7 @@ impl Operator for ParallelMapOp {
             self.tracking.set(true);
             if let Some(rest) = skip_rows(|| self.input.next_chunk(), skip)? {
                 self.items.push_back(InputItem { rows: rest.num_rows(), before: Some((before, skip)) });
-                self.undispatched.push_back((Pos { item: self.next_item, row: 0 }, Ok(rest)));
+                self.undispatched.push_back((Pos { item: self.next_item, row: 0 }, Ok(Input::Chunk(rest))));
                 self.next_item += 1;
             }
             return Ok(());
@@ -867,7 +931,7 @@ impl Operator for ParallelMapOp {
         for item in pending.take_results::<Vec<_>>("items")? {
             let rows = item.as_ref().map_or(0, |c| c.num_rows());
             self.items.push_back(InputItem { rows, before: None });
-            self.undispatched.push_back((Pos { item: self.next_item, row: 0 }, item));
+            self.undispatched.push_back((Pos { item: self.next_item, row: 0 }, item.map(Input::Chunk)));
             self.next_item += 1;
         }
         Ok(())
@@ -1076,6 +1140,42 @@ mod tests {
         // bound, tasks of eight chunks, 7.
         let tasks = op.completions.finished.lock().unwrap().completed;
         assert!((20..=21).contains(&tasks), "{tasks} tasks");
+    }
+
+    #[test]
+    fn a_range_made_on_the_workers_gives_its_rows_in_order_and_resumes_from_checkpoints() {
+        // range(5, 30005, 3) in chunks of 1,000, described by its reader and made by the
+        // workers; each value plus one, in order, whole and resumed from a checkpoint taken
+        // after three chunks, in both modes.
+        let range = || -> BoxOperator {
+            let reader = flumen_sources::range::RangeReader::new(5, 30_005, 3, 1000).unwrap();
+            Box::new(crate::ops::source::ReaderOp::new(Box::new(reader), int_spec("x").arrow_schema()))
+        };
+        let map = |input: BoxOperator| {
+            let (func, _entered, go) = gated_add_one();
+            drop(go);
+            let knob = Knob::new(Param::Parallelism, 2, false, 1, 2);
+            let pool = Arc::new(ThreadPool::new(2));
+            let budget = Arc::new(MemoryBudget::new(u64::MAX));
+            ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget)
+        };
+        let expected: Vec<i64> = (5..30_005).step_by(3).map(|v| v + 1).collect();
+        let mut whole = map(range());
+        assert!(whole.deferred, "a range's reader describes its chunks");
+        assert_eq!(drain(&mut whole).1, expected);
+        for mode in [SaveMode::Full, SaveMode::Symbolic] {
+            let mut cut = map(range());
+            let mut got = vec![];
+            for _ in 0..3 {
+                let chunk = cut.next_chunk().unwrap().unwrap();
+                got.extend_from_slice(chunk.column(0).as_primitive::<Int64Type>().values());
+            }
+            let state = cut.save(mode).unwrap();
+            let mut resumed = map(range());
+            resumed.restore(state).unwrap();
+            got.extend(drain(&mut resumed).1);
+            assert_eq!(got, expected, "{mode:?}");
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::{conform_chunk, relabel};
 use crate::context::ExecContext;
-use crate::operator::{BoxOperator, Operator};
+use crate::operator::{BoxOperator, Deferred, Operator};
 
 /// A `flumen-sources` reader. Readers continue after bad input where their format allows
 /// (a CSV reader skips to the next record) and end otherwise, so errors pass straight through.
@@ -57,6 +57,42 @@ impl Operator for ReaderOp {
     fn restore(&mut self, state: OpState) -> Result<()> {
         let state = state.expect("reader")?;
         self.reader.seek(&state.get::<serde_json::Value>("position")?)
+    }
+
+    fn defers(&self) -> bool {
+        self.reader.defers()
+    }
+
+    fn next_deferred(&mut self) -> Result<Option<Arc<dyn Deferred>>> {
+        let rows = self.reader.next_deferred()?;
+        Ok(match (&self.schema, rows) {
+            (Some(schema), Some(rows)) => Some(Arc::new(Relabeled { rows, schema: schema.clone() })),
+            (_, rows) => rows,
+        })
+    }
+}
+
+/// A reader's described chunk, made with the plan's field names and types ([`relabel`]).
+struct Relabeled {
+    rows: Arc<dyn Deferred>,
+    schema: SchemaRef,
+}
+
+impl Deferred for Relabeled {
+    fn num_rows(&self) -> usize {
+        self.rows.num_rows()
+    }
+
+    fn slice(&self, offset: usize, len: usize) -> Arc<dyn Deferred> {
+        Arc::new(Relabeled { rows: self.rows.slice(offset, len), schema: self.schema.clone() })
+    }
+
+    fn bytes(&self) -> u64 {
+        self.rows.bytes()
+    }
+
+    fn make(&self) -> Result<RecordBatch> {
+        relabel(self.rows.make()?, &self.schema)
     }
 }
 
