@@ -197,23 +197,30 @@ impl Metered {
     }
 }
 
-impl Operator for Metered {
-    fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
-        let start = Instant::now();
-        let out = self.inner.next_chunk();
+impl Metered {
+    /// Counts one pull: a chunk of `(rows, bytes)`, the end, or an error.
+    fn count(&self, pulled: std::result::Result<Option<(usize, u64)>, &flumen_ir::Error>) {
         let s = &self.stats;
-        s.wall_ns.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        match &out {
-            Ok(Some(chunk)) => {
+        match pulled {
+            Ok(Some((rows, bytes))) => {
                 s.chunks.fetch_add(1, Ordering::Relaxed);
-                s.rows.fetch_add(chunk.num_rows() as u64, Ordering::Relaxed);
-                s.bytes.fetch_add(chunk.get_array_memory_size() as u64, Ordering::Relaxed);
+                s.rows.fetch_add(rows as u64, Ordering::Relaxed);
+                s.bytes.fetch_add(bytes, Ordering::Relaxed);
             }
             Ok(None) => {}
             Err(_) => {
                 s.errors.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+}
+
+impl Operator for Metered {
+    fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
+        let start = Instant::now();
+        let out = self.inner.next_chunk();
+        self.stats.wall_ns.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.count(out.as_ref().map(|c| c.as_ref().map(|c| (c.num_rows(), c.get_array_memory_size() as u64))));
         out
     }
 
@@ -233,18 +240,7 @@ impl Operator for Metered {
     /// that makes it counts that as its task's work).
     fn next_deferred(&mut self) -> Result<Option<std::sync::Arc<dyn crate::operator::Deferred>>> {
         let out = self.inner.next_deferred();
-        let s = &self.stats;
-        match &out {
-            Ok(Some(rows)) => {
-                s.chunks.fetch_add(1, Ordering::Relaxed);
-                s.rows.fetch_add(rows.num_rows() as u64, Ordering::Relaxed);
-                s.bytes.fetch_add(rows.bytes(), Ordering::Relaxed);
-            }
-            Ok(None) => {}
-            Err(_) => {
-                s.errors.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        self.count(out.as_ref().map(|d| d.as_ref().map(|d| (d.num_rows(), d.bytes()))));
         out
     }
 }

@@ -81,8 +81,21 @@ struct RangeRows {
     rows: usize,
 }
 
-impl RangeRows {
-    fn chunk(&self) -> Result<RecordBatch> {
+impl Deferred for RangeRows {
+    fn num_rows(&self) -> usize {
+        self.rows
+    }
+
+    fn slice(&self, offset: usize, len: usize) -> Arc<dyn Deferred> {
+        let first = self.first.wrapping_add((offset as i64).wrapping_mul(self.step));
+        Arc::new(RangeRows { first, rows: len.min(self.rows.saturating_sub(offset)), ..self.clone() })
+    }
+
+    fn bytes(&self) -> u64 {
+        8 * self.rows as u64
+    }
+
+    fn make(&self) -> Result<RecordBatch> {
         // Every value produced lies between start and stop, so wrapping arithmetic is exact;
         // only the value after the last one may wrap, and it is never produced. Each value is
         // the last plus `step`, which vectorizes into vector adds; `first + k * step` did
@@ -99,28 +112,9 @@ impl RangeRows {
     }
 }
 
-impl Deferred for RangeRows {
-    fn num_rows(&self) -> usize {
-        self.rows
-    }
-
-    fn slice(&self, offset: usize, len: usize) -> Arc<dyn Deferred> {
-        let first = self.first.wrapping_add((offset as i64).wrapping_mul(self.step));
-        Arc::new(RangeRows { first, rows: len.min(self.rows.saturating_sub(offset)), ..self.clone() })
-    }
-
-    fn bytes(&self) -> u64 {
-        8 * self.rows as u64
-    }
-
-    fn make(&self) -> Result<RecordBatch> {
-        self.chunk()
-    }
-}
-
 impl ChunkReader for RangeReader {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
-        self.next_rows().map(|rows| rows.chunk()).transpose()
+        self.next_rows().map(|rows| rows.make()).transpose()
     }
 
     /// A range's values are cheaper to compute than to move between cores: described, the

@@ -492,29 +492,28 @@ impl ParallelMapOp {
         match self.size {
             TaskSize::Chunk => {
                 let pulled = pulled();
-                let bytes = self.out_per_row(chunk).saturating_mul(pulled as u64);
+                let (work_rows, per_row) = self.seen(chunk);
+                let bytes = per_row.saturating_mul(pulled as u64);
                 let parts = usize::try_from(bytes.div_ceil(self.task_bytes)).unwrap_or(usize::MAX).max(1);
                 // Never parts so small that their hand-offs outweigh their work: rows whose
                 // output is large but cheap to make stay at least a task's work together.
-                let fewest = {
-                    let finished = self.completions.finished.lock().expect("map results");
-                    rows_for(finished.work, finished.rows, self.task_work)
-                };
-                pulled.div_ceil(parts).max(fewest).clamp(1, n.max(1))
+                pulled.div_ceil(parts).max(work_rows).clamp(1, n.max(1))
             }
             TaskSize::Split => pulled().div_ceil(self.parallelism()).max(1),
             TaskSize::Rows(r) => r.max(1),
         }
     }
 
-    /// The output a row of `chunk` is expected to give, to cut tasks by: the mean per row
-    /// of the tasks finished so far, or the chunk's own bytes per row before any.
-    fn out_per_row(&self, chunk: &Input) -> u64 {
+    /// What the finished tasks say of a task starting with `chunk`: the input rows that
+    /// make a task's work ([`rows_for`]), and the output a row is expected to give, to cut
+    /// tasks by (the mean per row so far, or the chunk's own bytes per row before any).
+    fn seen(&self, chunk: &Input) -> (usize, u64) {
         let finished = self.completions.finished.lock().expect("map results");
-        match finished.out_rows {
+        let per_row = match finished.out_rows {
             0 => chunk.bytes().div_ceil(chunk.num_rows().max(1) as u64),
             rows => finished.out_bytes.div_ceil(rows),
-        }
+        };
+        (rows_for(finished.work, finished.rows, self.task_work), per_row)
     }
 
     /// What a task over `rows` input rows of `input` bytes holds while it runs: its input
@@ -557,12 +556,8 @@ impl ParallelMapOp {
         if let TaskSize::Chunk = self.size {
             // Whole chunks while they fit the task's work, its output, its chunk count and
             // the budget, up to an input error or the end.
-            let want = {
-                let finished = self.completions.finished.lock().expect("map results");
-                rows_for(finished.work, finished.rows, self.task_work)
-            };
+            let (want, per_row) = self.seen(&rows[0]);
             let mut bytes = rows[0].bytes();
-            let per_row = self.out_per_row(&rows[0]);
             while have < want && rows.len() < TASK_CHUNKS {
                 match self.next_undispatched()? {
                     Some((_, Ok(next)))
@@ -991,12 +986,17 @@ mod tests {
         let values: Vec<i64> = (0..chunks as i64 * 1000).collect();
         let input = source(int_chunks("x", &values, &vec![1000; chunks]));
         let budget = Arc::new(MemoryBudget::new(limit));
-        let knob = Knob::new(Param::Parallelism, calls, false, 1, calls);
-        let pool = Arc::new(ThreadPool::new(calls));
-        let mut op = ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget.clone());
+        let mut op = columnar(input, func, calls, budget.clone());
         // However fast the function ran, a task stays one chunk.
         op.task_work = Duration::ZERO;
         (op, budget)
+    }
+
+    /// An ordered parallel map of the columnar `func` over `input`, `calls` at once.
+    fn columnar(input: BoxOperator, func: ChunkFn, calls: usize, budget: Arc<MemoryBudget>) -> ParallelMapOp {
+        let knob = Knob::new(Param::Parallelism, calls, false, 1, calls);
+        let pool = Arc::new(ThreadPool::new(calls));
+        ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget)
     }
 
     #[test]
@@ -1014,10 +1014,7 @@ mod tests {
     /// the one before finished), each task a chunk or part of one with at most `task_bytes`
     /// of expected output.
     fn one_call(input: BoxOperator, func: ChunkFn, task_bytes: u64) -> ParallelMapOp {
-        let knob = Knob::new(Param::Parallelism, 1, false, 1, 1);
-        let pool = Arc::new(ThreadPool::new(1));
-        let budget = Arc::new(MemoryBudget::new(u64::MAX));
-        let mut op = ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget);
+        let mut op = columnar(input, func, 1, Arc::new(MemoryBudget::new(u64::MAX)));
         op.task_work = Duration::ZERO;
         op.task_bytes = task_bytes;
         op
@@ -1154,10 +1151,7 @@ mod tests {
         let map = |input: BoxOperator| {
             let (func, _entered, go) = gated_add_one();
             drop(go);
-            let knob = Knob::new(Param::Parallelism, 2, false, 1, 2);
-            let pool = Arc::new(ThreadPool::new(2));
-            let budget = Arc::new(MemoryBudget::new(u64::MAX));
-            ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget)
+            columnar(input, func, 2, Arc::new(MemoryBudget::new(u64::MAX)))
         };
         let expected: Vec<i64> = (5..30_005).step_by(3).map(|v| v + 1).collect();
         let mut whole = map(range());
