@@ -154,3 +154,127 @@ fn a_chain_run_as_one_loop_gives_the_unfused_batches_and_errors() {
         }
     }
 }
+
+/// w2's shape over TFRecord files: interleave → `parse_example` → a map → keep
+/// `label != 4 and label < 25` → batches of 2, the map scaling the tensor `x` by `label`
+/// (links run one by one, as w2's) or computing `z := 3 · label + 1` (the links as one
+/// loop). The stage takes the parse in (its tasks parse, then run the links over what they
+/// parsed), and gives the unfused pipeline's batches with each record's parse error in its
+/// place, with or without `ignore_errors`, whatever the chunking and the parallelism.
+#[test]
+fn a_parse_fused_under_expressions_gives_the_unfused_batches_and_errors() {
+    use arrow::array::AsArray;
+    use arrow::record_batch::RecordBatch;
+    let dir = tempfile::tempdir().unwrap();
+    let paths = example_files(&dir);
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let scale = ("x", col("x") * cast(col("label"), arrow::datatypes::DataType::Float32));
+    let affine = ("z", col("label") * lit(3i64) + lit(1i64));
+    // An element as its label and the map's output, flattened.
+    let text = |b: &RecordBatch, out: &str| {
+        let values = b.column_by_name(out).unwrap();
+        let values = match values.data_type() {
+            arrow::datatypes::DataType::FixedSizeList(..) => values.as_fixed_size_list().values().clone(),
+            _ => values.clone(),
+        };
+        let flat = RecordBatch::try_from_iter([(out, values)]).unwrap();
+        format!("{:?} {:?}", column_i64(b, "label"), column_f64(&flat, out))
+    };
+    let fixed = Parallel { num_parallel_calls: Tunable::Fixed(2), deterministic: None };
+    let sequential = Parallel { num_parallel_calls: Tunable::Default, deterministic: None };
+    for (out, expr) in [scale, affine] {
+        for calls in [fixed, sequential] {
+            let ds = parsed(&paths, calls, calls)
+                .and_then(|d| d.map_with(MapFunction::with_fields([(out.to_string(), expr.clone())]), calls))
+                .and_then(|d| d.filter_with(col("label").not_eq(lit(4i64)).and(col("label").lt(lit(25i64))), calls))
+                .and_then(|d| d.batch(2))
+                .unwrap();
+            for chunk_rows in [1, 3, 1000] {
+                let options = Options::default().with_chunk_rows(chunk_rows);
+                let fused = ds.with_options(options.clone());
+                let explain = fused.explain();
+                assert!(explain.contains("parse_example of 'record'] fused into"), "{explain}");
+                let unfused = ds.with_options(options.with_stage_fusion(false));
+                let texts = |ds: &Dataset| -> Vec<String> {
+                    let item = |item: flumen::Result<RecordBatch>| {
+                        item.map_or_else(|e| format!("Err: {e}"), |b| text(&b, out))
+                    };
+                    ds.iter().map(item).collect()
+                };
+                let expected = texts(&unfused);
+                let missing = expected.iter().filter(|t| t.contains("required feature 'label' is missing")).count();
+                assert_eq!(missing, 3, "{expected:?}");
+                assert!(expected.iter().filter(|t| !t.starts_with("Err")).count() >= 5, "{expected:?}");
+                assert_eq!(texts(&fused), expected, "{out}, {calls:?}, chunks of {chunk_rows}");
+                let skipping = |ds: &Dataset| ds.ignore_errors().unwrap();
+                assert_eq!(texts(&skipping(&fused)), texts(&skipping(&unfused)), "ignore_errors, {out}, {calls:?}");
+            }
+        }
+    }
+}
+
+/// Three TFRecord files of 9, 4 and 7 Examples (`example`): record `i` of file `f` has label
+/// `10f + i` and `x = [i, f + 0.5]`, except that every fifth record of file 0 (from the
+/// second) and file 2's fourth lack their label, which `parsed` requires.
+fn example_files(dir: &tempfile::TempDir) -> Vec<String> {
+    let mut paths = vec![];
+    for (f, n) in [9usize, 4, 7].into_iter().enumerate() {
+        let path = dir.path().join(format!("p{f}.tfrecord")).to_str().unwrap().to_string();
+        let label = |i: usize| (!(f == 0 && i % 5 == 1 || (f, i) == (2, 3))).then_some(10 * f as i64 + i as i64);
+        write_tfrecords(&path, (0..n).map(|i| example(label(i), [i as f32, f as f32 + 0.5])));
+        paths.push(path);
+    }
+    paths
+}
+
+/// The files interleaved (cycle 3, block 1, `read` parallelism) and parsed (`label`, `x`,
+/// with `parse` parallelism).
+fn parsed(paths: &[&str], read: Parallel, parse: Parallel) -> flumen::Result<Dataset> {
+    let file = FileRead::TfRecord(RecordCompression::None);
+    let features =
+        vec![FeatureSpec::fixed("label", DType::Int64, vec![]), FeatureSpec::fixed("x", DType::Float32, vec![2])];
+    Dataset::splits(paths, file.clone())?
+        .interleave_with(DatasetFunction::ReadSplit(file), Tunable::Fixed(3), 1, read)?
+        .map_with(MapFunction::parse_example("record", features)?, parse)
+}
+
+/// The parse joins only a stage whose tasks are cut by chunks and that agrees with it on
+/// parallelism: under a `map_and_batch` without a filter (tasks of whole batches), or where
+/// it runs sequentially under parallel expressions, it stays an operator of its own.
+#[test]
+fn a_parse_joins_only_a_stage_cut_by_chunks_and_of_its_parallelism() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = example_files(&dir);
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let fixed = Parallel { num_parallel_calls: Tunable::Fixed(2), deterministic: None };
+    let sequential = Parallel { num_parallel_calls: Tunable::Default, deterministic: None };
+    let z = || MapFunction::with_fields([("z".to_string(), col("label") + lit(1i64))]);
+    let own_operator = "ParallelMapOp[columnar parse_example of 'record']";
+    // map_and_batch (the map and the batch fused by the optimizer), no filter.
+    let batched = parsed(&paths, fixed, fixed).and_then(|d| d.map_with(z(), fixed)).and_then(|d| d.batch(2)).unwrap();
+    let explain = batched.explain();
+    assert!(explain.contains("MapAndBatchOp") && explain.contains(own_operator), "{explain}");
+    // With a filter under it, the same map_and_batch takes the parse in.
+    let filtered = parsed(&paths, fixed, fixed)
+        .and_then(|d| d.map_with(z(), fixed))
+        .and_then(|d| d.filter_with(col("z").gt(lit(3i64)), fixed))
+        .and_then(|d| d.batch(2))
+        .unwrap();
+    let explain = filtered.explain();
+    assert!(explain.contains("stage of 3 operators") && !explain.contains(own_operator), "{explain}");
+    // A sequential parse under parallel expressions (which the optimizer would otherwise
+    // make parallel).
+    let mixed = parsed(&paths, fixed, sequential)
+        .and_then(|d| d.map_with(z(), fixed))
+        .and_then(|d| d.filter_with(col("z").gt(lit(3i64)), fixed))
+        .unwrap();
+    let mixed = mixed.with_options(Options::default().with_optimization_rule("map-parallelization", false));
+    let explain = mixed.explain();
+    assert!(explain.contains("MapOp[columnar parse_example of 'record']"), "{explain}");
+    assert!(!explain.contains("parse_example of 'record'] fused"), "{explain}");
+    // All three give what they give unfused.
+    for ds in [batched, filtered, mixed] {
+        let unfused = ds.with_options(ds.options().clone().with_stage_fusion(false));
+        assert_eq!(item_texts(&ds, "z"), item_texts(&unfused, "z"));
+    }
+}

@@ -16,7 +16,7 @@ use flumen_ir::Plan;
 use crate::autotune::tuner::live_model;
 use crate::budget::MemoryBudget;
 use crate::metrics::{Metrics, StatsKey};
-use crate::physical::{fused_member, node_operator, stage_top};
+use crate::physical::{fused_member, in_place, node_operator, stage_top};
 use crate::stage::Stage;
 
 /// Renders the analysis of `plan` as run with `metrics` and `budget` (built with stage
@@ -97,8 +97,8 @@ impl View<'_> {
         };
         // The fused members have no counters of their own: the top counts the stage.
         for (depth, member) in (depth + 1..).zip(&stage.members[1..]) {
-            let _ =
-                writeln!(self.out, "{}{} fused into the stage above", "  ".repeat(depth), fused_member(member.op()));
+            let (indent, what) = ("  ".repeat(depth), fused_member(member.op()));
+            let _ = writeln!(self.out, "{indent}{what} fused into the stage above{}", in_place(member));
         }
         self.render(stage.input, depth + stage.members.len());
     }

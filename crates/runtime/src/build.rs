@@ -155,12 +155,19 @@ fn build_stage(plan: &Plan, stage: &Stage, ctx: &ExecContext) -> Result<BoxOpera
             other => unreachable!("a stage member {}", other.name()),
         });
     }
-    let func = chain(fns, out_schema);
-    let func = match FusedChain::new(&stage.input.spec().arrow_schema(), &stage.links()?) {
-        Some(fused) => one_loop_first(fused, func),
-        None => func,
+    let func = match FusedChain::new(&stage.links_input(), &stage.links()?) {
+        // The parse (`fns[0]`, bottom first) runs before the loop, which reads its output.
+        Some(fused) if stage.parse().is_some() => {
+            let parse = fns.remove(0);
+            chain(vec![parse, one_loop_first(fused, chain(fns, out_schema.clone()))], out_schema)
+        }
+        Some(fused) => one_loop_first(fused, chain(fns, out_schema)),
+        None => chain(fns, out_schema),
     };
-    let input = build(stage.input, ctx)?;
+    let input = match stage.parse() {
+        Some(parse) => map_input(parse, ctx)?,
+        None => build(stage.input, ctx)?,
+    };
     let calls = stage.calls();
     let parallel = is_parallel(&calls);
     Ok(match plan.op() {

@@ -22,10 +22,10 @@
 //!   Parquet predicate), or `GeneratorOp[...]`;
 //! - a `parse_example` map straight over an interleave ends `; records read in place from
 //!   the interleave's readers`: the interleave hands it the records as views of its readers'
-//!   windows instead of copying them into one buffer.
-//!
-//! - a stage (maps and filters fused into one operator, `crate::stage`) is its top's
-//!   operator, ending `; stage of k operators`, with the fused nodes below it shown as
+//!   windows instead of copying them into one buffer (also where the parse is fused into
+//!   a stage, after `fused into #n`);
+//! - a stage (maps and filters fused into one operator, and a parse below them,
+//!   `crate::stage`) is its top's operator, ending `; stage of k operators`, with the fused nodes below it shown as
 //!   `map[...] fused into #n` or `filter[...] fused into #n`.
 //!
 //! A sub-plan used by several consumers is printed once and referenced afterwards as
@@ -69,7 +69,8 @@ fn render(plan: &Plan, depth: usize, fuse: bool, out: &mut String, seen: &mut Ha
         let m = seen.len();
         seen.insert(member.node_id(), m);
         let indent = "  ".repeat(depth);
-        out.push_str(&format!("{indent}#{m} {} fused into #{n} -> {}\n", fused_member(member.op()), member.spec()));
+        let (what, spec) = (fused_member(member.op()), member.spec());
+        out.push_str(&format!("{indent}#{m} {what} fused into #{n}{} -> {spec}\n", in_place(member)));
     }
     render(stage.input, depth + stage.members.len(), fuse, out, seen);
 }
@@ -100,10 +101,15 @@ pub fn fused_member(op: &Op) -> String {
 /// interleave below it in place (the interleave hands them on as views of its readers'
 /// windows instead of copying them).
 pub fn node_operator(plan: &Plan) -> String {
-    let line = operator(plan.op());
+    format!("{}{}", operator(plan.op()), in_place(plan))
+}
+
+/// What ends the line of a `parse_example` map (an operator or a stage member) that reads
+/// the records of the interleave below it in place; nothing for any other node.
+pub fn in_place(plan: &Plan) -> &'static str {
     match parses_in_place(plan) {
-        true => format!("{line}; records read in place from the interleave's readers"),
-        false => line,
+        true => "; records read in place from the interleave's readers",
+        false => "",
     }
 }
 
