@@ -4,8 +4,8 @@
 //!
 //! - **Tasks.** A function called per element gets tasks of about `rows / parallelism`
 //!   rows, so even one chunk keeps every worker busy; a columnar function gets whole chunks,
-//!   as many as fit in about [`TASK_WORK`] of work at the rate of the tasks finished so far
-//!   (at most [`TASK_CHUNKS`], and only while the grown task fits the budget): a task is
+//!   as many as fit in about [`TASK_WORK`] of work at the recent rate of finished tasks
+//!   ([`Recent`]; at most [`TASK_CHUNKS`], and only while the grown task fits the budget): a task is
 //!   handed between threads twice, which on a cheap function over busy cores (w4's stage:
 //!   35 µs a chunk) is a noticeable part of its work. Each chunk of such a task is a call
 //!   of its own, with no copy, and a panic loses only the rest of its chunk. A chunk whose
@@ -176,10 +176,45 @@ struct Finished {
     /// every later task small if its rows counted as the rule).
     out_bytes: u64,
     out_rows: u64,
-    /// Tasks finished so far, their input rows, and the work they took.
+    /// Tasks finished so far.
     completed: u64,
+    /// What the recent tasks took.
+    recent: Recent,
+}
+
+/// What a map's recent tasks took: each finished task adds its input rows and its work
+/// after the sums so far lose a quarter, so that the rate follows what tasks take now. A
+/// process's first tasks also compile their function's kernel (w4's stage: about 1.3 ms on
+/// each worker, against 40 µs a task after); summed with the same weight as the rest, that
+/// kept a fresh w4 pass's tasks at one to three chunks to its end.
+#[derive(Debug, Default, Clone, Copy)]
+struct Recent {
+    /// Tasks, in [`ONE_TASK`]ths.
+    tasks: u64,
     rows: u64,
     work: Duration,
+}
+
+/// One task in [`Recent::tasks`], which decays in fractions of one.
+const ONE_TASK: u64 = 1 << 10;
+
+impl Recent {
+    fn add(&mut self, rows: usize, work: Duration) {
+        self.tasks = self.tasks - self.tasks / 4 + ONE_TASK;
+        self.rows = self.rows - self.rows / 4 + rows as u64;
+        self.work = self.work - self.work / 4 + work;
+    }
+
+    /// Input rows a columnar task aims at (0, so one chunk, before any task finished).
+    fn rows_for(&self, target: Duration) -> usize {
+        rows_for(self.work, self.rows, target)
+    }
+
+    /// Whether tasks are staged: only once some have finished, and only while they
+    /// average under `under`.
+    fn stages(&self, under: Duration) -> bool {
+        self.tasks > 0 && self.work.as_nanos() * u128::from(ONE_TASK) < under.as_nanos() * u128::from(self.tasks)
+    }
 }
 
 #[derive(Default)]
@@ -232,8 +267,7 @@ impl Runner {
             }
             finished.tasks.insert(seq, segments);
             finished.completed += 1;
-            finished.rows += n as u64;
-            finished.work += took;
+            finished.recent.add(n, took);
             let next = finished.staged.pop_front();
             if next.is_none() {
                 finished.running -= 1;
@@ -272,8 +306,8 @@ pub const TASK_BYTES: u64 = 1 << 20;
 /// input read before the task starts, delays little.
 pub const TASK_CHUNKS: usize = 8;
 
-/// Input rows a columnar task aims at, given `rows` rows finished in `work` so far
-/// (0, so one chunk, before any).
+/// Input rows a columnar task aims at, given `rows` rows finished in `work` (0, so one
+/// chunk, before any).
 fn rows_for(work: Duration, rows: u64, target: Duration) -> usize {
     if rows == 0 {
         return 0;
@@ -281,12 +315,6 @@ fn rows_for(work: Duration, rows: u64, target: Duration) -> usize {
     // At least a nanosecond a row.
     let work = work.as_nanos().max(u128::from(rows));
     usize::try_from(target.as_nanos() * u128::from(rows) / work).unwrap_or(usize::MAX)
-}
-
-/// Whether tasks are staged after `completed` tasks took `work` in all: only once some have
-/// finished, and only while they average under `under`.
-fn stages(completed: u64, work: Duration, under: Duration) -> bool {
-    completed > 0 && work.as_nanos() < under.as_nanos() * u128::from(completed)
 }
 
 /// A parallel map (see the module documentation).
@@ -442,7 +470,7 @@ impl ParallelMapOp {
             return false;
         }
         let finished = self.completions.finished.lock().expect("map results");
-        stages(finished.completed, finished.work, self.stage_under) || finished.running < self.parallelism()
+        finished.recent.stages(self.stage_under) || finished.running < self.parallelism()
     }
 
     /// Dispatches tasks while the calls in flight, the window and the budget allow.
@@ -513,7 +541,7 @@ impl ParallelMapOp {
             0 => chunk.bytes().div_ceil(chunk.num_rows().max(1) as u64),
             rows => finished.out_bytes.div_ceil(rows),
         };
-        (rows_for(finished.work, finished.rows, self.task_work), per_row)
+        (finished.recent.rows_for(self.task_work), per_row)
     }
 
     /// What a task over `rows` input rows of `input` bytes holds while it runs: its input
@@ -1287,15 +1315,43 @@ mod tests {
         assert_eq!(budget.used(), 0);
     }
 
+    /// `Recent` after tasks of `rows` rows that each took `work`.
+    fn recent(tasks: &[(usize, Duration)]) -> Recent {
+        let mut recent = Recent::default();
+        for &(rows, work) in tasks {
+            recent.add(rows, work);
+        }
+        recent
+    }
+
     #[test]
     fn only_short_tasks_are_staged() {
-        let (ms, under) = (Duration::from_millis, STAGE_TASKS_UNDER);
-        assert!(!stages(0, Duration::ZERO, under), "nothing is known before a task finishes");
-        assert!(stages(10, ms(1), under), "100 us a task");
-        assert!(!stages(1, ms(2), under), "2 ms a task");
-        assert!(!stages(4, under * 4, under), "at the line");
-        assert!(stages(4, under * 4 - Duration::from_nanos(1), under));
-        assert!(!stages(u64::MAX, Duration::MAX, under), "no overflow");
+        let (us, under) = (Duration::from_micros, STAGE_TASKS_UNDER);
+        assert!(!recent(&[]).stages(under), "nothing is known before a task finishes");
+        assert!(recent(&[(1, us(100)); 10]).stages(under), "100 us a task");
+        assert!(!recent(&[(1, us(2000))]).stages(under), "2 ms a task");
+        assert!(!recent(&[(1, under); 4]).stages(under), "at the line");
+        assert!(recent(&[(1, under - Duration::from_nanos(4)); 4]).stages(under));
+        let huge = Recent { tasks: u64::MAX, rows: u64::MAX, work: Duration::MAX };
+        assert!(!huge.stages(under), "no overflow");
+    }
+
+    /// A first task that also compiled the kernel (1.3 ms, then 40 us a chunk) stops
+    /// shrinking tasks within a few more: all summed alike, the 21 tasks would still aim at
+    /// two chunks.
+    #[test]
+    fn the_rate_follows_the_recent_tasks() {
+        let us = Duration::from_micros;
+        let tasks: Vec<(usize, Duration)> = std::iter::once((8192, us(1300))).chain([(8192, us(40)); 20]).collect();
+        let r = recent(&tasks[..1]);
+        assert_eq!(r.rows_for(us(200)), 1260, "the first task's rate");
+        assert!(recent(&tasks[..11]).rows_for(us(200)) > 3 * 8192);
+        assert_eq!(rows_for(us(1300 + 20 * 40), 21 * 8192, us(200)), 2 * 8192, "summed alike");
+        // Within 5% of the 40,960 rows that 200 us make at 40 us a chunk.
+        let aim = recent(&tasks).rows_for(us(200));
+        assert!((38_912..=40_960).contains(&aim), "{aim}");
+        assert!(!recent(&tasks[..1]).stages(STAGE_TASKS_UNDER));
+        assert!(recent(&tasks[..6]).stages(STAGE_TASKS_UNDER), "staged from the sixth task on");
     }
 
     #[test]
