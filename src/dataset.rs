@@ -651,7 +651,9 @@ impl Dataset {
             autotune: AutotuneOptions { enabled: o.optimization.autotune, ..o.autotune },
             fuse_stages: o.stage_fusion,
             map_files: o.map_files,
-            ..ExecOptions::default()
+            // Not `..ExecOptions::default()`, whose autotune options would read the
+            // machine's free memory again only to be replaced.
+            cores: flumen_runtime::context::cores(),
         };
         let mut ctx = ExecContext::new(self.registry.clone(), Arc::new(options), self.shared.clone(), iteration);
         if let Some(unseeded) = unseeded {

@@ -54,7 +54,7 @@ impl Default for Options {
             optimization: OptimizerConfig::default(),
             external_state: ExternalState::default(),
             symbolic_checkpoint: false,
-            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            threads: flumen_runtime::context::cores(),
             autotune: AutotuneOptions::default(),
             stage_fusion: true,
             map_files: true,

@@ -2,7 +2,8 @@
 //! settings, state shared by all iterators of one dataset, and the seed salt of the
 //! current iteration and epoch.
 
-use std::sync::{Arc, Mutex};
+use std::hash::BuildHasher;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{Plan, WeakPlan};
@@ -12,6 +13,15 @@ use crate::autotune::AutotuneOptions;
 use crate::budget::MemoryBudget;
 use crate::metrics::Metrics;
 use crate::pool::ThreadPool;
+
+/// The cores this process may run on (`std::thread::available_parallelism`: its CPU
+/// affinity and cgroup quota), read once per process. Reading them takes 40–100 µs of
+/// cgroup files on Linux, and each dataset and iterator asked for them four times, about a
+/// fortieth of a fresh w4 pass.
+pub fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
 
 /// Execution settings that operators read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,7 +44,7 @@ pub struct ExecOptions {
 
 impl Default for ExecOptions {
     fn default() -> Self {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = cores();
         ExecOptions {
             chunk_rows: flumen_sources::reader::DEFAULT_CHUNK_ROWS,
             cores,
@@ -104,7 +114,10 @@ impl Default for SharedState {
             iterations: Mutex::default(),
             interned: Mutex::default(),
             prints: Mutex::default(),
-            unseeded: rand::random(),
+            // Drawn from std's per-thread hashing keys (taken from the OS once per thread,
+            // then counted up per `RandomState`): `rand::random` first seeds a thread's
+            // ChaCha generator from the OS, about 40 µs of a fresh process's first dataset.
+            unseeded: std::hash::RandomState::new().hash_one(0u64),
             parent: None,
         }
     }

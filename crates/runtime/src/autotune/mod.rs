@@ -41,7 +41,7 @@ impl Default for AutotuneOptions {
         AutotuneOptions {
             enabled: true,
             algorithm: Algorithm::default(),
-            cpu_budget: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu_budget: crate::context::cores(),
             ram_budget: crate::budget::default_ram_budget(),
         }
     }
