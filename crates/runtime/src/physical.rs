@@ -25,8 +25,8 @@
 //!   windows instead of copying them into one buffer (also where the parse is fused into
 //!   a stage, after `fused into #n`);
 //! - a stage (maps and filters fused into one operator, and a parse below them,
-//!   `crate::stage`) is its top's operator, ending `; stage of k operators`, with the fused nodes below it shown as
-//!   `map[...] fused into #n` or `filter[...] fused into #n`.
+//!   `crate::stage`) is its top's operator, ending `; stage of k operators`, with the fused
+//!   nodes below it shown as `map[...] fused into #n` or `filter[...] fused into #n`.
 //!
 //! A sub-plan used by several consumers is printed once and referenced afterwards as
 //! `(see #n, built again)`: [`build`](crate::build::build) lowers each use separately, so every

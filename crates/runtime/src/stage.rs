@@ -147,7 +147,7 @@ fn is_filter(plan: &Plan) -> bool {
 }
 
 fn is_parse(plan: &Plan) -> bool {
-    matches!(plan.op(), Op::Map { func: MapFn::ParseExample { .. }, .. })
+    parse_member(plan.op()).is_some()
 }
 
 /// The plan nodes whose operators feed `plan`'s: the input of its stage when `fuse` and
