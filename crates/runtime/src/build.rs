@@ -127,7 +127,7 @@ fn build_stage(plan: &Plan, stage: &Stage, ctx: &ExecContext) -> Result<BoxOpera
             unreachable!("a grouping stage fuses a filter")
         };
         let keep = mask_fn(predicate, "filter", &ctx.registry, *vectorized)?;
-        return build_grouping(plan, build(stage.input, ctx)?, Some(keep));
+        return build_grouping(plan, build(stage.input, ctx)?, Some(keep), ctx);
     }
     let mut fns = Vec::with_capacity(stage.members.len());
     let mut out_schema = plan.spec().arrow_schema();
@@ -378,13 +378,13 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
             chunk_rows,
             schema,
         )),
-        Op::GroupByWindow { .. } | Op::BucketBySequenceLength { .. } => build_grouping(plan, input()?, None)?,
+        Op::GroupByWindow { .. } | Op::BucketBySequenceLength { .. } => build_grouping(plan, input()?, None, ctx)?,
     })
 }
 
 /// The operator of a `group_by_window` or `bucket_by_sequence_length` plan node over
 /// `input`, grouping only the rows `keep` holds true for when a filter is fused into it.
-fn build_grouping(plan: &Plan, input: BoxOperator, keep: Option<MaskFn>) -> Result<BoxOperator> {
+fn build_grouping(plan: &Plan, input: BoxOperator, keep: Option<MaskFn>, ctx: &ExecContext) -> Result<BoxOperator> {
     Ok(match plan.op() {
         Op::GroupByWindow { key, window_size } => {
             Box::new(GroupByWindowOp::new(input, key.clone(), *window_size, plan.spec().arrow_schema()).keeping(keep))
@@ -407,7 +407,8 @@ fn build_grouping(plan: &Plan, input: BoxOperator, keep: Option<MaskFn>) -> Resu
                 *drop_remainder,
                 plan.spec(),
             )?
-            .keeping(keep),
+            .keeping(keep)
+            .padding_on((ctx.pool.size() > 1).then(|| ctx.pool.clone())),
         ),
         other => unreachable!("{} is not a grouping", other.name()),
     })

@@ -6,8 +6,14 @@
 //! flushed in ascending bucket order (dropped with `drop_remainder`). Unknown dimensions are
 //! padded to the batch's longest, or with `pad_to_bucket_boundary` to `boundaries[i] - 1`
 //! (an element of the last bucket is then an error, as in tf.data).
+//!
+//! The operator's own thread groups the rows; the padding, which copies every token of
+//! every row, runs on the iterator's pool when it has more than one worker, the batches
+//! still handed out in the order their groups were completed (`super::in_order`).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef};
 use arrow::datatypes::SchemaRef;
@@ -15,11 +21,13 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{ElementSpec, Error, Expr, FieldKind, Result, Scalar};
 
 use super::grouping::{Group, Grouper};
+use super::in_order::{InOrder, Outputs};
 use super::list_kernels::{gather, pad_gathered, pad_groups, pad_value, PadGroup};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
 use crate::operator::{BoxOperator, Operator};
 use crate::ops::function::MaskFn;
+use crate::pool::ThreadPool;
 
 const OP: &str = "bucket_by_sequence_length";
 
@@ -37,11 +45,17 @@ pub struct BucketBySequenceLengthOp {
     boundaries: Vec<i64>,
     batch_sizes: Vec<usize>,
     pad_to_bucket_boundary: bool,
+    padder: Arc<Padder>,
+    grouper: Grouper,
+    /// The padded batches of completed groups, made or being made, in order; a save waits
+    /// for those being made (hence the cell: saving takes `&self`).
+    batches: RefCell<InOrder>,
+}
+
+/// How a bucket's rows become a padded batch.
+struct Padder {
     fields: Vec<BucketField>,
     schema: SchemaRef,
-    grouper: Grouper,
-    /// Built results waiting to be returned.
-    ready: VecDeque<Result<RecordBatch>>,
 }
 
 impl BucketBySequenceLengthOp {
@@ -99,10 +113,9 @@ impl BucketBySequenceLengthOp {
             boundaries: bucket_boundaries,
             batch_sizes: bucket_batch_sizes.iter().map(|&b| usize::try_from(b).unwrap_or(usize::MAX).max(1)).collect(),
             pad_to_bucket_boundary,
-            fields,
-            schema: output_spec.arrow_schema(),
+            padder: Arc::new(Padder { fields, schema: output_spec.arrow_schema() }),
             grouper: Grouper::new(input, length, OP, drop_remainder),
-            ready: VecDeque::new(),
+            batches: RefCell::new(InOrder::new(None, OP)),
         })
     }
 
@@ -113,6 +126,56 @@ impl BucketBySequenceLengthOp {
         self
     }
 
+    /// Pads on `pool`'s workers; on the operator's thread with `None` (the default).
+    pub fn padding_on(mut self, pool: Option<Arc<ThreadPool>>) -> Self {
+        self.batches = RefCell::new(InOrder::new(pool, OP));
+        self
+    }
+
+    /// Starts padding `groups` into their batches.
+    fn build(&mut self, groups: &[Group]) {
+        let batches = self.batches.get_mut();
+        match self.grouper.sources(groups) {
+            Ok((chunks, rows)) => {
+                let sizes: Vec<(usize, usize)> =
+                    groups.iter().map(|(bucket, rows)| (*bucket as usize, rows.len())).collect();
+                let padder = self.padder.clone();
+                batches.push(move || padder.build(&chunks, &rows, &sizes));
+            }
+            Err(e) => batches.push_made(Err(e)),
+        }
+        // The job holds the chunks its rows lie in for as long as it needs them.
+        self.grouper.release(groups);
+    }
+
+    /// The next groups completed (or flushed at the end), keyed by bucket.
+    fn next_groups(&mut self) -> Result<Option<Vec<Group>>> {
+        let (boundaries, sizes, to_boundary) = (&self.boundaries, &self.batch_sizes, self.pad_to_bucket_boundary);
+        let classify = |len: Option<i64>| {
+            let b = Self::bucket_of(boundaries, to_boundary, len)?;
+            Ok((b as i64, sizes[b]))
+        };
+        self.grouper.next_groups(classify)
+    }
+
+    /// The bucket of an element of length `len`, or why it has none.
+    fn bucket_of(boundaries: &[i64], pad_to_boundary: bool, len: Option<i64>) -> Result<usize> {
+        let len = len.ok_or_else(|| Error::execution(OP, "the element's length is null"))?;
+        let bucket = boundaries.partition_point(|&b| b <= len);
+        if pad_to_boundary && bucket == boundaries.len() {
+            let max = boundaries.last().map(|b| b.to_string()).unwrap_or_else(|| "none".into());
+            return Err(Error::execution(
+                OP,
+                format!(
+                    "with pad_to_bucket_boundary, elements must have length < max(bucket_boundaries) = {max}, got {len}"
+                ),
+            ));
+        }
+        Ok(bucket)
+    }
+}
+
+impl Padder {
     /// Pads `groups` (each a bucket and a number of rows) into one chunk: their rows are
     /// `rows`, in turn, as `(index in chunks, row)`. A field with one element dimension copies
     /// each row once, straight into the padded batch; others are gathered first.
@@ -144,73 +207,57 @@ impl BucketBySequenceLengthOp {
         make_batch(&self.schema, out, groups.len())
     }
 
-    /// Builds `groups` into results: one chunk, or one result per group when a group fails.
-    fn build(&mut self, groups: &[Group]) {
-        let (chunks, rows) = match self.grouper.sources(groups) {
-            Ok(sources) => sources,
-            Err(e) => return self.ready.push_back(Err(e)),
-        };
-        let sizes: Vec<(usize, usize)> = groups.iter().map(|(bucket, rows)| (*bucket as usize, rows.len())).collect();
-        match self.pad(&chunks, &rows, &sizes) {
-            Ok(b) => self.ready.push_back(Ok(b)),
-            Err(e) if sizes.len() == 1 => self.ready.push_back(Err(e)),
+    /// The padded batches of `groups`: one chunk, or one result per group when a group
+    /// fails, so that only the failing groups are errors.
+    fn build(&self, chunks: &[RecordBatch], rows: &[(usize, usize)], groups: &[(usize, usize)]) -> Outputs {
+        match self.pad(chunks, rows, groups) {
+            Ok(batch) => vec![Ok(batch)],
+            Err(e) if groups.len() == 1 => vec![Err(e)],
             Err(_) => {
                 let mut at = 0;
-                for &(bucket, len) in &sizes {
-                    let r = self.pad(&chunks, &rows[at..at + len], &[(bucket, len)]);
-                    self.ready.push_back(r);
+                let mut each = Vec::with_capacity(groups.len());
+                for &(bucket, len) in groups {
+                    each.push(self.pad(chunks, &rows[at..at + len], &[(bucket, len)]));
                     at += len;
                 }
+                each
             }
         }
-        self.grouper.release(groups);
-    }
-
-    /// The bucket of an element of length `len`, or why it has none.
-    fn bucket_of(boundaries: &[i64], pad_to_boundary: bool, len: Option<i64>) -> Result<usize> {
-        let len = len.ok_or_else(|| Error::execution(OP, "the element's length is null"))?;
-        let bucket = boundaries.partition_point(|&b| b <= len);
-        if pad_to_boundary && bucket == boundaries.len() {
-            let max = boundaries.last().map(|b| b.to_string()).unwrap_or_else(|| "none".into());
-            return Err(Error::execution(
-                OP,
-                format!(
-                    "with pad_to_bucket_boundary, elements must have length < max(bucket_boundaries) = {max}, got {len}"
-                ),
-            ));
-        }
-        Ok(bucket)
     }
 }
 
 impl Operator for BucketBySequenceLengthOp {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
         loop {
-            if let Some(r) = self.ready.pop_front() {
-                return r.map(Some);
+            if let Some(batch) = self.batches.get_mut().next(false) {
+                return batch.map(Some);
             }
-            let (boundaries, sizes, to_boundary) = (&self.boundaries, &self.batch_sizes, self.pad_to_bucket_boundary);
-            let classify = |len: Option<i64>| {
-                let b = Self::bucket_of(boundaries, to_boundary, len)?;
-                Ok((b as i64, sizes[b]))
-            };
-            match self.grouper.next_groups(classify)? {
-                Some(groups) => self.build(&groups),
-                None => return Ok(None),
+            match self.next_groups() {
+                Ok(Some(groups)) => self.build(&groups),
+                Ok(None) => return self.batches.get_mut().next(true).transpose(),
+                // After the batches of the groups completed before it, which are waited
+                // for rather than read past.
+                Err(e) => {
+                    let batches = self.batches.get_mut();
+                    batches.push_made(Err(e));
+                    return batches.next(true).transpose();
+                }
             }
         }
     }
 
     fn save(&self, mode: SaveMode) -> Result<OpState> {
+        let mut batches = self.batches.borrow_mut();
+        batches.finish();
         Ok(OpState::new("bucket_by_sequence_length")
-            .with_results("ready", &self.ready)?
+            .with_results("ready", batches.made())?
             .child(self.grouper.save(mode)?))
     }
 
     fn restore(&mut self, state: OpState) -> Result<()> {
         let mut state = state.expect("bucket_by_sequence_length")?;
         self.grouper.restore(state.take_child()?)?;
-        self.ready = state.take_results("ready")?;
+        self.batches.get_mut().restore(state.take_results("ready")?);
         Ok(())
     }
 }
@@ -266,17 +313,38 @@ mod tests {
         drop: bool,
         padding: BTreeMap<String, Scalar>,
     ) -> (Vec<RecordBatch>, Vec<String>) {
-        run_over(source(input()), None, length, pad_to_boundary, drop, padding)
+        run_over(|| source(input()), || None, length, pad_to_boundary, drop, padding)
     }
 
+    /// Buckets `input` padding on the operator's thread, and again (`input` made anew)
+    /// padding on a pool of two workers; both give the same batches and errors.
     fn run_over(
+        input: impl Fn() -> BoxOperator,
+        keep: impl Fn() -> Option<MaskFn>,
+        length: Expr,
+        pad_to_boundary: bool,
+        drop: bool,
+        padding: BTreeMap<String, Scalar>,
+    ) -> (Vec<RecordBatch>, Vec<String>) {
+        let inline = run_padding_on(None, input(), keep(), length.clone(), pad_to_boundary, drop, padding.clone());
+        let pool = Some(Arc::new(ThreadPool::new(2)));
+        let pooled = run_padding_on(pool, input(), keep(), length, pad_to_boundary, drop, padding);
+        assert_eq!(rows(&pooled.0, "tok"), rows(&inline.0, "tok"));
+        // The batches' rows and the errors, in the order they came.
+        assert_eq!(pooled.2, inline.2);
+        (inline.0, inline.1)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_padding_on(
+        pool: Option<Arc<ThreadPool>>,
         input: BoxOperator,
         keep: Option<MaskFn>,
         length: Expr,
         pad_to_boundary: bool,
         drop: bool,
         padding: BTreeMap<String, Scalar>,
-    ) -> (Vec<RecordBatch>, Vec<String>) {
+    ) -> (Vec<RecordBatch>, Vec<String>, Vec<String>) {
         let op = Op::BucketBySequenceLength {
             length: length.clone(),
             bucket_boundaries: vec![3, 5],
@@ -298,21 +366,91 @@ mod tests {
             &out_spec,
         )
         .unwrap()
-        .keeping(keep);
-        let (mut out, mut errors) = (Vec::new(), Vec::new());
+        .keeping(keep)
+        .padding_on(pool);
+        let (mut out, mut errors, mut order) = (Vec::new(), Vec::new(), Vec::new());
         loop {
             match b.next_chunk() {
                 Ok(Some(c)) => {
                     assert!(c.num_rows() > 0);
                     assert_eq!(c.schema(), schema);
+                    order.extend(rows(std::slice::from_ref(&c), "id"));
                     out.push(c);
                 }
                 Ok(None) => break,
-                Err(e) => errors.push(e.to_string()),
+                Err(e) => {
+                    order.push(e.to_string());
+                    errors.push(e.to_string());
+                }
             }
         }
         assert_eq!(b.grouper.retained(), 0);
-        (out, errors)
+        (out, errors, order)
+    }
+
+    /// The ids of each batch `op` gives from now on, or the error's text.
+    fn rest(op: &mut BucketBySequenceLengthOp) -> Vec<String> {
+        let mut got = Vec::new();
+        loop {
+            match op.next_chunk() {
+                Ok(Some(c)) => got.extend(rows(std::slice::from_ref(&c), "id")),
+                Ok(None) => return got,
+                Err(e) => got.push(e.to_string()),
+            }
+        }
+    }
+
+    #[test]
+    fn a_save_waits_for_the_batches_being_padded() {
+        let length = Expr::Call { func: Func::Length, args: vec![Expr::col("tok")] };
+        let op = Op::BucketBySequenceLength {
+            length: length.clone(),
+            bucket_boundaries: vec![3, 5],
+            bucket_batch_sizes: vec![2, 2, 2],
+            padding_values: BTreeMap::new(),
+            pad_to_bucket_boundary: false,
+            drop_remainder: false,
+        };
+        let out_spec = op.output_spec(&[&spec()]).unwrap();
+        let make = |pool| {
+            BucketBySequenceLengthOp::new(
+                source(input()),
+                length.clone(),
+                vec![3, 5],
+                vec![2, 2, 2],
+                BTreeMap::new(),
+                false,
+                false,
+                &out_spec,
+            )
+            .unwrap()
+            .padding_on(pool)
+        };
+        // The pool's one worker waits until the test lets it go, so the two padding jobs
+        // (the groups the second chunk completes, then those flushed at the end) are
+        // still queued when the save begins.
+        let pool = Arc::new(ThreadPool::new(1));
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        pool.spawn(move || {
+            let _ = wait.recv();
+        });
+        let mut b = make(Some(pool));
+        for _ in 0..2 {
+            let groups = b.next_groups().unwrap().expect("groups");
+            b.build(&groups);
+        }
+        assert!(b.next_groups().unwrap().is_none());
+        let saving = std::thread::spawn(move || {
+            let state = b.save(SaveMode::Full).unwrap();
+            (b, state)
+        });
+        go.send(()).unwrap();
+        let (mut b, state) = saving.join().unwrap();
+        let mut restored = make(None);
+        restored.restore(state).unwrap();
+        let expected = strs(&["[0, 3]", "[1, 4]", "[5]", "[6]", "[2]"]);
+        assert_eq!(rest(&mut restored), expected);
+        assert_eq!(rest(&mut b), expected);
     }
 
     #[test]
@@ -400,10 +538,12 @@ mod tests {
         );
         let predicate = Predicate::Expr { expr: keep };
         let registry = Registry::default();
-        let filter = MapOp::new(source(input()), filter_fn(&predicate, &registry, true).unwrap());
-        let (unfused, unfused_errors) = run_over(Box::new(filter), None, length.clone(), false, false, BTreeMap::new());
-        let mask = mask_fn(&predicate, "filter", &registry, true).unwrap();
-        let (fused, fused_errors) = run_over(source(input()), Some(mask), length, false, false, BTreeMap::new());
+        let filter = || -> BoxOperator {
+            Box::new(MapOp::new(source(input()), filter_fn(&predicate, &registry, true).unwrap()))
+        };
+        let (unfused, unfused_errors) = run_over(filter, || None, length.clone(), false, false, BTreeMap::new());
+        let mask = || Some(mask_fn(&predicate, "filter", &registry, true).unwrap());
+        let (fused, fused_errors) = run_over(|| source(input()), mask, length, false, false, BTreeMap::new());
         assert_eq!(rows(&fused, "id"), rows(&unfused, "id"));
         assert_eq!(rows(&fused, "tok"), rows(&unfused, "tok"));
         assert_eq!(fused_errors, unfused_errors);

@@ -12,6 +12,7 @@ pub mod gather;
 pub mod group_by_window;
 mod grouping;
 pub mod ignore_errors;
+pub(crate) mod in_order;
 pub mod list_kernels;
 pub mod map;
 pub mod nested;
