@@ -9,6 +9,14 @@
 //! past its end. Three masks and shifts then join the 7-bit groups, and the four lanes are
 //! widened to i64 and stored. That is about 1.25 ns a value.
 //!
+//! Each step's start waits on the one before: its bytes are loaded, masked and looked up
+//! from where the last step ended. Two things shorten that wait. The bytes each pattern
+//! takes have a table of their own (4 KiB, in L1; the shuffles are 68 KiB), and while 32
+//! bytes remain, two steps are taken from one pair of loads, the second step's pattern
+//! being their masks shifted past the first step's bytes. In `cargo bench --bench tfrecord
+//! -- "w6 token lists"`, the table made flumen's parse 10% faster and the hand-written
+//! decoder 7%; both together, 13% and 18%.
+//!
 //! A pattern without four such values in its 12 bytes has no table entry. There the run
 //! stops, and the caller decodes the next value on its own.
 //!
@@ -25,43 +33,76 @@ pub const STEP: usize = 4;
 /// it cannot decode is left to the caller, including every error.
 #[cfg(all(target_arch = "x86_64", target_feature = "ssse3", target_feature = "sse4.1"))]
 pub fn decode(bytes: &[u8], mut at: usize, out: &mut Vec<i64>) -> usize {
-    use std::arch::x86_64::{
-        _mm_and_si128, _mm_cvtepu32_epi64, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi32,
-        _mm_shuffle_epi8, _mm_srli_epi32, _mm_srli_si128, _mm_storeu_si128,
-    };
+    use std::arch::x86_64::{_mm_loadu_si128, _mm_movemask_epi8};
 
     let kept = out.len();
     let spare = out.spare_capacity_mut();
     let mut written = 0;
     // SAFETY: the intrinsics need SSSE3 and SSE4.1, which this build enables everywhere (the
-    // `cfg` above). The loads read the 16 bytes of `input` and the 16 of a control; the
-    // stores write the 32 bytes of `slots`, four i64s of `out`'s spare capacity.
+    // `cfg` above). The loads read within `input`, and the steps write the four i64s of
+    // their `slots`, in `out`'s spare capacity.
     unsafe {
-        let (low, middle, high) = (_mm_set1_epi32(0x7f), _mm_set1_epi32(0x7f00), _mm_set1_epi32(0x7f_0000));
-        while let (Some(input), Some(slots)) = (bytes.get(at..at + 16), spare.get_mut(written..written + STEP)) {
-            let v = _mm_loadu_si128(input.as_ptr().cast());
-            let entry = &SHUFFLES[(_mm_movemask_epi8(v) & 0xfff) as usize];
-            if entry.used == 0 {
+        // Two steps at a time while 32 bytes remain. The second step's pattern is the same
+        // two masks shifted past the first step's bytes: the next start waits on two table
+        // reads, not on a load, a mask and a table read for each step.
+        while let (Some(input), Some(slots)) = (bytes.get(at..at + 32), spare.get_mut(written..written + 2 * STEP)) {
+            let p = input.as_ptr();
+            let (a, b) = (_mm_loadu_si128(p.cast()), _mm_loadu_si128(p.add(16).cast()));
+            let mask = (_mm_movemask_epi8(a) as u32 & 0xffff) | ((_mm_movemask_epi8(b) as u32) << 16);
+            let first = (mask & 0xfff) as usize;
+            let used = usize::from(USED[first]);
+            if used == 0 {
                 break;
             }
-            let x = _mm_shuffle_epi8(v, _mm_loadu_si128(entry.control.as_ptr().cast()));
-            let joined = _mm_or_si128(
-                _mm_and_si128(x, low),
-                _mm_or_si128(
-                    _mm_srli_epi32::<1>(_mm_and_si128(x, middle)),
-                    _mm_srli_epi32::<2>(_mm_and_si128(x, high)),
-                ),
-            );
-            let to = slots.as_mut_ptr().cast::<std::arch::x86_64::__m128i>();
-            _mm_storeu_si128(to, _mm_cvtepu32_epi64(joined));
-            _mm_storeu_si128(to.add(1), _mm_cvtepu32_epi64(_mm_srli_si128::<8>(joined)));
-            at += usize::from(entry.used);
+            let second = ((mask >> used) & 0xfff) as usize;
+            let then = usize::from(USED[second]);
+            step(a, first, slots.as_mut_ptr().cast());
+            if then == 0 {
+                at += used;
+                written += STEP;
+                break;
+            }
+            step(_mm_loadu_si128(p.add(used).cast()), second, slots.as_mut_ptr().add(STEP).cast());
+            at += used + then;
+            written += 2 * STEP;
+        }
+        while let (Some(input), Some(slots)) = (bytes.get(at..at + 16), spare.get_mut(written..written + STEP)) {
+            let v = _mm_loadu_si128(input.as_ptr().cast());
+            let pattern = (_mm_movemask_epi8(v) & 0xfff) as usize;
+            let used = USED[pattern];
+            if used == 0 {
+                break;
+            }
+            step(v, pattern, slots.as_mut_ptr().cast());
+            at += usize::from(used);
             written += STEP;
         }
-        // The loop wrote every slot below `written` (whole steps of four values).
+        // The loops wrote every slot below `written` (whole steps of four values).
         out.set_len(kept + written);
     }
     at
+}
+
+/// One step: the four values whose bytes start `v` (continuation bits `pattern`, which has
+/// a table entry) written to the four i64s at `to`.
+///
+/// # Safety
+/// The build has SSSE3 and SSE4.1, and `to` is valid for writing 32 bytes.
+#[cfg(all(target_arch = "x86_64", target_feature = "ssse3", target_feature = "sse4.1"))]
+#[inline(always)]
+unsafe fn step(v: std::arch::x86_64::__m128i, pattern: usize, to: *mut std::arch::x86_64::__m128i) {
+    use std::arch::x86_64::{
+        _mm_and_si128, _mm_cvtepu32_epi64, _mm_loadu_si128, _mm_or_si128, _mm_set1_epi32, _mm_shuffle_epi8,
+        _mm_srli_epi32, _mm_srli_si128, _mm_storeu_si128,
+    };
+    let (low, middle, high) = (_mm_set1_epi32(0x7f), _mm_set1_epi32(0x7f00), _mm_set1_epi32(0x7f_0000));
+    let x = _mm_shuffle_epi8(v, _mm_loadu_si128(SHUFFLES[pattern].control.as_ptr().cast()));
+    let joined = _mm_or_si128(
+        _mm_and_si128(x, low),
+        _mm_or_si128(_mm_srli_epi32::<1>(_mm_and_si128(x, middle)), _mm_srli_epi32::<2>(_mm_and_si128(x, high))),
+    );
+    _mm_storeu_si128(to, _mm_cvtepu32_epi64(joined));
+    _mm_storeu_si128(to.add(1), _mm_cvtepu32_epi64(_mm_srli_si128::<8>(joined)));
 }
 
 /// Without SSSE3 and SSE4.1 nothing is decoded here; the caller decodes every value.
@@ -84,6 +125,21 @@ struct Shuffle {
 /// The [`Shuffle`] of every 12-bit pattern of continuation bits (bit `i` set: byte `i`
 /// continues its value).
 static SHUFFLES: [Shuffle; 4096] = shuffles();
+
+/// Each pattern's [`Shuffle::used`] alone. The next step's start waits on it, and this
+/// table (4 KiB) stays in the L1 cache where the shuffles (68 KiB) do not: read from the
+/// shuffles, each step waited on an L2 load.
+static USED: [u8; 4096] = used(&shuffles());
+
+const fn used(shuffles: &[Shuffle; 4096]) -> [u8; 4096] {
+    let mut used = [0; 4096];
+    let mut pattern = 0;
+    while pattern < 4096 {
+        used[pattern] = shuffles[pattern].used;
+        pattern += 1;
+    }
+    used
+}
 
 const fn shuffles() -> [Shuffle; 4096] {
     let mut table = [Shuffle { control: [0x80; 16], used: 0 }; 4096];
