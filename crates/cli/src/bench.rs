@@ -8,7 +8,7 @@
 //!   map(x_j, cross, label) → filter(x_0 > -1.5 and label != 9) → shuffle(10000, seed 42) →
 //!   batch(1024) → prefetch; checksum Σ cross.
 //! - w2: TFRecord files `tfrecord_example/*.tfrecord` → interleave(cycle 8, parallel) →
-//!   map(parse_example: features f32[64], label, id, weight) → map(features × weight) →
+//!   map(parse_example: features `f32[64]`, label, id, weight) → map(features × weight) →
 //!   filter(label < 8) → batch(256, drop_remainder) → prefetch; checksum Σ features[:, 0].
 //!   The scaling is a tensor expression: `features * weight` broadcasts the weight.
 //! - w4: range(2,000,000) → map(f64(3x+1)) → map(sqrt(v)·0.5) → filter(floor(v) mod 3 ≠ 0) →

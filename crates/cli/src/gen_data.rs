@@ -3,7 +3,7 @@
 //! pyarrow (the peers' generator needs both).
 //!
 //! - `csv_tabular/part-0000{0..3}.csv`: f0..f15 ~ N(0.5j, 1 + 0.1j) as float32, label in 0..10.
-//! - `tfrecord_example/part-0000{0..7}.tfrecord`: Examples with features f32[64] ~ N(0, 1),
+//! - `tfrecord_example/part-0000{0..7}.tfrecord`: Examples with features `f32[64]` ~ N(0, 1),
 //!   label in 0..10, a running id, weight ~ U(0.5, 1.5).
 //! - `tfrecord_text/part-0000{0..3}.tfrecord`: Examples with 5..=200 tokens in 1..30000 and a
 //!   label in 0..2.

@@ -231,7 +231,7 @@ fn float32s(list: &[u8]) -> Option<impl Iterator<Item = f32> + '_> {
     Some(bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))))
 }
 
-/// w2: TFRecord Examples → features f32[64] · weight → keep label < 8 → batches of 256 with
+/// w2: TFRecord Examples → features `f32[64]` · weight → keep label < 8 → batches of 256 with
 /// the remainder dropped; Σ features[:, 0] of the rows in whole batches. Rows reach the
 /// batches in the interleave's order (one record from each of 8 files in turn).
 pub fn w2(files: &[String]) -> Result<Outcome, String> {

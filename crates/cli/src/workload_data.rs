@@ -9,7 +9,7 @@ use std::path::Path;
 use flumen::prelude::{col, DType, FeatureSpec, MapFunction, RecordCompression};
 use flumen::{serialize_example, FeatureValues, TfRecordWriter};
 
-/// The features w2 parses: `features` f32[64], `label`, `id`, `weight`.
+/// The features w2 parses: `features` (`f32[64]`), `label`, `id`, `weight`.
 pub fn w2_features() -> Vec<FeatureSpec> {
     vec![
         FeatureSpec::fixed("features", DType::Float32, vec![64]),
@@ -70,7 +70,7 @@ fn writer(path: &Path) -> Result<(TfRecordWriter, String), String> {
 }
 
 /// w2's files: `tfrecord_example/part-0000{0..7}.tfrecord` under `out`, `rows` Examples each
-/// (features f32[64] ~ N(0, 1), label in 0..10, a running id, weight ~ U(0.5, 1.5)); their paths.
+/// (features `f32[64]` ~ N(0, 1), label in 0..10, a running id, weight ~ U(0.5, 1.5)); their paths.
 pub fn examples(out: &Path, rows: usize, rng: &mut Rng) -> Result<Vec<String>, String> {
     let dir = out.join("tfrecord_example");
     create_dir(&dir)?;

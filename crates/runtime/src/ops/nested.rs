@@ -78,7 +78,7 @@ impl ElementDatasets {
         self
     }
 
-    /// [`ElementDatasets::open_uncounted`], counted. A file's dataset hands its reader's
+    /// `open_uncounted`, counted. A file's dataset hands its reader's
     /// chunks on unconformed (bytes may be views of the reader's buffers): `flat_map` and
     /// `interleave` conform them where they slice or copy them anyway.
     pub fn open(&self, element: &RecordBatch, index: u64) -> Result<BoxOperator> {

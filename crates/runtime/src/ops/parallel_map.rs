@@ -5,7 +5,7 @@
 //! - **Tasks.** A function called per element gets tasks of about `rows / parallelism`
 //!   rows, so even one chunk keeps every worker busy; a columnar function gets whole chunks,
 //!   as many as fit in about [`TASK_WORK`] of work at the recent rate of finished tasks
-//!   ([`Recent`]; at most [`TASK_CHUNKS`], and only while the grown task fits the budget):
+//!   (`Recent`; at most [`TASK_CHUNKS`], and only while the grown task fits the budget):
 //!   a task is handed between threads twice, which on a cheap function over busy cores
 //!   (w4's stage: 35 µs a chunk) is a noticeable part of its work. Each chunk of such a task is a call
 //!   of its own, with no copy, and a panic loses only the rest of its chunk. A chunk whose
@@ -35,7 +35,7 @@
 //!   at most `2 × parallelism` tasks are outstanding (running or finished but not handed
 //!   out), so one slow element holds back a bounded window, never unbounded memory.
 //!   Unordered mode hands results out as they finish, under the same bound, except that
-//!   with batch-sized tasks only a whole clean batch may overtake (see [`Reorder`]): the
+//!   with batch-sized tasks only a whole clean batch may overtake (see `Reorder`): the
 //!   batch above groups the rows it gets, and a short or failed task handed out early
 //!   would shift every later batch's rows across two tasks.
 //! - **Errors.** A worker resumes after a failed element as the sequential map does

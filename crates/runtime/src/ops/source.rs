@@ -35,7 +35,7 @@ impl ReaderOp {
 
     /// Wraps `reader`, whose chunks come out as it makes them: the declared columns in
     /// possibly another physical type (see [`ChunkReader`](flumen_sources::reader::ChunkReader)),
-    /// for a consumer that conforms them with [`relabel`](crate::conform::relabel).
+    /// for a consumer that conforms them with [`relabel`].
     pub fn unconformed(reader: BoxReader) -> Self {
         ReaderOp { reader, schema: None }
     }

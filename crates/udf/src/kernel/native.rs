@@ -1,7 +1,7 @@
 //! Native code for kernel programs: a program whose every operation has an exact machine
 //! form is compiled with Cranelift into a single loop over its rows.
 //!
-//! The tile interpreter ([`super::exec`]) makes one pass over a tile per instruction, each
+//! The tile interpreter ([`super::exec`](mod@super::exec)) makes one pass over a tile per instruction, each
 //! storing its results for the next one to load back. That costs a store per value per
 //! instruction, and a slow instruction (a division, a square root) cannot overlap with the
 //! others the way it does in one loop. A native loop keeps every intermediate value in a
@@ -19,7 +19,7 @@
 //!   the machine's overflow flag, int32 as vectors, add and sub overflowing where the signs
 //!   say so and mul only by a constant, against the bounds it allows;
 //! - a float remainder by a whole constant, computed exactly when the dividend is a whole
-//!   number below [`FloatLanes::WHOLE`](super::lanes::FloatLanes::WHOLE), as the interpreter's
+//!   number below [`FloatLanes::WHOLE`], as the interpreter's
 //!   `rem_by` does.
 //!
 //! Where the interpreter fails (an overflow) or computes otherwise (a remainder of a
