@@ -1,14 +1,16 @@
-//! Operator throughput over `range` and in-memory data: map chains, filter, batch, shuffle.
+//! Operator throughput over `range` and in-memory data: map chains, filter, batch, shuffle,
+//! padded_batch.
 //!
 //! Each benchmark iterates a whole pipeline of `N` elements chunk by chunk (the 18-column
-//! shuffle: 250,000); criterion reports time per pass, and elements/s through
-//! `Throughput::Elements`.
+//! shuffle: 250,000; padded_batch: 200,000 token lists of 5 to 200 int64s, as w6's);
+//! criterion reports time per pass, and elements/s through `Throughput::Elements`.
 
 use std::hint::black_box;
 use std::sync::Arc;
 
-use arrow::array::Float64Array;
+use arrow::array::{Float64Array, ListArray};
 use arrow::datatypes::DataType;
+use arrow::datatypes::Int64Type;
 use arrow::record_batch::RecordBatch;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use flumen::prelude::*;
@@ -42,6 +44,28 @@ fn wide(rows: i64, columns: usize) -> Dataset {
                 (format!("f{k}"), Arc::new(values) as _)
             });
             RecordBatch::try_from_iter(fields).expect("batch")
+        })
+        .collect();
+    Dataset::from_batches(chunks).expect("in-memory dataset")
+}
+
+/// `rows` token lists of 5 to 200 int64s (a fixed xorshift sequence), in chunks of 8192.
+fn token_lists(rows: usize) -> Dataset {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let chunks: Vec<RecordBatch> = (0..rows.div_ceil(8192))
+        .map(|c| {
+            let lists = (c * 8192..((c + 1) * 8192).min(rows)).map(|_| {
+                let len = 5 + next() as usize % 196;
+                Some((0..len).map(|_| Some(1 + (next() % 30_000) as i64)).collect::<Vec<_>>())
+            });
+            let tokens = ListArray::from_iter_primitive::<Int64Type, _, _>(lists);
+            RecordBatch::try_from_iter([("tokens", Arc::new(tokens) as _)]).expect("batch")
         })
         .collect();
     Dataset::from_batches(chunks).expect("in-memory dataset")
@@ -83,6 +107,10 @@ fn benches(c: &mut Criterion) {
     g.throughput(Throughput::Elements(rows as u64));
     let wide = wide(rows, 18).shuffle_with(10_000, Some(1), false).unwrap();
     g.bench_function("memory/shuffle 10k, 18 columns", |b| b.iter(|| black_box(drain(&wide))));
+    let rows = 200_000;
+    g.throughput(Throughput::Elements(rows as u64));
+    let padded = token_lists(rows).padded_batch(64, PaddedBatchOptions::default()).unwrap();
+    g.bench_function("memory/padded_batch 64, token lists", |b| b.iter(|| black_box(drain(&padded))));
     g.finish();
 }
 
