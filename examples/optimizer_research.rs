@@ -75,14 +75,15 @@ fn print_report(report: &Report) {
     for s in &report.stages {
         let fired: Vec<String> = s.rules_fired.iter().map(|(r, n)| format!("{r} x{n}")).collect();
         println!(
-            "  {:<10} {:>8.1?}  {} iteration(s), {} nodes in {} classes ({}), cost {:.1}: {}",
+            "  {:<10} {:>8.1?}  {} iteration(s), {} nodes in {} classes ({}), {}: {}",
             s.name,
             s.time,
             s.iterations,
             s.egraph_nodes,
             s.egraph_classes,
             s.stop_reason,
-            s.cost,
+            // A stage where no rule fired hands its input on without costing it.
+            s.cost.map_or_else(|| "not extracted".to_string(), |c| format!("cost {c:.1}")),
             if fired.is_empty() { "no rule fired".to_string() } else { fired.join(", ") }
         );
     }
