@@ -7,6 +7,7 @@ use std::sync::Arc;
 use arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, PrimitiveArray,
 };
+use arrow::buffer::NullBuffer;
 use arrow::datatypes::{ArrowNativeType, ArrowPrimitiveType, DataType, Float32Type, Float64Type, Int32Type, Int64Type};
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{BinaryOp, DType, ElementSpec, Expr, FieldSpec, Func, NamedExpr, Scalar, UnaryOp};
@@ -482,6 +483,43 @@ fn a_kernel_over_row_runs_computes_those_rows() {
     assert_eq!(some.as_primitive::<Float32Type>().values(), by_tiles.as_primitive::<Float32Type>().values());
     let by_tiles = interpreted.run_flat(&flat).unwrap().pop().unwrap();
     assert_eq!(all, by_tiles.as_primitive::<Float32Type>().values());
+}
+
+/// A validity buffer without nulls (a reader may give one) is no null: the kernel still
+/// reads the selected runs in place, and its outputs have no validity.
+#[test]
+fn a_validity_without_nulls_keeps_a_kernel_over_row_runs() {
+    let (batch, _) = tensor_chunk(40);
+    // Arrow drops such a buffer when it builds an array from `ArrayData`, not in `new`.
+    let all_valid = |column: &ArrayRef| -> ArrayRef {
+        let values = column.as_primitive::<Float32Type>().values().clone();
+        let array = Float32Array::new(values, Some(NullBuffer::new_valid(column.len())));
+        assert!(array.nulls().is_some());
+        Arc::new(array)
+    };
+    // Each tensor's values and the per-row scalar carry a validity of all ones.
+    let tensor = |c: usize| -> ArrayRef {
+        let rows = batch.column(c).as_fixed_size_list();
+        let cells = rows.values().as_fixed_size_list();
+        let DataType::FixedSizeList(inner, 3) = rows.value_type() else { unreachable!() };
+        let cells = arrow::array::FixedSizeListArray::new(inner, 3, all_valid(cells.values()), None);
+        let DataType::FixedSizeList(outer, 4) = batch.schema().field(c).data_type().clone() else { unreachable!() };
+        Arc::new(arrow::array::FixedSizeListArray::new(outer, 4, Arc::new(cells), None))
+    };
+    let columns = vec![tensor(0), tensor(1), all_valid(batch.column(2)), batch.column(3).clone()];
+    let valid = RecordBatch::try_new(batch.schema(), columns).unwrap();
+    let expr = Expr::binary(BinaryOp::Sub, Expr::col("u"), Expr::binary(BinaryOp::Mul, Expr::col("t"), Expr::col("w")));
+    let runs = [(0, 1), (3, 20), (39, 1)];
+    let over = |batch: &RecordBatch| {
+        let flat = Tensors::flatten(&expr, batch, 2).unwrap().unwrap();
+        let kernel = Kernel::compile_flat(&[&expr], &flat).expect("compiles");
+        kernel.run_flat_selected(&flat, &runs).map(|mut out| out.pop().unwrap())
+    };
+    let plain = over(&batch).expect("runs in place");
+    let some = over(&valid).expect("a validity without nulls runs in place too");
+    assert_eq!(some.null_count(), 0);
+    assert!(some.nulls().is_none());
+    assert_eq!(some.as_primitive::<Float32Type>().values(), plain.as_primitive::<Float32Type>().values());
 }
 
 /// The types of a native program's values: its floats, and the integers of their width.

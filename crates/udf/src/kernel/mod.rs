@@ -162,7 +162,7 @@ impl Kernel {
     /// count, in order), the outputs holding just those rows' values one after another: a
     /// filter's selection consumed without first copying the filtered tensors. `None` as for
     /// `run_flat`, and when an input has nulls or an output is an input as is (either would
-    /// have to be filtered).
+    /// have to be filtered). A validity buffer without nulls is no null.
     pub fn run_flat_selected(&self, tensors: &Tensors, runs: &[(usize, usize)]) -> Option<Vec<ArrayRef>> {
         let columns = self.flat_columns(tensors)?;
         if columns.iter().any(|c| c.nulls().is_some())
@@ -205,8 +205,7 @@ impl Kernel {
         let rows = segments.iter().map(|(_, n)| n).sum();
         let p = &self.program;
         let nulls: Vec<Option<&NullBuffer>> = columns.iter().map(Column::nulls).collect();
-        // A validity without nulls (a slice of a column with nulls elsewhere) changes nothing.
-        if p.kleene && nulls.iter().flatten().any(|n| n.null_count() > 0) {
+        if p.kleene && nulls.iter().any(Option::is_some) {
             return None;
         }
         let inputs: Vec<Input> = columns.iter().zip(&p.inputs).map(|(c, (_, ty))| c.input(*ty)).collect();
@@ -367,9 +366,13 @@ enum Column<'a> {
 }
 
 impl Column<'_> {
+    /// The column's nulls; `None` without any, even where it has a validity buffer (a
+    /// slice of a column with nulls elsewhere, or a reader's all-valid one), which would
+    /// otherwise keep a selected run off and give the outputs a validity of the whole
+    /// column's length.
     fn nulls(&self) -> Option<&NullBuffer> {
         match self {
-            Column::Plain(a) => a.nulls(),
+            Column::Plain(a) => a.nulls().filter(|n| n.null_count() > 0),
             Column::Repeated(..) => None,
         }
     }
