@@ -240,7 +240,12 @@ impl CostFunction<Node> for Extraction<'_> {
     where
         C: FnMut(Id) -> Cost,
     {
-        let known: std::collections::HashMap<Id, Cost> = enode.children().iter().map(|c| (*c, costs(*c))).collect();
-        self.model.cost(self.egraph, enode, &|id| known[&id])
+        // A node has a handful of children: a list, not a hash map, per call (the
+        // extractor calls this for every node on every pass). `cargo bench --bench
+        // optimizer -- optimize/50`: 11.15 → 10.55 and 10.84 → 10.38 ms.
+        let known: Vec<(Id, Cost)> = enode.children().iter().map(|c| (*c, costs(*c))).collect();
+        self.model.cost(self.egraph, enode, &|id| {
+            known.iter().find(|(c, _)| *c == id).map(|(_, cost)| *cost).expect("a child of the node")
+        })
     }
 }
