@@ -75,8 +75,9 @@ const CHUNK_BYTES: usize = 1 << 20;
 
 /// Reads a TFRecord file as one element per record.
 ///
-/// An uncompressed file is mapped in windows of 2 MiB (unless [`ReadOptions::map_files`]
-/// is off); otherwise the stream is read in windows of 256 KiB. Each record's data is checked where it lies and handed out as a view of the
+/// An uncompressed file is mapped in windows of `MAP_WINDOW` bytes (unless
+/// [`ReadOptions::map_files`] is off); otherwise the stream is read in windows of `WINDOW`
+/// bytes. Each record's data is checked where it lies and handed out as a view of the
 /// window (the `record` column is a `BinaryView`), so the reader copies nothing: a window is
 /// never written again once made, and one that needs more bytes is followed by a new
 /// window, starting with the unframed rest of the old one. A window lives as long as a
