@@ -508,7 +508,7 @@ struct Shape {
     /// twice).
     known: bool,
     bytes: Vec<u8>,
-    values: Vec<(usize, Region)>,
+    values: Vec<Region>,
     /// Records in a row whose layout differed from the one before: past a few, the chunk's
     /// layouts vary and are no longer recorded.
     misses: u32,
@@ -517,17 +517,19 @@ struct Shape {
 /// Where a requested feature's values sit in a record, from its start.
 #[derive(Debug, Clone, Copy)]
 enum Region {
-    /// A `Feature` message, parsed as such.
-    Feature(usize, usize),
-    /// The one field of the one list of a `Feature` read by one column: packed values or a
-    /// string, appended as they are (the headers around them belong to the layout).
-    Value(usize, usize),
+    /// A `Feature` message of the requested key `Feature.0` (its index in `Keys`), parsed as
+    /// such.
+    Feature(usize, usize, usize),
+    /// The one field of the one list of a `Feature` read by one column, `Value.0`: packed
+    /// values or a string, appended as they are (the headers around them belong to the
+    /// layout).
+    Value(usize, usize, usize),
 }
 
 impl Region {
     fn bounds(self) -> (usize, usize) {
         match self {
-            Region::Feature(start, end) | Region::Value(start, end) => (start, end),
+            Region::Feature(_, start, end) | Region::Value(_, start, end) => (start, end),
         }
     }
 }
@@ -543,7 +545,7 @@ impl Shape {
             return false;
         }
         let mut from = 0;
-        for (start, end) in self.values.iter().map(|(_, region)| region.bounds()) {
+        for (start, end) in self.values.iter().map(|region| region.bounds()) {
             if !same(&record[from..start], &self.bytes[from..start]) {
                 return false;
             }
@@ -555,8 +557,8 @@ impl Shape {
 
 /// Appends `value`, the value of the requested key `found` in record `row`, to the columns
 /// that read that key (a sparse feature's index and a feature of its own may share one).
-/// Returns whether the key was listed before in the record, and where its values are when
-/// one column reads them from one field ([`Region::Value`]).
+/// Returns whether the key was listed before in the record, and, when one column reads
+/// them from one field, that column and where the values are ([`Region::Value`]).
 #[inline(always)]
 fn feed<'a>(
     found: usize,
@@ -564,7 +566,7 @@ fn feed<'a>(
     row: usize,
     columns: &mut [Column],
     keys: &Keys,
-) -> Result<(bool, Option<Wire<'a>>), Bad> {
+) -> Result<(bool, Option<(usize, Wire<'a>)>), Bad> {
     let (mut again, mut only) = (false, None);
     let readers = &keys.names[found].1;
     for &c in readers {
@@ -576,7 +578,7 @@ fn feed<'a>(
             again = true;
         }
         column.seen = Some(row);
-        only = append_feature(value, column)?;
+        only = append_feature(value, column)?.map(|wire| (c, wire));
     }
     Ok((again, only.filter(|_| readers.len() == 1)))
 }
@@ -609,10 +611,10 @@ fn walk(record: Wire, row: usize, columns: &mut [Column], keys: &mut Keys, shape
             let (listed, only) = feed(found, value, row, columns, keys)?;
             again |= listed;
             let region = match only {
-                Some(only) => Region::Value(only.at - record.at, only.end - record.at),
-                None => Region::Feature(value.at - record.at, value.end - record.at),
+                Some((column, only)) => Region::Value(column, only.at - record.at, only.end - record.at),
+                None => Region::Feature(found, value.at - record.at, value.end - record.at),
             };
-            shape.values.push((found, region));
+            shape.values.push(region);
         }
     }
     if !again && shape.misses < SHAPE_MISSES {
@@ -635,14 +637,14 @@ fn parse_record(
 ) -> Result<(), Bad> {
     if shape.fits(record.rest()) {
         shape.misses = 0;
-        for &(found, region) in &shape.values {
+        for &region in &shape.values {
             match region {
-                Region::Value(start, end) => {
-                    let column = &mut columns[keys.names[found].1[0]];
+                Region::Value(column, start, end) => {
+                    let column = &mut columns[column];
                     column.seen = Some(row);
                     append_value(&record.bytes[record.at + start..record.at + end], &mut column.values)?;
                 }
-                Region::Feature(start, end) => {
+                Region::Feature(found, start, end) => {
                     let value = Wire { bytes: record.bytes, at: record.at + start, end: record.at + end };
                     feed(found, value, row, columns, keys)?;
                 }
