@@ -352,6 +352,10 @@ fn append_list<'a>(mut wire: Wire<'a>, values: &mut Values) -> Result<Option<Wir
 fn append_value(value: &[u8], values: &mut Values) -> Result<(), Bad> {
     match values {
         Values::Bytes(out) => out.append_value(value),
+        // One value, a scalar feature's (three of w2's four): pushed, where a copy of its
+        // bytes was a library call and a packed list's decode a call of its own.
+        Values::Float32(v) if value.len() == 4 => v.push(f32::from_le_bytes(value.try_into().expect("4 bytes"))),
+        Values::Int64(v) if value.len() == 1 && value[0] < 0x80 => v.push(i64::from(value[0])),
         Values::Float32(v) => {
             if !value.len().is_multiple_of(4) {
                 return Err("a packed float list is not a multiple of 4 bytes".into());
