@@ -107,8 +107,8 @@ pub struct TfRecordReader {
     /// Whether the stream has ended (everything in the window is all there is).
     eof: bool,
     /// A bad record's error, returned after the records before it, with whether the file
-    /// ends there (its framing is lost) and the offset of the record after it.
-    pending: Option<(Error, bool, u64)>,
+    /// ends there (its framing is lost) and where the record is.
+    pending: Option<(Error, bool, Bad)>,
     done: bool,
 }
 
@@ -128,6 +128,14 @@ enum Input {
     Mapped(File),
     /// A stream read a window at a time: a decompressor, or a file when maps are off.
     Read(Box<dyn Read + Send>),
+}
+
+/// Where a bad record is: its offset in the stream and its number, where a position taken
+/// before its error was returned resumes (so that the error comes again).
+#[derive(Clone, Copy)]
+struct Bad {
+    offset: u64,
+    number: u64,
 }
 
 /// What reading one record gave.
@@ -325,11 +333,12 @@ impl ChunkReader for TfRecordReader {
         // so that the chunk can be made contiguous.
         let mut bytes = 0usize;
         while !self.done && views.len() < self.chunk_rows && bytes < CHUNK_BYTES {
+            let here = Bad { offset: self.offset, number: self.records + 1 };
             let record = match self.read_record() {
                 Ok(record) => record,
                 // The records before it come first (a file cut while mapped, a failed read).
                 Err(error) if !views.is_empty() => {
-                    self.pending = Some((error, true, self.offset));
+                    self.pending = Some((error, true, here));
                     break;
                 }
                 Err(error) => {
@@ -367,7 +376,7 @@ impl ChunkReader for TfRecordReader {
                         self.done = ends;
                         return Err(error);
                     }
-                    self.pending = Some((error, ends, self.offset));
+                    self.pending = Some((error, ends, here));
                     break;
                 }
             }
@@ -384,9 +393,9 @@ impl ChunkReader for TfRecordReader {
 
     fn position(&self) -> Result<ReaderPosition> {
         let (offset, record) = match &self.pending {
-            // The record after a bad one whose framing held; nothing after one whose did not.
-            Some((_, false, next)) => (*next, self.records + 1),
-            Some((_, true, _)) => (u64::MAX, self.records + 1),
+            // A bad record whose error is still to come: read again from there, it comes
+            // again, and what follows it (the records after it, or the file's end).
+            Some((_, _, bad)) => (bad.offset, bad.number),
             None if self.done => (u64::MAX, self.records + 1),
             None => (self.offset, self.records + 1),
         };
@@ -634,6 +643,58 @@ mod tests {
             let rest = reader.next_chunk().unwrap().unwrap();
             assert_eq!(rest.num_rows(), 3, "the empty record, then hello and the empty record again");
             assert!(reader.next_chunk().unwrap().is_none());
+        }
+    }
+
+    #[test]
+    fn bad_data_checksums_anywhere_in_a_window_are_errors_in_their_place_and_resume_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.tfrecord");
+        let path = path.to_str().unwrap();
+        let sample = sample();
+        write(path, RecordCompression::None, &sample);
+        // Where each record starts, by the framing's definition: a 12-byte header, the data,
+        // a 4-byte checksum.
+        let starts: Vec<usize> =
+            sample.iter().scan(0, |at, r| Some(std::mem::replace(at, *at + 16 + r.len()))).collect();
+        // The first record (empty), a run of three, one alone, the last two.
+        let bad = [0, 5, 6, 7, 13, 38, 39];
+        let mut bytes = std::fs::read(path).unwrap();
+        for &i in &bad {
+            bytes[starts[i] + 12 + sample[i].len()] ^= 1;
+        }
+        std::fs::write(path, &bytes).unwrap();
+        let expected: Vec<std::result::Result<Vec<u8>, String>> = (0..sample.len())
+            .map(|i| match bad.contains(&i) {
+                true => Err(format!("record {} at byte {}", i + 1, starts[i])),
+                false => Ok(sample[i].clone()),
+            })
+            .collect();
+        for (window, map) in [12, 13, 40, 301, 1 << 20].into_iter().flat_map(|w| [(w, false), (w, true)]) {
+            for chunk_rows in [1, 3, 4, 7, 1000] {
+                let read = opts(chunk_rows, map);
+                let mut reader =
+                    TfRecordReader::open_with_window(path, RecordCompression::None, read, Some(window)).unwrap();
+                let mut got = vec![];
+                loop {
+                    match reader.next_chunk() {
+                        Ok(Some(c)) => got.extend(c.column(0).as_binary_view().iter().map(|r| Ok(r.unwrap().to_vec()))),
+                        Ok(None) => break,
+                        Err(Error::Data { location, message }) if message.contains("data's checksum") => {
+                            got.push(Err(location.position.unwrap_or_default()))
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                assert!(got == expected, "window {window}, mapped {map}, chunks of {chunk_rows}: {got:?}");
+            }
+        }
+        for (rows, map) in [(3, false), (4, true)] {
+            let open = |rows| {
+                Box::new(TfRecordReader::open(path, RecordCompression::None, opts(rows, map)).unwrap()) as BoxReader
+            };
+            let outcomes = check_resume(rows, open);
+            assert_eq!(outcomes.iter().filter(|o| matches!(o, Outcome::Error(_))).count(), bad.len(), "{outcomes:?}");
         }
     }
 
