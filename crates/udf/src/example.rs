@@ -157,10 +157,28 @@ struct Column<'a> {
     /// The values a fixed-length feature holds per record (its shape's product), checked
     /// per record.
     per_record: usize,
+    /// For a fixed-length feature, its default (`Some(None)` when it is required); `None`
+    /// for a variable-length one.
+    fixed: Option<Option<&'a Defaults>>,
     values: Values,
+    /// Where each record's values end, from 0, in a variable-length column. A fixed-length
+    /// one's records each hold `per_record` values (a record that does not is an error), so
+    /// it keeps none (pushing them, and reaching the feature's kind through its spec, took
+    /// a w2 chunk's parse from 168 to 192 µs).
     offsets: Vec<i32>,
     /// The record in which this feature was last seen.
     seen: Option<usize>,
+}
+
+impl Column<'_> {
+    /// Where record `row`'s values start.
+    #[inline]
+    fn start(&self, row: usize) -> usize {
+        match self.fixed {
+            Some(_) => row * self.per_record,
+            None => *self.offsets.last().expect("offsets start with 0") as usize,
+        }
+    }
 }
 
 /// A cursor over one protobuf message: bytes `at..end` of `bytes`, which may go on past
@@ -577,8 +595,7 @@ fn feed<'a>(
         let column = &mut columns[c];
         // A key listed twice: protobuf keeps the last value.
         if column.seen == Some(row) {
-            let start = *column.offsets.last().expect("offsets start with 0") as usize;
-            column.values.truncate(start);
+            column.values.truncate(column.start(row));
             again = true;
         }
         column.seen = Some(row);
@@ -659,21 +676,21 @@ fn parse_record(
         walk(record, row, columns, keys, shape)?;
     }
     for column in columns.iter_mut() {
-        let start = *column.offsets.last().expect("offsets start with 0") as usize;
-        let count = column.values.len() - start;
-        if let FeatureKind::FixedLen { default, .. } = &column.spec.kind {
-            let want = column.per_record;
-            if column.seen != Some(row) {
-                match default {
-                    Some(d) => append_default(d, &mut column.values),
-                    None => return Err(format!("required feature '{}' is missing", column.spec.name).into()),
+        match column.fixed {
+            Some(_) if column.seen == Some(row) => {
+                let (count, want) = (column.values.len() - column.start(row), column.per_record);
+                if count != want {
+                    let name = &column.spec.name;
+                    return Err(format!("feature '{name}' has {count} values, its shape holds {want}").into());
                 }
-            } else if count != want {
-                return Err(format!("feature '{}' has {count} values, its shape holds {want}", column.spec.name).into());
+            }
+            Some(Some(default)) => append_default(default, &mut column.values),
+            Some(None) => return Err(format!("required feature '{}' is missing", column.spec.name).into()),
+            None => {
+                let end = i32::try_from(column.values.len()).map_err(|_| "more than 2^31 values in one chunk")?;
+                column.offsets.push(end);
             }
         }
-        let end = i32::try_from(column.values.len()).map_err(|_| "more than 2^31 values in one chunk")?;
-        column.offsets.push(end);
     }
     for sparse in sparse {
         sparse.check(columns)?;
@@ -779,16 +796,23 @@ pub fn parse_examples(records: &dyn Array, features: &[FeatureSpec]) -> Result<V
         .map(|spec| Column {
             spec,
             per_record: spec.values_per_record(),
+            fixed: match &spec.kind {
+                FeatureKind::FixedLen { default, .. } => Some(default.as_ref()),
+                _ => None,
+            },
             values: match spec.dtype {
                 DType::Int64 => Values::Int64(Vec::with_capacity(capacity(spec, &records))),
                 DType::Float32 => Values::Float32(MutableBuffer::with_capacity(capacity(spec, &records) * 4)),
                 _ => Values::Bytes(BinaryBuilder::with_capacity(rows, 0)),
             },
-            offsets: {
+            offsets: match &spec.kind {
+                FeatureKind::FixedLen { .. } => Vec::new(),
                 // One end per record: grown by doubling, it was copied a dozen times a chunk.
-                let mut offsets = Vec::with_capacity(rows + 1);
-                offsets.push(0);
-                offsets
+                _ => {
+                    let mut offsets = Vec::with_capacity(rows + 1);
+                    offsets.push(0);
+                    offsets
+                }
             },
             seen: None,
         })
