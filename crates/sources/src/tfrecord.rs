@@ -107,14 +107,15 @@ pub struct TfRecordReader {
     /// Whether the stream has ended (everything in the window is all there is).
     eof: bool,
     /// A bad record's error, returned after the records before it, with whether the file
-    /// ends there (its framing is lost) and where the record is.
-    pending: Option<(Error, bool, Bad)>,
+    /// ends there (its framing is lost) and the record's own position, where a position
+    /// taken before the error was returned resumes (so that the error comes again).
+    pending: Option<(Error, bool, TfRecordPosition)>,
     done: bool,
 }
 
 /// Where a [`TfRecordReader`] is: the offset of the next record in the decompressed stream
 /// and its number (1-based), in a file of `len` bytes.
-#[derive(Serialize, Deserialize)]
+#[derive(Clone, Copy, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TfRecordPosition {
     len: u64,
@@ -128,14 +129,6 @@ enum Input {
     Mapped(File),
     /// A stream read a window at a time: a decompressor, or a file when maps are off.
     Read(Box<dyn Read + Send>),
-}
-
-/// Where a bad record is: its offset in the stream and its number, where a position taken
-/// before its error was returned resumes (so that the error comes again).
-#[derive(Clone, Copy)]
-struct Bad {
-    offset: u64,
-    number: u64,
 }
 
 /// What reading one record gave.
@@ -333,7 +326,7 @@ impl ChunkReader for TfRecordReader {
         // so that the chunk can be made contiguous.
         let mut bytes = 0usize;
         while !self.done && views.len() < self.chunk_rows && bytes < CHUNK_BYTES {
-            let here = Bad { offset: self.offset, number: self.records + 1 };
+            let here = TfRecordPosition { len: self.len, offset: self.offset, record: self.records + 1 };
             let record = match self.read_record() {
                 Ok(record) => record,
                 // The records before it come first (a file cut while mapped, a failed read).
@@ -395,7 +388,7 @@ impl ChunkReader for TfRecordReader {
         let (offset, record) = match &self.pending {
             // A bad record whose error is still to come: read again from there, it comes
             // again, and what follows it (the records after it, or the file's end).
-            Some((_, _, bad)) => (bad.offset, bad.number),
+            Some((_, _, bad)) => return encode("tfrecord", bad),
             None if self.done => (u64::MAX, self.records + 1),
             None => (self.offset, self.records + 1),
         };

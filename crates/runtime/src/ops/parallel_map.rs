@@ -8,10 +8,10 @@
 //!   (`Recent`; at most [`TASK_CHUNKS`], and only while the grown task fits the budget):
 //!   a task is handed between threads twice, which on a cheap function over busy cores
 //!   (w4's stage: 35 µs a chunk) is a noticeable part of its work. Each chunk of such a
-//!   task is a call of its own, with no copy, and a panic loses only the rest of its chunk. A chunk whose
-//!   output would exceed [`TASK_BYTES`] (at the mean output per row of the tasks finished
-//!   so far, or its own bytes per row before any) is cut into equal parts instead, a task
-//!   each, but none under a task's work at the rate seen so far:
+//!   task is a call of its own, with no copy, and a panic loses only the rest of its
+//!   chunk. A chunk whose output would exceed [`TASK_BYTES`] (at the mean output per row
+//!   of the tasks finished so far, or its own bytes per row before any) is cut into equal
+//!   parts instead, a task each, but none under a task's work at the rate seen so far:
 //!   a parse that turns 300-byte records into 800 bytes of int64 tokens a row would
 //!   otherwise hand on 6.5 MB chunks, which every operator above then holds, copies and
 //!   frees whole.
