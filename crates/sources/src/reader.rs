@@ -19,7 +19,8 @@ pub struct ReadOptions {
     /// (the system's `SIGBUS`) where a read would return an error, so a reader checks the
     /// file's length before each map; a file rewritten in place would change bytes after
     /// their checksum was checked. Pipelines over files that other programs write while
-    /// they run should turn this off. Only regular files are mapped.
+    /// they run should turn this off. Only regular files are mapped; a file whose map fails
+    /// (some FUSE, network and special file systems cannot map) is read from there on.
     pub map_files: bool,
 }
 

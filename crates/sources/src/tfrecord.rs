@@ -123,6 +123,23 @@ struct TfRecordPosition {
     record: u64,
 }
 
+/// Maps `len` bytes of `file` from `at`, to be read only.
+fn map_window(file: &File, at: u64, len: usize) -> std::io::Result<memmap2::Mmap> {
+    #[cfg(test)]
+    match tests::MAPS_BEFORE_FAILING.get() {
+        Some(0) => return Err(std::io::ErrorKind::Unsupported.into()),
+        Some(left) => tests::MAPS_BEFORE_FAILING.set(Some(left - 1)),
+        None => {}
+    }
+    // SAFETY: the map is only read, and TFRecord files are written once and then read.
+    // A file another program changes in place while mapped breaks that: bytes change
+    // under a buffer after their checksum was checked, and bytes cut off after the check
+    // in `map` fault where they are read (see `ReadOptions::map_files`). The pages are not
+    // populated up front: they come in as the checksum first reads them, which ran fresh
+    // w2 and w6 about 3% faster than `MAP_POPULATE` (ARCHITECTURE.md).
+    unsafe { memmap2::MmapOptions::new().offset(at).len(len).map(file) }
+}
+
 /// Where a reader's bytes come from.
 enum Input {
     /// An uncompressed file, mapped a window at a time.
@@ -198,9 +215,16 @@ impl TfRecordReader {
             return Ok(self.hi - self.lo);
         }
         let size = self.window_size.max(need);
-        let Input::Read(stream) = &mut self.input else {
-            return self.map(size);
-        };
+        match self.input {
+            Input::Mapped(_) => self.map(size),
+            Input::Read(_) => self.read(size),
+        }
+    }
+
+    /// Reads the next window from the stream: the unframed rest of the old one, then up to
+    /// `size` bytes in all.
+    fn read(&mut self, size: usize) -> Result<usize> {
+        let Input::Read(stream) = &mut self.input else { unreachable!("only a stream's windows are read") };
         let mut next = Vec::with_capacity(size);
         next.extend_from_slice(&self.window[self.lo..self.hi]);
         // `read_to_end` reads into the spare capacity without zeroing it first. It reads in
@@ -216,7 +240,8 @@ impl TfRecordReader {
     }
 
     /// Maps the next window: from the first unframed byte, `size` bytes or up to the end
-    /// the file had when opened.
+    /// the file had when opened. Where the file cannot be mapped (some FUSE, network and
+    /// special file systems refuse), the reader reads it from there on instead.
     fn map(&mut self, size: usize) -> Result<usize> {
         let Input::Mapped(file) = &self.input else { unreachable!("only a mapped file's windows are mapped") };
         let at = self.window_at + self.lo as u64;
@@ -233,14 +258,14 @@ impl TfRecordReader {
             let why = format!("the file was cut to {now} bytes while being read (it had {})", self.len);
             return Err(self.error(at, why));
         }
-        // SAFETY: the map is only read, and TFRecord files are written once and then read.
-        // A file another program changes in place while mapped breaks that: bytes change
-        // under a buffer after their checksum was checked, and bytes cut off after the check
-        // above fault where they are read (see `ReadOptions::map_files`). The pages are not
-        // populated up front: they come in as the checksum first reads them, which ran fresh
-        // w2 and w6 about 3% faster than `MAP_POPULATE` (ARCHITECTURE.md).
-        let map = unsafe { memmap2::MmapOptions::new().offset(at).len((end - at) as usize).map(file) }
-            .map_err(|e| Error::io(self.path.as_str(), e))?;
+        let Ok(map) = map_window(file, at, (end - at) as usize) else {
+            // The stream continues where the window's bytes end, after its unframed rest.
+            let mut file = file.try_clone().map_err(|e| Error::io(self.path.as_str(), e))?;
+            let next = self.window_at + self.hi as u64;
+            file.seek(SeekFrom::Start(next)).map_err(|e| Error::io(self.path.as_str(), e))?;
+            self.input = Input::Read(Box::new(file));
+            return self.read(size);
+        };
         let ptr = std::ptr::NonNull::new(map.as_ptr() as *mut u8).expect("a map is never null");
         let len = map.len();
         // SAFETY: the map's `len` bytes stay mapped, unmoved, until the buffer drops it.
@@ -499,6 +524,12 @@ mod tests {
     use crate::reader::testing::{check_resume, seek_error, Outcome};
     use crate::reader::BoxReader;
 
+    thread_local! {
+        /// How many maps succeed before every later one fails, as on a file system that
+        /// cannot map files; `None`: maps do not fail.
+        pub(super) static MAPS_BEFORE_FAILING: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    }
+
     /// The file of records `hello` and `` (empty), framed by an independent implementation
     /// of TFRecord's format (a bitwise CRC32C in Python, checked against CRC-32C's check
     /// value for "123456789").
@@ -612,6 +643,51 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_mapped_is_read_from_where_its_maps_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.tfrecord");
+        let path = path.to_str().unwrap();
+        write(path, RecordCompression::None, &sample());
+        // The first map fails, or a later one, with records straddling the last window mapped.
+        for maps in [0, 1, 3] {
+            for (window, chunk_rows) in [(12, 1), (40, 7), (301, 1000), (1 << 20, 7)] {
+                let case = format!("{maps} maps, window {window}, chunks of {chunk_rows}");
+                MAPS_BEFORE_FAILING.set(Some(maps));
+                let mut reader = TfRecordReader::open_with_window(
+                    path,
+                    RecordCompression::None,
+                    opts(chunk_rows, true),
+                    Some(window),
+                )
+                .unwrap();
+                let mut got = vec![];
+                while let Some(chunk) = reader.next_chunk().unwrap() {
+                    got.extend(chunk.column(0).as_binary_view().iter().map(|r| r.unwrap().to_vec()));
+                }
+                MAPS_BEFORE_FAILING.set(None);
+                assert!(got == sample(), "{case}");
+                let mapped_all = maps > 0 && window == 1 << 20;
+                assert_eq!(matches!(reader.input, Input::Read(_)), !mapped_all, "{case}");
+            }
+        }
+        // Positions taken after the switch resume a reader whose maps fail as well.
+        let open = |chunk_rows| -> BoxReader {
+            MAPS_BEFORE_FAILING.set(Some(1));
+            Box::new(
+                TfRecordReader::open_with_window(path, RecordCompression::None, opts(chunk_rows, true), Some(40))
+                    .unwrap(),
+            )
+        };
+        let outcomes = check_resume(3, open);
+        MAPS_BEFORE_FAILING.set(None);
+        let rows = outcomes.iter().map(|o| match o {
+            Outcome::Rows(chunk) => chunk.num_rows(),
+            Outcome::Error(e) => panic!("{e}"),
+        });
+        assert_eq!(rows.sum::<usize>(), sample().len());
     }
 
     #[test]
