@@ -238,6 +238,26 @@ fn tfrecord_files_read_in_order_interleaved_and_sharded() {
     assert_eq!(records(&second), vec!["c-0", "c-1", "c-2"]);
 }
 
+/// `Options::map_files` reaches the reader: while an iterator is in the middle of a file, the
+/// process maps that file only when the option is on (Linux lists maps in `/proc/self/maps`).
+#[cfg(target_os = "linux")]
+#[test]
+fn map_files_decides_whether_a_tfrecord_file_is_mapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_tfrecord(dir.path(), "mapped-or-read.tfrecord", "r", 10, RecordCompression::None);
+    let mapped = || std::fs::read_to_string("/proc/self/maps").unwrap().contains(&path);
+    for map in [true, false] {
+        let options = Options { chunk_rows: 2, ..Options::default() }.with_map_files(map);
+        let ds = Dataset::tfrecord(&[&path], RecordCompression::None).unwrap().with_options(options);
+        let mut it = ds.iter();
+        let first = it.next().unwrap().unwrap().num_rows();
+        assert!(first < 10, "the iterator is in the middle of the file");
+        assert_eq!(mapped(), map, "map_files {map}");
+        assert_eq!(first + it.map(|b| b.unwrap().num_rows()).sum::<usize>(), 10);
+    }
+    assert!(!mapped(), "the map is gone with the iterator");
+}
+
 #[test]
 fn a_corrupt_tfrecord_names_file_and_offset_and_ignore_errors_skips_the_record() {
     let dir = tempfile::tempdir().unwrap();
