@@ -23,44 +23,51 @@ pub fn crc32c(bytes: &[u8]) -> u32 {
     if bytes.len() >= SHORT {
         return crc32c::crc32c(bytes);
     }
-    short(bytes)
+    #[cfg(target_arch = "x86_64")]
+    if has_sse42() {
+        // SAFETY: the CPU has SSE4.2.
+        return unsafe { short(bytes) };
+    }
+    crc32c::crc32c(bytes)
 }
 
-/// The CRC32C of a short buffer, a word at a time (SSE4.2, which the x86-64-v2 baseline
-/// has).
-#[cfg(all(target_arch = "x86_64", target_feature = "sse4.2"))]
-fn short(bytes: &[u8]) -> u32 {
+/// Whether the CPU has SSE4.2: known when the build enables it (the workspace's x86-64-v2
+/// baseline), asked of the CPU otherwise (a program that builds flumen as a dependency with
+/// flags of its own), so that either build checksums a word at a time.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn has_sse42() -> bool {
+    cfg!(target_feature = "sse4.2") || std::arch::is_x86_feature_detected!("sse4.2")
+}
+
+/// The CRC32C of a short buffer, a word at a time.
+///
+/// # Safety
+/// The CPU has SSE4.2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+unsafe fn short(bytes: &[u8]) -> u32 {
     use std::arch::x86_64::{_mm_crc32_u16, _mm_crc32_u32, _mm_crc32_u64, _mm_crc32_u8};
 
     let mut words = bytes.chunks_exact(8);
     let mut crc = u64::from(u32::MAX);
-    // SAFETY: the intrinsics need SSE4.2, which this build enables everywhere (the `cfg`
-    // above); they read only their arguments.
-    unsafe {
-        for word in words.by_ref() {
-            crc = _mm_crc32_u64(crc, u64::from_le_bytes(word.try_into().expect("8 bytes")));
-        }
-        let mut crc = crc as u32;
-        let mut rest = words.remainder();
-        if let Some((four, after)) = rest.split_first_chunk::<4>() {
-            crc = _mm_crc32_u32(crc, u32::from_le_bytes(*four));
-            rest = after;
-        }
-        if let Some((two, after)) = rest.split_first_chunk::<2>() {
-            crc = _mm_crc32_u16(crc, u16::from_le_bytes(*two));
-            rest = after;
-        }
-        if let Some(&one) = rest.first() {
-            crc = _mm_crc32_u8(crc, one);
-        }
-        !crc
+    for word in words.by_ref() {
+        crc = _mm_crc32_u64(crc, u64::from_le_bytes(word.try_into().expect("8 bytes")));
     }
-}
-
-/// Without SSE4.2 every buffer goes to the crate.
-#[cfg(not(all(target_arch = "x86_64", target_feature = "sse4.2")))]
-fn short(bytes: &[u8]) -> u32 {
-    crc32c::crc32c(bytes)
+    let mut crc = crc as u32;
+    let mut rest = words.remainder();
+    if let Some((four, after)) = rest.split_first_chunk::<4>() {
+        crc = _mm_crc32_u32(crc, u32::from_le_bytes(*four));
+        rest = after;
+    }
+    if let Some((two, after)) = rest.split_first_chunk::<2>() {
+        crc = _mm_crc32_u16(crc, u16::from_le_bytes(*two));
+        rest = after;
+    }
+    if let Some(&one) = rest.first() {
+        crc = _mm_crc32_u8(crc, one);
+    }
+    !crc
 }
 
 #[cfg(test)]
