@@ -791,6 +791,83 @@ fn integer_overflow_is_found_exactly_at_the_extremes() {
     check::<Int32Type>(&i32s, [i32::checked_add, i32::checked_sub, i32::checked_mul], -1);
 }
 
+/// Chains of int64 `+ − ×` by constants on one column, which native code checks against an
+/// interval of the column's values rather than operation by operation: a chunk is handed
+/// back exactly when some operation of some row overflows. Each chain runs with the value
+/// at each end of the interval where it fits, and one past it, found here by bisection over
+/// Rust's checked operations, at a place moving through the vector loops' lanes and tail.
+#[test]
+fn int64_chains_by_constants_overflow_exactly_where_one_operation_does() {
+    use BinaryOp::{Add, Mul, Sub};
+    type Chain = (Vec<(BinaryOp, i64, bool)>, &'static str);
+    const ROWS: usize = 37;
+    let x = || Expr::col("x");
+    let lit = |k: i64| Expr::Literal(Scalar::Int(k, DType::Int64));
+    // Each link: the operation, its constant, and whether the constant comes first.
+    let chains: Vec<Chain> = vec![
+        (vec![(Mul, 3, false), (Add, 1, false)], "x*3+1"),
+        (vec![(Sub, 5, true), (Mul, -7, false)], "(5-x)*-7"),
+        (vec![(Mul, 2, false), (Mul, 2, true), (Mul, 2, false), (Sub, 9, false)], "2*(x*2)*2-9"),
+        (vec![(Add, 1, false), (Mul, 3, false), (Sub, i64::MAX, false)], "(x+1)*3-MAX"),
+        (vec![(Mul, -1, false), (Sub, i64::MIN, true)], "MIN-(x*-1)"),
+        (vec![(Mul, i64::MAX, false), (Add, i64::MIN, false)], "x*MAX+MIN"),
+    ];
+    let spec = ElementSpec::new(vec![FieldSpec::scalar("x", DType::Int64)]).unwrap();
+    let schema = spec.arrow_schema();
+    let all = Expr::binary(BinaryOp::Eq, x(), x());
+    let mut place = 0;
+    for (links, name) in chains {
+        let checked = |v: i64| {
+            links.iter().try_fold(v, |v, &(op, k, first)| {
+                let (a, b) = if first { (k, v) } else { (v, k) };
+                match op {
+                    Add => a.checked_add(b),
+                    Sub => a.checked_sub(b),
+                    _ => a.checked_mul(b),
+                }
+            })
+        };
+        let expr = links.iter().fold(x(), |e, &(op, k, first)| match first {
+            true => Expr::binary(op, lit(k), e),
+            false => Expr::binary(op, e, lit(k)),
+        });
+        // The chain ends as a float, as w4's first map does.
+        let expr = Expr::Cast { arg: Box::new(expr), to: DType::Float64 };
+        let kernel = Kernel::compile(&[&expr], &schema).unwrap();
+        assert!(kernel.is_native(), "{name}");
+        let selecting = Kernel::compile_selecting(&[&all, &expr], &schema).expect("compiles natively");
+        // The least and greatest x that fit: the chain fits for 0 in each of these, and the
+        // values that fit are one interval, so bisection finds its ends.
+        assert!(checked(0).is_some(), "{name}");
+        let end = |toward: i64| {
+            let (mut fits, mut beyond) = (0i128, i128::from(toward) + toward.signum() as i128);
+            while (beyond - fits).abs() > 1 {
+                let mid = (fits + beyond) / 2;
+                match checked(mid as i64) {
+                    Some(_) => fits = mid,
+                    None => beyond = mid,
+                }
+            }
+            [fits, beyond].map(|v| i64::try_from(v).ok())
+        };
+        let [lo, below] = end(i64::MIN);
+        let [hi, above] = end(i64::MAX);
+        for v in [lo, below, hi, above, Some(0), Some(i64::MIN), Some(i64::MAX)].into_iter().flatten() {
+            place = (place + 5) % ROWS;
+            let values = (0..ROWS).map(|r| if r == place { v } else { 0 });
+            let column = Arc::new(Int64Array::from_iter_values(values)) as ArrayRef;
+            let batch = RecordBatch::try_new(schema.clone(), vec![column]).unwrap();
+            let expected = checked(v).map(|at| {
+                let other = checked(0).unwrap() as f64;
+                (0..ROWS).map(|r| if r == place { at as f64 } else { other }).collect::<Vec<_>>()
+            });
+            let floats = |out: Vec<ArrayRef>| out[0].as_primitive::<Float64Type>().values().to_vec();
+            assert_eq!(kernel.run(&batch).map(floats), expected, "{name} at x = {v}, row {place}");
+            assert_eq!(selecting.run_selecting(&batch).map(floats), expected, "{name} at x = {v}, selecting");
+        }
+    }
+}
+
 /// A float remainder by a whole constant is computed natively, and exactly (as Rust's `%`),
 /// for whole dividends of either sign below the bound (2^51 in float64, 2^22 in float32),
 /// including dividends and divisors right at it; a dividend at the bound is handed back

@@ -22,6 +22,7 @@
 //! first chunk and fall back to the Arrow evaluation per chunk. A chain of maps and filters
 //! may also run as one selecting loop ([`chain`]).
 
+mod affine;
 pub mod chain;
 pub mod code_cache;
 pub mod exec;

@@ -16,8 +16,10 @@
 //!   equality of the bits), and `and`, `or` and `not` of their results, each a mask as wide
 //!   as the values compared;
 //! - integer add, sub and mul, overflow handing the chunk back: int64 a lane at a time with
-//!   the machine's overflow flag, int32 as vectors, add and sub overflowing where the signs
-//!   say so and mul only by a constant, against the bounds it allows;
+//!   the machine's overflow flag, or, by constants on an input column, against the interval
+//!   of that column's values for which they fit (`kernel/affine.rs`); int32 as vectors, add
+//!   and sub overflowing where the signs say so and mul only by a constant, against the
+//!   bounds it allows;
 //! - a float remainder by a whole constant, computed exactly when the dividend is a whole
 //!   number below [`FloatLanes::WHOLE`], as the interpreter's
 //!   `rem_by` does.
@@ -45,6 +47,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 use flumen_ir::{BinaryOp, Func};
 
+use super::affine::Affine;
 use super::lanes::{whole_divisor, FloatLanes};
 use super::program::{Arg, Instr, Konst, Op, Program, Ty};
 
@@ -361,7 +364,8 @@ fn build(mut b: FunctionBuilder, p: &Program, shape: Shape) {
     // Four vectors a step (as a compiler unrolls a loop by hand): a quarter of the loop's
     // own instructions per value, which is what a streaming loop like `t * w` is bound by.
     let whole_quads = b.ins().band_imm_s(row_bytes, -4 * step);
-    let consts = Constants::new(&mut b, p, lanes);
+    let affine = if divides(p) { Affine::none(p) } else { Affine::of(p, repeated) };
+    let consts = Constants::new(&mut b, p, &affine.constants(), lanes);
     let zero = b.ins().iconst(pointer, 0);
     b.def_var(kept, zero);
     b.ins().jump(row, &[BlockArg::from(zero), BlockArg::from(zero), BlockArg::from(zero)]);
@@ -388,6 +392,7 @@ fn build(mut b: FunctionBuilder, p: &Program, shape: Shape) {
         per_row: &per_row,
         output_bases: &output_bases,
         consts: &consts,
+        affine: &affine,
         flags,
         width,
         pointer,
@@ -443,11 +448,22 @@ fn build(mut b: FunctionBuilder, p: &Program, shape: Shape) {
     b.finalize(config);
 }
 
+/// Whether `p` divides or takes square roots of floats. Such a loop waits on the divider,
+/// and int64 overflow flags, set and gathered on the integer units, cost it nothing, where
+/// the interval checks of `kernel/affine.rs` are vector work beside the division's: w4's
+/// selecting stage took 117 µs with flags and 123 µs with intervals (`cargo bench --bench
+/// kernels -- "w4 stage"`), while its integer map alone took 44 against 28.
+fn divides(p: &Program) -> bool {
+    p.instrs
+        .iter()
+        .any(|i| i.ty.is_float() && matches!(i.op, Op::Arith(BinaryOp::Div | BinaryOp::Mod) | Op::Math(Func::Sqrt)))
+}
+
 /// The program's constants, made once in the entry block, as scalars and as vectors.
 struct Constants(HashMap<(Ty, u64), (Value, Value)>);
 
 impl Constants {
-    fn new(b: &mut FunctionBuilder, p: &Program, lanes: u32) -> Constants {
+    fn new(b: &mut FunctionBuilder, p: &Program, checks: &[Konst], lanes: u32) -> Constants {
         let mut made = HashMap::new();
         let operands = p.instrs.iter().flat_map(|i| &i.args).filter_map(|a| match a {
             Arg::Const(k) => Some(*k),
@@ -457,7 +473,7 @@ impl Constants {
             Arg::Const(k) => Some(*k),
             _ => None,
         });
-        for k in operands.chain(outputs).chain(p.instrs.iter().flat_map(derived)) {
+        for k in operands.chain(outputs).chain(p.instrs.iter().flat_map(derived)).chain(checks.iter().copied()) {
             made.entry(k.key()).or_insert_with(|| {
                 let scalar = match k {
                     Konst::F64(v) => b.ins().f64const(v),
@@ -495,6 +511,8 @@ struct Body<'a> {
     per_row: &'a [Option<(Value, Value)>],
     output_bases: &'a [Option<Value>],
     consts: &'a Constants,
+    /// The int64 operations checked on their input column, and the columns' intervals.
+    affine: &'a Affine,
     flags: MemFlagsData,
     /// The values' width in bytes.
     width: usize,
@@ -558,10 +576,15 @@ impl Body<'_> {
                     .clone(),
             },
         };
-        for instr in &p.instrs {
+        for (c, range) in self.affine.ranges.iter().enumerate() {
+            if let Some((lo, hi)) = range {
+                self.check_range(&mut step, c, offset, (Konst::I64(*lo), Konst::I64(*hi)));
+            }
+        }
+        for (n, instr) in p.instrs.iter().enumerate() {
             let a = operand(&mut step, &values, instr.args[0]);
             let c = instr.args.get(1).map(|arg| operand(&mut step, &values, *arg));
-            values[instr.out] = Some(self.compute(&mut step, instr, a, c));
+            values[instr.out] = Some(self.compute(&mut step, instr, self.affine.covered[n], a, c));
         }
         let results: Vec<Val> = p.outputs.iter().map(|(arg, ..)| operand(&mut step, &values, *arg)).collect();
         let Step { b, failed, flags, .. } = step;
@@ -658,10 +681,35 @@ impl Body<'_> {
         }
     }
 
-    /// The value of `instr` over operands `a` and `c` (the second, where it has one).
-    fn compute(&self, s: &mut Step, instr: &Instr, a: Val, c: Option<Val>) -> Val {
+    /// Fails the step where input `c`'s values at byte `offset` lie outside `[lo, hi]`,
+    /// a vector's lanes in one comparison each way.
+    fn check_range(&self, s: &mut Step, c: usize, offset: Value, (lo, hi): (Konst, Konst)) {
+        let (lo, hi) = (self.consts.get(lo, s.lanes), self.consts.get(hi, s.lanes));
+        let b = &mut *s.b;
+        let address = b.ins().iadd(self.input_bases[c], offset);
+        let x = b.ins().load(vector_of(types::I64, s.lanes), self.flags, address, 0);
+        let below = b.ins().icmp(IntCC::SignedLessThan, x, lo);
+        let above = b.ins().icmp(IntCC::SignedGreaterThan, x, hi);
+        s.failed_where(below);
+        s.failed_where(above);
+    }
+
+    /// The value of `instr` over operands `a` and `c` (the second, where it has one);
+    /// `covered`: an int64 operation that its input column's interval checks.
+    fn compute(&self, s: &mut Step, instr: &Instr, covered: bool, a: Val, c: Option<Val>) -> Val {
         match (instr.op, instr.ty) {
             (Op::Splat, _) => a,
+            (Op::Arith(op), Ty::I64) if covered => {
+                let (xs, ys) = (s.lanes_of(&a), s.lanes_of(&c.expect("two operands")));
+                let b = &mut *s.b;
+                let lanes = xs.iter().zip(&ys).map(|(x, y)| match op {
+                    BinaryOp::Add => b.ins().iadd(*x, *y),
+                    BinaryOp::Sub => b.ins().isub(*x, *y),
+                    BinaryOp::Mul => b.ins().imul(*x, *y),
+                    other => unreachable!("{other:?} of int64 is not compiled natively"),
+                });
+                Val::Lanes(lanes.collect())
+            }
             (Op::Arith(op), Ty::I64) => {
                 let (xs, ys) = (s.lanes_of(&a), s.lanes_of(&c.expect("two operands")));
                 let b = &mut *s.b;
