@@ -40,6 +40,7 @@ pub fn decode(bytes: &[u8], at: usize, out: &mut Vec<i64>) -> usize {
         // SAFETY: the CPU has SSSE3 and SSE4.1.
         return unsafe { runs(bytes, at, out) };
     }
+    #[cfg(not(target_arch = "x86_64"))]
     let _ = (bytes, out);
     at
 }
