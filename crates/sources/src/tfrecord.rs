@@ -214,10 +214,9 @@ impl TfRecordReader {
         if self.hi - self.lo >= need || self.eof {
             return Ok(self.hi - self.lo);
         }
-        let size = self.window_size.max(need);
         match self.input {
-            Input::Mapped(_) => self.map(size),
-            Input::Read(_) => self.read(size),
+            Input::Mapped(_) => self.map(need),
+            Input::Read(_) => self.read(self.window_size.max(need)),
         }
     }
 
@@ -239,11 +238,13 @@ impl TfRecordReader {
         Ok(self.hi)
     }
 
-    /// Maps the next window: from the first unframed byte, `size` bytes or up to the end
-    /// the file had when opened. Where the file cannot be mapped (some FUSE, network and
-    /// special file systems refuse), the reader reads it from there on instead.
-    fn map(&mut self, size: usize) -> Result<usize> {
+    /// Maps the next window: from the first unframed byte, a window's size (at least
+    /// `need` bytes) or up to the end the file had when opened. Where the file cannot be
+    /// mapped (some FUSE, network and special file systems refuse), the reader reads it
+    /// from there on instead.
+    fn map(&mut self, need: usize) -> Result<usize> {
         let Input::Mapped(file) = &self.input else { unreachable!("only a mapped file's windows are mapped") };
+        let size = self.window_size.max(need);
         let at = self.window_at + self.lo as u64;
         let end = (at + size as u64).min(self.len);
         self.eof = end == self.len;
@@ -264,7 +265,11 @@ impl TfRecordReader {
             let next = self.window_at + self.hi as u64;
             file.seek(SeekFrom::Start(next)).map_err(|e| Error::io(self.path.as_str(), e))?;
             self.input = Input::Read(Box::new(file));
-            return self.read(size);
+            // Windows of a reader that never mapped from here on.
+            if self.window_size == MAP_WINDOW {
+                self.window_size = WINDOW;
+            }
+            return self.read(self.window_size.max(need));
         };
         let ptr = std::ptr::NonNull::new(map.as_ptr() as *mut u8).expect("a map is never null");
         let len = map.len();
@@ -673,6 +678,15 @@ mod tests {
                 assert_eq!(matches!(reader.input, Input::Read(_)), !mapped_all, "{case}");
             }
         }
+        // A reader of the default windows reads the read windows from then on.
+        MAPS_BEFORE_FAILING.set(Some(0));
+        let mut reader = TfRecordReader::open(path, RecordCompression::None, opts(7, true)).unwrap();
+        let mut rows = 0;
+        while let Some(chunk) = reader.next_chunk().unwrap() {
+            rows += chunk.num_rows();
+        }
+        MAPS_BEFORE_FAILING.set(None);
+        assert_eq!((rows, reader.window_size), (sample().len(), WINDOW));
         // Positions taken after the switch resume a reader whose maps fail as well.
         let open = |chunk_rows| -> BoxReader {
             MAPS_BEFORE_FAILING.set(Some(1));
