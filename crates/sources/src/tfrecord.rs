@@ -216,13 +216,14 @@ impl TfRecordReader {
         }
         match self.input {
             Input::Mapped(_) => self.map(need),
-            Input::Read(_) => self.read(self.window_size.max(need)),
+            Input::Read(_) => self.read(need),
         }
     }
 
     /// Reads the next window from the stream: the unframed rest of the old one, then up to
-    /// `size` bytes in all.
-    fn read(&mut self, size: usize) -> Result<usize> {
+    /// a window's size (at least `need` bytes) in all.
+    fn read(&mut self, need: usize) -> Result<usize> {
+        let size = self.window_size.max(need);
         let Input::Read(stream) = &mut self.input else { unreachable!("only a stream's windows are read") };
         let mut next = Vec::with_capacity(size);
         next.extend_from_slice(&self.window[self.lo..self.hi]);
@@ -269,7 +270,7 @@ impl TfRecordReader {
             if self.window_size == MAP_WINDOW {
                 self.window_size = WINDOW;
             }
-            return self.read(self.window_size.max(need));
+            return self.read(need);
         };
         let ptr = std::ptr::NonNull::new(map.as_ptr() as *mut u8).expect("a map is never null");
         let len = map.len();

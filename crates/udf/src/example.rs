@@ -793,28 +793,28 @@ pub fn parse_examples(records: &dyn Array, features: &[FeatureSpec]) -> Result<V
     let mut columns: Vec<Column> = layout
         .columns
         .iter()
-        .map(|spec| Column {
-            spec,
-            per_record: spec.values_per_record(),
-            fixed: match &spec.kind {
+        .map(|spec| {
+            let fixed = match &spec.kind {
                 FeatureKind::FixedLen { default, .. } => Some(default.as_ref()),
                 _ => None,
-            },
-            values: match spec.dtype {
-                DType::Int64 => Values::Int64(Vec::with_capacity(capacity(spec, &records))),
-                DType::Float32 => Values::Float32(MutableBuffer::with_capacity(capacity(spec, &records) * 4)),
-                _ => Values::Bytes(BinaryBuilder::with_capacity(rows, 0)),
-            },
-            offsets: match &spec.kind {
-                FeatureKind::FixedLen { .. } => Vec::new(),
-                // One end per record: grown by doubling, it was copied a dozen times a chunk.
-                _ => {
-                    let mut offsets = Vec::with_capacity(rows + 1);
-                    offsets.push(0);
-                    offsets
-                }
-            },
-            seen: None,
+            };
+            // One end per record: grown by doubling, it was copied a dozen times a chunk.
+            let mut offsets = Vec::with_capacity(if fixed.is_some() { 0 } else { rows + 1 });
+            if fixed.is_none() {
+                offsets.push(0);
+            }
+            Column {
+                spec,
+                per_record: spec.values_per_record(),
+                fixed,
+                values: match spec.dtype {
+                    DType::Int64 => Values::Int64(Vec::with_capacity(capacity(spec, &records))),
+                    DType::Float32 => Values::Float32(MutableBuffer::with_capacity(capacity(spec, &records) * 4)),
+                    _ => Values::Bytes(BinaryBuilder::with_capacity(rows, 0)),
+                },
+                offsets,
+                seen: None,
+            }
         })
         .collect();
     let mut shape = Shape::default();
