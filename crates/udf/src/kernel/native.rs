@@ -318,9 +318,9 @@ struct Shape {
 /// ```text
 /// entry(inputs, outputs, rows, row_values): base pointers, constants; jump row(0, 0, 0)
 /// row(r, scalar_offset, offset): r < rows ? row_start : exit
-/// row_start:        the repeated inputs' values; jump quads(0)
-/// quads(i):         i < whole_quads ? quad_body : vectors(i)
-/// quad_body:        the program on four vectors from offset + i; jump quads(i + 64)
+/// row_start:        the repeated inputs' values; jump unrolled(0)
+/// unrolled(i):      i < whole_unrolled ? unrolled_body : vectors(i)
+/// unrolled_body:    the program on `unroll(p)` vectors from offset + i; jump unrolled(i + 16·unroll)
 /// vectors(i):       i < whole ? vector_body : values_left(i)
 /// vector_body:      the program on one vector at offset + i; jump vectors(i + 16)
 /// values_left(i):   i < row_bytes ? value_body : next_row
@@ -334,11 +334,11 @@ fn build(mut b: FunctionBuilder, p: &Program, shape: Shape) {
     let pointer = config.pointer_type();
     let lanes = (16 / width) as u32;
     let step = i64::from(lanes) * width as i64;
-    let [entry, row, row_start, quads, quad_body, vectors, vector_body, values_left, value_body, next_row, exit, handed_back] =
+    let [entry, row, row_start, unrolled, unrolled_body, vectors, vector_body, values_left, value_body, next_row, exit, handed_back] =
         [(); 12].map(|_| b.create_block());
     b.append_block_params_for_function_params(entry);
     let [r, scalar_offset, offset] = [(); 3].map(|_| b.append_block_param(row, pointer));
-    let i_quads = b.append_block_param(quads, pointer);
+    let i_unrolled = b.append_block_param(unrolled, pointer);
     let i_vectors = b.append_block_param(vectors, pointer);
     let i_values = b.append_block_param(values_left, pointer);
     let kept = b.declare_var(pointer);
@@ -361,9 +361,8 @@ fn build(mut b: FunctionBuilder, p: &Program, shape: Shape) {
         .collect();
     let row_bytes = b.ins().imul_imm_u(row_values, width as i64);
     let whole = b.ins().band_imm_s(row_bytes, -step);
-    // Four vectors a step (as a compiler unrolls a loop by hand): a quarter of the loop's
-    // own instructions per value, which is what a streaming loop like `t * w` is bound by.
-    let whole_quads = b.ins().band_imm_s(row_bytes, -4 * step);
+    let unroll = unroll(p);
+    let whole_unrolled = b.ins().band_imm_s(row_bytes, -unroll * step);
     let affine = if divides(p) { Affine::none(p) } else { Affine::of(p, repeated) };
     let consts = Constants::new(&mut b, p, &affine.constants(), lanes);
     let zero = b.ins().iconst(pointer, 0);
@@ -384,7 +383,7 @@ fn build(mut b: FunctionBuilder, p: &Program, shape: Shape) {
             })
         })
         .collect();
-    b.ins().jump(quads, &[BlockArg::from(zero)]);
+    b.ins().jump(unrolled, &[BlockArg::from(zero)]);
 
     let body = Body {
         p,
@@ -399,18 +398,18 @@ fn build(mut b: FunctionBuilder, p: &Program, shape: Shape) {
         kept: selecting.then_some(kept),
         handed_back,
     };
-    b.switch_to_block(quads);
-    let more = b.ins().icmp(IntCC::UnsignedLessThan, i_quads, whole_quads);
-    b.ins().brif(more, quad_body, &[], vectors, &[BlockArg::from(i_quads)]);
+    b.switch_to_block(unrolled);
+    let more = b.ins().icmp(IntCC::UnsignedLessThan, i_unrolled, whole_unrolled);
+    b.ins().brif(more, unrolled_body, &[], vectors, &[BlockArg::from(i_unrolled)]);
 
-    b.switch_to_block(quad_body);
-    for k in 0..4 {
-        let at = b.ins().iadd(offset, i_quads);
+    b.switch_to_block(unrolled_body);
+    for k in 0..unroll {
+        let at = b.ins().iadd(offset, i_unrolled);
         let at = b.ins().iadd_imm_u(at, step * k);
         body.emit(&mut b, at, lanes);
     }
-    let next = b.ins().iadd_imm_u(i_quads, 4 * step);
-    b.ins().jump(quads, &[BlockArg::from(next)]);
+    let next = b.ins().iadd_imm_u(i_unrolled, unroll * step);
+    b.ins().jump(unrolled, &[BlockArg::from(next)]);
 
     b.switch_to_block(vectors);
     let more = b.ins().icmp(IntCC::UnsignedLessThan, i_vectors, whole);
@@ -446,6 +445,25 @@ fn build(mut b: FunctionBuilder, p: &Program, shape: Shape) {
     b.ins().return_(&[stop]);
     b.seal_all_blocks();
     b.finalize(config);
+}
+
+/// The vectors a step of the main loop computes (as a compiler unrolls a loop by hand).
+/// Four for a program of a few operations, a streaming loop like `t * w` that is bound by
+/// the loop's own instructions: w2's scaling took 43 µs with four, 70 with one (`cargo
+/// bench --bench kernels -- "w2 scale"`). Two for a longer one, whose operations hide the
+/// loop's, so that the main loop holds it twice rather than four times: w4's
+/// selecting stage ran at 119–122 µs with two against 117–121 with four, as 283 IR
+/// instructions rather than 411, which Cranelift compiled in 0.66–0.81 rather than
+/// 0.84–0.94 ms in a fresh process. Fresh w4 passes took 0.6–0.8 ms less (7.23 → 6.62,
+/// 7.51 → 6.70 and 6.93 → 6.32 ms, medians of 30 alternating with the build before, with
+/// 100–140 fewer page faults), and ran as fast in one process (380 M rows/s for both). One
+/// vector a step was slower there (129 µs).
+fn unroll(p: &Program) -> i64 {
+    if p.instrs.len() <= 3 {
+        4
+    } else {
+        2
+    }
 }
 
 /// Whether `p` divides or takes square roots of floats. Such a loop waits on the divider,
