@@ -451,8 +451,9 @@ fn build(mut b: FunctionBuilder, p: &Program, shape: Shape) {
 /// Four for a program of a few operations, a streaming loop like `t * w` that is bound by
 /// the loop's own instructions: w2's scaling took 43 µs with four, 70 with one (`cargo
 /// bench --bench kernels -- "w2 scale"`). Two for a longer one, whose operations hide the
-/// loop's, so that the main loop holds it twice rather than four times: w4's
-/// selecting stage ran at 119–122 µs with two against 117–121 with four, as 283 IR
+/// loop's, so that the main loop holds it twice rather than four times: w4's selecting
+/// stage ran at 120–122 µs with two against 117–122 with four, and the five-operation
+/// `w4 map` at 67.5–68.3 against 65.9–67.7 (three alternating runs each), as 283 IR
 /// instructions rather than 411, which Cranelift compiled in 0.66–0.81 rather than
 /// 0.84–0.94 ms in a fresh process. Fresh w4 passes took 0.6–0.8 ms less (7.23 → 6.62,
 /// 7.51 → 6.70 and 6.93 → 6.32 ms, medians of 30 alternating with the build before, with
