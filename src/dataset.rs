@@ -608,7 +608,12 @@ impl Dataset {
     fn optimized(&self) -> Result<(Arc<Report>, Plan)> {
         self.optimized
             .get_or_init(|| {
-                let report = optimize(&self.plan, &self.options.optimization).map_err(|e| e.to_string())?;
+                let config = &self.options.optimization;
+                let report = match &self.options.optimizer {
+                    Some(custom) => custom.0.optimize_with(&self.plan, config),
+                    None => optimize(&self.plan, config),
+                }
+                .map_err(|e| e.to_string())?;
                 let plan = self.shared.intern(&report.output).map_err(|e| e.to_string())?;
                 Ok((Arc::new(report), plan))
             })

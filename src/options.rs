@@ -1,6 +1,8 @@
 //! Pipeline options (tf.data's `tf.data.Options`): how a dataset runs, not what it computes.
 
-pub use flumen_optimizer::OptimizerConfig;
+use std::sync::Arc;
+
+pub use flumen_optimizer::{Optimizer, OptimizerConfig};
 pub use flumen_runtime::autotune::{Algorithm, AutotuneOptions};
 
 use crate::checkpoint::ExternalState;
@@ -16,6 +18,9 @@ pub struct Options {
     /// The optimizer's rules and limits (tf.data's `experimental_optimization`); its
     /// `autotune` flag is tf.data's `autotune.enabled`.
     pub optimization: OptimizerConfig,
+    /// The optimizer whose stages and cost model run under `optimization`, when not
+    /// flumen's own ([`Options::with_optimizer`]).
+    pub optimizer: Option<CustomOptimizer>,
     /// What saving an iterator does when the pipeline calls closures that keep state or are
     /// not deterministic (tf.data's `external_state_policy`; default: fail).
     pub external_state: ExternalState,
@@ -52,6 +57,7 @@ impl Default for Options {
             deterministic: true,
             chunk_rows: flumen_sources::reader::DEFAULT_CHUNK_ROWS,
             optimization: OptimizerConfig::default(),
+            optimizer: None,
             external_state: ExternalState::default(),
             symbolic_checkpoint: false,
             threads: flumen_runtime::context::cores(),
@@ -86,6 +92,17 @@ impl Options {
     /// The same options with stage fusion on or off (see [`Options::stage_fusion`]).
     pub fn with_stage_fusion(mut self, on: bool) -> Self {
         self.stage_fusion = on;
+        self
+    }
+
+    /// The same options running `optimizer` (its stages, including rules of your own, and its
+    /// cost model) instead of flumen's own: `iter`, `explain`, `explain_analyze`, the
+    /// optimization report and checkpoints all use what it makes of the plan. Its
+    /// configuration becomes `optimization`, which later calls (`with_optimization_rule`,
+    /// `without_optimizations`) change as usual; its stages stay as it was built with.
+    pub fn with_optimizer(mut self, optimizer: Optimizer) -> Self {
+        self.optimization = optimizer.config().clone();
+        self.optimizer = Some(CustomOptimizer(Arc::new(optimizer)));
         self
     }
 
@@ -147,5 +164,25 @@ impl Options {
     pub fn with_chunk_rows(mut self, chunk_rows: usize) -> Self {
         self.chunk_rows = chunk_rows.max(1);
         self
+    }
+}
+
+/// An optimizer of the user's, shared by the clones of the options that carry it. Two are
+/// equal when they are the same optimizer (its rules are code, which cannot be compared).
+#[derive(Clone)]
+pub struct CustomOptimizer(pub Arc<Optimizer>);
+
+impl PartialEq for CustomOptimizer {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for CustomOptimizer {}
+
+impl std::fmt::Debug for CustomOptimizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let stages: Vec<&str> = self.0.stages().iter().map(|s| s.name.as_str()).collect();
+        write!(f, "CustomOptimizer(stages: {})", stages.join(", "))
     }
 }

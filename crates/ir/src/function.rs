@@ -42,6 +42,15 @@ pub struct ClosureRef {
     pub anonymous: bool,
 }
 
+impl ClosureRef {
+    /// True when what a call returns may depend on the calls before it (declared stateful):
+    /// flumen then calls it once per element, in element order, one call at a time, and only
+    /// for the elements the pipeline asks for (see `ARCHITECTURE.md`, "Closures with state").
+    pub fn keeps_state(&self) -> bool {
+        !self.stateless
+    }
+}
+
 /// A named output of an expression map.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NamedExpr {

@@ -400,6 +400,22 @@ impl Op {
         s.to_string()
     }
 
+    /// The closures the operator calls (its function's, a dataset function's, a snapshot's
+    /// reader), in no particular order.
+    pub fn closures(&self) -> Vec<&crate::function::ClosureRef> {
+        let found = match self {
+            Op::Map { func: MapFn::Closure { closure, .. }, .. }
+            | Op::MapAndBatch { func: MapFn::Closure { closure, .. }, .. } => Some(closure),
+            Op::Filter { predicate: Predicate::Closure { closure }, .. }
+            | Op::TakeWhile { predicate: Predicate::Closure { closure } } => Some(closure),
+            Op::FlatMap { func: DatasetFn::Closure { closure, .. } }
+            | Op::Interleave { func: DatasetFn::Closure { closure, .. }, .. } => Some(closure),
+            Op::Snapshot { options, .. } => options.reader.as_ref(),
+            _ => None,
+        };
+        found.into_iter().collect()
+    }
+
     /// How many inputs the operator takes (`None`: one or more).
     pub fn arity(&self) -> Option<usize> {
         match self {

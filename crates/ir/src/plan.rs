@@ -117,6 +117,13 @@ impl Plan {
         out
     }
 
+    /// True when this plan or any plan below it calls a closure that keeps state
+    /// ([`crate::ClosureRef::keeps_state`]): nothing may read ahead of what the plan's
+    /// consumer asks for above such a closure, except operators the user wrote to do so.
+    pub fn calls_stateful(&self) -> bool {
+        self.op().closures().iter().any(|c| c.keeps_state()) || self.inputs().iter().any(Plan::calls_stateful)
+    }
+
     /// The number of elements, when known without running (`None`: unknown;
     /// `Some(u64::MAX)`: infinite).
     pub fn cardinality(&self) -> Option<u64> {

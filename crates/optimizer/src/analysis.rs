@@ -8,7 +8,10 @@
 //! two plan classes whose specs differ means a rule was wrong, and fails loudly in debug
 //! builds.
 
+use std::collections::BTreeMap;
+
 use egg::{Analysis, DidMerge, EGraph, Id};
+use flumen_ir::{ElementSpec, Expr, MapFn, Plan, Predicate, Scalar, Tunable};
 
 use crate::language::Node;
 use crate::value::{decode, Value};
@@ -24,8 +27,52 @@ pub struct Facts {
 
 impl Facts {
     /// The element spec, for plan classes.
-    pub fn spec(&self) -> Option<&flumen_ir::ElementSpec> {
+    pub fn spec(&self) -> Option<&ElementSpec> {
         self.value.plan().map(|p| p.spec())
+    }
+
+    /// The typed plan, for plan classes (a plan with its operator, inputs and spec).
+    pub fn plan(&self) -> Option<&Plan> {
+        self.value.plan()
+    }
+
+    /// The literal, for literal classes (operator arguments such as a batch size are
+    /// literals too).
+    pub fn literal(&self) -> Option<&Scalar> {
+        match &self.value {
+            Value::Lit(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The integer, for integer literal classes.
+    pub fn integer(&self) -> Option<i64> {
+        crate::value::signed(&self.value).ok()
+    }
+
+    /// The parallelism, for `num_parallel_calls` and buffer-size classes.
+    pub fn tunable(&self) -> Option<Tunable> {
+        crate::value::tunable(&self.value).ok()
+    }
+
+    /// The expression, for expression and literal classes.
+    pub fn expr(&self) -> Option<Expr> {
+        match &self.value {
+            Value::Expr(e) => Some(e.clone()),
+            Value::Lit(s) => Some(Expr::Literal(s.clone())),
+            _ => None,
+        }
+    }
+
+    /// The map function and whether it runs over whole chunks (pfor), for function classes.
+    pub fn function(&self) -> Option<(&MapFn, bool)> {
+        self.value.func()
+    }
+
+    /// The predicate and whether it runs over whole chunks (pfor), for classes used as
+    /// filter predicates (expressions and literals included).
+    pub fn predicate(&self) -> Option<(Predicate, bool)> {
+        self.value.predicate()
     }
 
     /// For function and predicate classes: the function keeps no state between calls and
@@ -68,9 +115,25 @@ impl Facts {
     }
 }
 
-/// flumen's analysis (see the module docs).
+/// flumen's analysis (see the module docs). Besides the facts of each class, it keeps what
+/// the rules' appliers noted while a stage ran ([`Notes`]): rewrites refused because they
+/// would have changed a plan's element spec, and rules that asked for a pattern variable
+/// their pattern does not bind.
 #[derive(Debug, Default, Clone)]
-pub struct PlanAnalysis;
+pub struct PlanAnalysis {
+    /// What the appliers noted during the current run.
+    pub notes: Notes,
+}
+
+/// What the rules' appliers noted while a stage ran.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Notes {
+    /// Per rule, the rewrites refused because the rewritten plan's element spec differs
+    /// from the matched one's (a bug in the rule: debug builds panic instead).
+    pub spec_changes: BTreeMap<String, usize>,
+    /// Rule-authoring errors, such as a rule asking for a `?var` its pattern does not bind.
+    pub errors: Vec<String>,
+}
 
 /// The e-graph flumen's rules run on.
 pub type Graph = EGraph<Node, PlanAnalysis>;
@@ -87,6 +150,8 @@ impl Analysis<Node> for PlanAnalysis {
     }
 
     fn merge(&mut self, a: &mut Facts, b: Facts) -> DidMerge {
+        // Rules never reach this with different specs (the applier refuses such a rewrite);
+        // congruence could, only after a rule merged two different plans: a bug either way.
         let mut changed_a = false;
         if let (Some(pa), Some(pb)) = (a.value.plan(), b.value.plan()) {
             debug_assert_eq!(pa.spec(), pb.spec(), "merged two plans with different element specs:\n{pa}\n{pb}");

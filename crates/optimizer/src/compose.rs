@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use flumen_ir::{Expr, MapFn, NamedExpr};
+use flumen_ir::{ElementSpec, Expr, MapFn, NamedExpr};
 
 /// The expression of each field of `f`'s output, over `f`'s input: a field `f` assigns is
 /// its expression; a field `f` keeps is the input column itself.
@@ -11,27 +11,78 @@ fn substitution(f_outputs: &[NamedExpr]) -> HashMap<&str, &Expr> {
     f_outputs.iter().map(|o| (o.name.as_str(), &o.expr)).collect()
 }
 
+/// The types of `f`'s input and output elements, which substitution must preserve.
+#[derive(Clone, Copy)]
+pub struct Specs<'a> {
+    /// The spec of `f`'s input.
+    pub input: &'a ElementSpec,
+    /// The spec of `f`'s output.
+    pub output: &'a ElementSpec,
+}
+
 /// `expr` over `f`'s output, rewritten over `f`'s input. `None` when `expr` reads a field
-/// that `f` drops (cannot happen for well-typed plans) .
-pub fn substitute(expr: &Expr, f: &MapFn) -> Option<Expr> {
+/// that `f` drops (cannot happen for well-typed plans), or when the rewritten expression
+/// would compute anything in another type.
+///
+/// A field computed from columns types like the column it replaces. One computed from
+/// literals alone does not: a literal adopts the type of the column it meets
+/// (`x_f32 * 2.0` is float32) and a field does not, so `f0 := cast(-4 as float32)` then
+/// `clip(f0, -2.0, 3.5)` is float32, while `clip(cast(-4 as float32), -2.0, 3.5)` would be
+/// float64. Such a substitution is kept only where every sub-expression that reads the
+/// field types as before.
+pub fn substitute(expr: &Expr, f: &MapFn, specs: Specs) -> Option<Expr> {
     let MapFn::Exprs { outputs, keep_input } = f else { return None };
     let sub = substitution(outputs);
-    if !keep_input && expr.columns().iter().any(|c| !sub.contains_key(c.as_str())) {
+    let read = expr.columns();
+    if !keep_input && read.iter().any(|c| !sub.contains_key(c.as_str())) {
         return None;
     }
-    Some(expr.substitute(&|c| sub.get(c).map(|e| (*e).clone())))
+    let rewritten = expr.substitute(&|c| sub.get(c).map(|e| (*e).clone()));
+    let constant = read.iter().any(|c| sub.get(c.as_str()).is_some_and(|e| e.columns().is_empty()));
+    if constant && !same_types(expr, specs.output, &rewritten, specs.input) {
+        return None;
+    }
+    Some(rewritten)
+}
+
+/// True when every sub-expression of `before` (over `before_spec`) that is not a column
+/// types as its counterpart in `after` (over `after_spec`), where `after` is `before` with
+/// some columns replaced.
+fn same_types(before: &Expr, before_spec: &ElementSpec, after: &Expr, after_spec: &ElementSpec) -> bool {
+    if matches!(before, Expr::Column(_)) {
+        return true;
+    }
+    if before.value_type(before_spec).ok() != after.value_type(after_spec).ok() {
+        return false;
+    }
+    let (b, a) = (children(before), children(after));
+    b.len() == a.len() && b.iter().zip(&a).all(|(b, a)| same_types(b, before_spec, a, after_spec))
+}
+
+/// The direct sub-expressions of `e`, in a fixed order.
+fn children(e: &Expr) -> Vec<&Expr> {
+    match e {
+        Expr::Column(_) | Expr::Literal(_) => vec![],
+        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } => vec![arg],
+        Expr::Binary { left, right, .. } => vec![left, right],
+        Expr::Case { branches, otherwise } => {
+            branches.iter().flat_map(|(c, v)| [c, v]).chain(otherwise.as_deref()).collect()
+        }
+        Expr::Call { args, .. } => args.iter().collect(),
+    }
 }
 
 /// The single expression map equal to `f` then `g`, with the same output fields in the same
 /// order; `None` unless both are expression maps. Outputs of `f` that `g` drops are not
-/// computed (dead-field elimination).
-pub fn compose(g: &MapFn, f: &MapFn) -> Option<MapFn> {
+/// computed (dead-field elimination). `specs` are `f`'s input and output specs: `None` when
+/// substituting would change a type (see [`substitute`]).
+pub fn compose(g: &MapFn, f: &MapFn, specs: Specs) -> Option<MapFn> {
     let (MapFn::Exprs { outputs: g_out, keep_input: g_keep }, MapFn::Exprs { outputs: f_out, keep_input: f_keep }) =
         (g, f)
     else {
         return None;
     };
-    let over_input = |o: &NamedExpr| substitute(&o.expr, f).map(|expr| NamedExpr { name: o.name.clone(), expr });
+    let over_input = |o: &NamedExpr| substitute(&o.expr, f, specs).map(|expr| NamedExpr { name: o.name.clone(), expr });
     if !g_keep {
         let outputs = g_out.iter().map(over_input).collect::<Option<Vec<_>>>()?;
         return Some(MapFn::Exprs { outputs, keep_input: false });

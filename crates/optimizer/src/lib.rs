@@ -25,10 +25,14 @@ pub mod rules;
 pub mod simplify;
 pub mod value;
 
-pub use analysis::{Facts, Graph, PlanAnalysis};
+/// The e-graph library the optimizer is built on, re-exported so that rules and cost models
+/// written outside flumen use the same version (`egg::Id`, `egg::RecExpr`, ...).
+pub use egg;
+
+pub use analysis::{Facts, Graph, Notes, PlanAnalysis};
 pub use cost::{Cost, CostModel, DefaultCost};
 pub use language::Node;
 pub use lower::to_rec_expr;
-pub use optimizer::{optimize, rule_names, Optimizer, OptimizerConfig, Report, Stage, StageReport};
+pub use optimizer::{default_stages, optimize, rule_names, Optimizer, OptimizerConfig, Report, Stage, StageReport};
 pub use rules::{rule, Match, Rule};
 pub use value::raise;

@@ -1,15 +1,22 @@
 //! Staged optimization: each stage lowers the plan into a fresh e-graph, saturates it with
-//! the stage's rules under explicit iteration and node limits (never a time limit, so the
-//! result is the same on every machine), and extracts the cheapest plan for the next stage.
+//! the stage's rules under explicit iteration, node and match limits (never a time limit, so
+//! the result is the same on every machine), and extracts the cheapest plan for the next
+//! stage.
+//!
+//! The limits are a backstop, not the way a stage ends: a plan's stages saturate in a few
+//! iterations and a few hundred nodes. A rule set that keeps matching (a rule cycle) stops
+//! at the first limit it meets, and the stage's report says which
+//! ([`StageReport::stop_reason`]); the match limit stops it before one iteration applies
+//! thousands of rewrites, which the node limit, checked between rules, cannot.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use egg::{Extractor, Runner, SimpleScheduler, StopReason};
-use flumen_ir::{Plan, Result};
+use egg::{Extractor, Rewrite, RewriteScheduler, Runner, RunnerLimits, RunnerResult, SearchMatches, StopReason};
+use flumen_ir::{Error, Plan, Result};
 
-use crate::analysis::Graph;
+use crate::analysis::{Graph, Notes, PlanAnalysis};
 use crate::cost::{CostModel, DefaultCost, Extraction};
 use crate::language::Node;
 use crate::lower::lower_plan;
@@ -30,6 +37,9 @@ pub struct OptimizerConfig {
     pub iter_limit: usize,
     /// Stop a stage's saturation when the e-graph has this many nodes.
     pub node_limit: usize,
+    /// Stop a stage's saturation when one rule matches more than this many times in one
+    /// iteration (before applying any of them).
+    pub match_limit: usize,
     /// Keep a Graphviz dump of each stage's final e-graph in the report.
     pub keep_dumps: bool,
 }
@@ -41,7 +51,8 @@ impl Default for OptimizerConfig {
             disabled: BTreeSet::new(),
             autotune: true,
             iter_limit: 16,
-            node_limit: 20_000,
+            node_limit: 10_000,
+            match_limit: 1_000,
             keep_dumps: false,
         }
     }
@@ -134,8 +145,12 @@ pub struct StageReport {
     pub egraph_nodes: usize,
     /// E-graph classes at the end.
     pub egraph_classes: usize,
-    /// Why saturation stopped (`saturated`, `iteration limit`, `node limit`).
+    /// Why saturation stopped: `saturated`, or the limit it met (`iteration limit`,
+    /// `node limit`, `match limit: RULE matched more than N times in one iteration`).
     pub stop_reason: String,
+    /// Rewrites the stage refused (a rule that would have changed a plan's element spec;
+    /// debug builds panic instead).
+    pub refused: BTreeMap<String, usize>,
     /// The cost of the extracted plan; `None` where no rule changed the e-graph, whose
     /// plan is then the stage's input, not extracted (nor costed) again.
     pub cost: Option<f64>,
@@ -183,13 +198,27 @@ impl Optimizer {
         self
     }
 
-    /// Adds `rule` to the stage named `stage` (a new last stage when there is none).
-    pub fn with_rule(mut self, stage: &str, rule: Rule) -> Optimizer {
-        match self.stages.iter_mut().find(|s| s.name == stage) {
-            Some(s) => s.rules.push(rule),
-            None => self.stages.push(Stage { name: stage.to_string(), rules: vec![rule] }),
+    /// Adds `rule` to the stage named `stage`; an error naming the stages there are when
+    /// there is no such stage (add one with [`Optimizer::with_stage`]).
+    pub fn with_rule(mut self, stage: &str, rule: Rule) -> Result<Optimizer> {
+        let names: Vec<&str> = self.stages.iter().map(|s| s.name.as_str()).collect();
+        let Some(found) = self.stages.iter().position(|s| s.name == stage) else {
+            return Err(Error::plan(
+                "optimizer",
+                format!("no stage named {stage:?} to add rule {} to (stages: {})", rule.name, names.join(", ")),
+            ));
+        };
+        self.stages[found].rules.push(rule);
+        Ok(self)
+    }
+
+    /// Adds `stage` after the others; an error when a stage of that name exists.
+    pub fn with_stage(mut self, stage: Stage) -> Result<Optimizer> {
+        if self.stages.iter().any(|s| s.name == stage.name) {
+            return Err(Error::plan("optimizer", format!("there is already a stage named {:?}", stage.name)));
         }
-        self
+        self.stages.push(stage);
+        Ok(self)
     }
 
     /// Replaces the cost model extraction minimizes.
@@ -203,16 +232,27 @@ impl Optimizer {
         &self.stages
     }
 
+    /// The configuration it was made with.
+    pub fn config(&self) -> &OptimizerConfig {
+        &self.config
+    }
+
     /// Optimizes `plan`: the cheapest equivalent plan found, and what happened.
     pub fn optimize(&self, plan: &Plan) -> Result<Report> {
+        self.optimize_with(plan, &self.config)
+    }
+
+    /// Optimizes `plan` with these stages and cost model under `config` (whether to run at
+    /// all, rules switched off by name, limits), as a dataset does under its options.
+    pub fn optimize_with(&self, plan: &Plan, config: &OptimizerConfig) -> Result<Report> {
         let start = Instant::now();
         let mut current = plan.clone();
         let mut stages = Vec::new();
-        if self.config.enabled {
+        if config.enabled {
             for stage in &self.stages {
                 let rules: Vec<&Rule> =
-                    stage.rules.iter().filter(|r| !self.config.disabled.contains(r.name.as_str())).collect();
-                let report = self.run_stage(&stage.name, &rules, &current)?;
+                    stage.rules.iter().filter(|r| !config.disabled.contains(r.name.as_str())).collect();
+                let report = self.run_stage(&stage.name, &rules, &current, config)?;
                 current = report.plan.clone();
                 stages.push(report);
             }
@@ -220,16 +260,16 @@ impl Optimizer {
         Ok(Report { input: plan.clone(), stages, output: current, time: start.elapsed() })
     }
 
-    fn run_stage(&self, name: &str, rules: &[&Rule], plan: &Plan) -> Result<StageReport> {
+    fn run_stage(&self, name: &str, rules: &[&Rule], plan: &Plan, config: &OptimizerConfig) -> Result<StageReport> {
         let start = Instant::now();
         let mut egraph = Graph::default();
         let root = lower_plan(&mut egraph, plan);
         let sink = egraph.add(Node::Sink(root));
         let runner = Runner::default()
             .with_egraph(egraph)
-            .with_scheduler(SimpleScheduler)
-            .with_iter_limit(self.config.iter_limit)
-            .with_node_limit(self.config.node_limit)
+            .with_scheduler(Bounded { match_limit: config.match_limit })
+            .with_iter_limit(config.iter_limit)
+            .with_node_limit(config.node_limit)
             // Limits are counts, never time: the same plan optimizes the same everywhere.
             .with_time_limit(Duration::from_secs(u32::MAX.into()));
         // So egg reads time only for its per-iteration timings, which no report shows. Its
@@ -246,6 +286,10 @@ impl Optimizer {
             }
         }
         let egraph = &runner.egraph;
+        let Notes { spec_changes: refused, errors } = egraph.analysis.notes.clone();
+        if !errors.is_empty() {
+            return Err(Error::plan("optimizer", format!("stage {name}: {}", errors.join("; "))));
+        }
         // Without a union the e-graph holds the lowered plan alone, and extraction would
         // raise the same plan again (`raise(lower(plan)) == plan`, `tests/round_trip.rs`):
         // half of such a stage's time (w4's eliminate: 297 µs, 163 of them extracting and
@@ -263,6 +307,7 @@ impl Optimizer {
             Some(StopReason::Saturated) => "saturated".to_string(),
             Some(StopReason::IterationLimit(_)) => "iteration limit".to_string(),
             Some(StopReason::NodeLimit(_)) => "node limit".to_string(),
+            Some(StopReason::Other(reason)) => reason.clone(),
             Some(other) => format!("{other:?}"),
             None => "not run".to_string(),
         };
@@ -273,12 +318,46 @@ impl Optimizer {
             egraph_nodes: egraph.total_number_of_nodes(),
             egraph_classes: egraph.number_of_classes(),
             stop_reason,
+            refused,
             cost,
             changed,
             plan: optimized,
             time: start.elapsed(),
-            dump: self.config.keep_dumps.then(|| egraph.dot().to_string()),
+            dump: config.keep_dumps.then(|| egraph.dot().to_string()),
         })
+    }
+}
+
+/// egg's simple scheduler (every rule searched and applied every iteration) with a match
+/// limit: an iteration in which one rule matches more than `match_limit` times stops the
+/// stage before applying anything. A plan of a dozen operators gives each rule a handful of
+/// matches; thousands mean a rule cycle, whose applications would grow the e-graph by
+/// hundreds of thousands of nodes in one iteration.
+struct Bounded {
+    match_limit: usize,
+}
+
+impl RewriteScheduler<crate::language::Node, PlanAnalysis> for Bounded {
+    fn search_rewrites<'a>(
+        &mut self,
+        iteration: usize,
+        egraph: &Graph,
+        rewrites: &[&'a Rewrite<crate::language::Node, PlanAnalysis>],
+        limits: &RunnerLimits,
+    ) -> RunnerResult<Vec<Vec<SearchMatches<'a, crate::language::Node>>>> {
+        let mut all = Vec::with_capacity(rewrites.len());
+        for rw in rewrites {
+            let matches = rw.search_with_limit(egraph, self.match_limit.saturating_add(1));
+            if matches.iter().map(|m| m.substs.len()).sum::<usize>() > self.match_limit {
+                return Err(StopReason::Other(format!(
+                    "match limit: {} matched more than {} times in one iteration",
+                    rw.name, self.match_limit
+                )));
+            }
+            all.push(matches);
+            limits.check_limits(iteration, egraph)?;
+        }
+        Ok(all)
     }
 }
 

@@ -60,44 +60,85 @@ pub fn outputs_may_fail(outputs: &[NamedExpr], spec: &ElementSpec) -> bool {
     outputs.iter().any(|o| may_fail(&o.expr, spec))
 }
 
-/// Folds constant sub-expressions and boolean identities.
-pub fn fold(expr: &Expr) -> Expr {
+/// Folds constant sub-expressions and boolean identities over elements of `spec`.
+///
+/// `and` and `or` evaluate both operands, as `tf.logical_and` / `tf.logical_or` do: an
+/// element for which either operand fails is an error, whatever the other gives. So
+/// `true or x` and `false and x` fold to the literal only where `x` cannot fail
+/// ([`may_fail`]); where it may, dropping `x` would drop its errors, and the operation stays.
+/// Repeated operands of a chain of one of them are dropped (`p and q and p` is `p and q`):
+/// each is still evaluated once.
+pub fn fold(expr: &Expr, spec: &ElementSpec) -> Expr {
     match expr {
         Expr::Unary { op, arg } => {
-            let arg = fold(arg);
+            let arg = fold(arg, spec);
             match (op, &arg) {
                 (UnaryOp::Not, Expr::Literal(Scalar::Bool(b))) => Expr::Literal(Scalar::Bool(!b)),
                 (UnaryOp::Not, Expr::Unary { op: UnaryOp::Not, arg: inner }) => (**inner).clone(),
                 _ => Expr::Unary { op: *op, arg: Box::new(arg) },
             }
         }
+        Expr::Binary { op: op @ (BinaryOp::And | BinaryOp::Or), .. } => fold_logical(*op, expr, spec),
         Expr::Binary { op, left, right } => {
-            let (l, r) = (fold(left), fold(right));
+            let (l, r) = (fold(left, spec), fold(right, spec));
             fold_binary(*op, &l, &r).unwrap_or_else(|| Expr::binary(*op, l, r))
         }
-        Expr::Cast { arg, to } => Expr::Cast { arg: Box::new(fold(arg)), to: *to },
+        Expr::Cast { arg, to } => Expr::Cast { arg: Box::new(fold(arg, spec)), to: *to },
         Expr::Case { branches, otherwise } => Expr::Case {
-            branches: branches.iter().map(|(c, v)| (fold(c), fold(v))).collect(),
-            otherwise: otherwise.as_ref().map(|e| Box::new(fold(e))),
+            branches: branches.iter().map(|(c, v)| (fold(c, spec), fold(v, spec))).collect(),
+            otherwise: otherwise.as_ref().map(|e| Box::new(fold(e, spec))),
         },
-        Expr::Call { func, args } => Expr::Call { func: *func, args: args.iter().map(fold).collect() },
+        Expr::Call { func, args } => Expr::Call { func: *func, args: args.iter().map(|a| fold(a, spec)).collect() },
         Expr::Column(_) | Expr::Literal(_) => expr.clone(),
+    }
+}
+
+/// Folds a chain of `op` (`and` or `or`): its operands folded, repeats dropped, the
+/// identity literal dropped, and the whole chain the absorbing literal when one operand is
+/// that literal and no other may fail. Kleene logic: each step holds for null operands too.
+fn fold_logical(op: BinaryOp, expr: &Expr, spec: &ElementSpec) -> Expr {
+    let (identity, absorbing) = match op {
+        BinaryOp::And => (true, false),
+        _ => (false, true),
+    };
+    let mut operands: Vec<Expr> = Vec::new();
+    for operand in chain_of(op, expr) {
+        let folded = fold(operand, spec);
+        // A folded operand may be a chain of the same operator: flatten it too.
+        for part in chain_of(op, &folded) {
+            if !operands.contains(part) {
+                operands.push(part.clone());
+            }
+        }
+    }
+    let absorbed = operands.contains(&Expr::Literal(Scalar::Bool(absorbing)));
+    if absorbed && !operands.iter().any(|e| may_fail(e, spec)) {
+        return Expr::Literal(Scalar::Bool(absorbing));
+    }
+    operands.retain(|e| *e != Expr::Literal(Scalar::Bool(identity)));
+    let mut parts = operands.into_iter();
+    let Some(first) = parts.next() else {
+        return Expr::Literal(Scalar::Bool(identity));
+    };
+    parts.fold(first, |acc, e| Expr::binary(op, acc, e))
+}
+
+/// The operands of a left- or right-nested chain of `op`, in order (`expr` itself when it is
+/// not an `op`).
+fn chain_of(op: BinaryOp, expr: &Expr) -> Vec<&Expr> {
+    match expr {
+        Expr::Binary { op: o, left, right } if *o == op => {
+            let mut out = chain_of(op, left);
+            out.extend(chain_of(op, right));
+            out
+        }
+        _ => vec![expr],
     }
 }
 
 fn fold_binary(op: BinaryOp, l: &Expr, r: &Expr) -> Option<Expr> {
     use BinaryOp::*;
-    let lit = |s: Scalar| Some(Expr::Literal(s));
     match (op, l, r) {
-        // Kleene logic: these hold for null operands too.
-        (And, Expr::Literal(Scalar::Bool(true)), x) | (And, x, Expr::Literal(Scalar::Bool(true))) => Some(x.clone()),
-        (Or, Expr::Literal(Scalar::Bool(false)), x) | (Or, x, Expr::Literal(Scalar::Bool(false))) => Some(x.clone()),
-        (And, Expr::Literal(Scalar::Bool(false)), _) | (And, _, Expr::Literal(Scalar::Bool(false))) => {
-            lit(Scalar::Bool(false))
-        }
-        (Or, Expr::Literal(Scalar::Bool(true)), _) | (Or, _, Expr::Literal(Scalar::Bool(true))) => {
-            lit(Scalar::Bool(true))
-        }
         (_, Expr::Literal(Scalar::Int(a, ta)), Expr::Literal(Scalar::Int(b, tb))) if ta == tb => {
             let (a, b, t) = (*a, *b, *ta);
             let fits = |v: i64| t.int_range().is_some_and(|(lo, hi)| (lo..=hi).contains(&(v as i128)));
@@ -106,11 +147,12 @@ fn fold_binary(op: BinaryOp, l: &Expr, r: &Expr) -> Option<Expr> {
                 Add => int(a.checked_add(b)),
                 Sub => int(a.checked_sub(b)),
                 Mul => int(a.checked_mul(b)),
-                _ => compare(op, a.partial_cmp(&b)?),
+                _ => compare(op, a.cmp(&b)),
             }
         }
         (_, Expr::Literal(Scalar::Float(a, ta)), Expr::Literal(Scalar::Float(b, tb))) if ta == tb => {
             let (a, b, t) = (*a, *b, *ta);
+            // Computed in f64 and rounded once: exactly the float32 result for + - × ÷.
             let float = |v: f64| {
                 let v = if t == DType::Float32 { v as f32 as f64 } else { v };
                 Some(Expr::Literal(Scalar::Float(v, t)))
@@ -120,7 +162,9 @@ fn fold_binary(op: BinaryOp, l: &Expr, r: &Expr) -> Option<Expr> {
                 Sub => float(a - b),
                 Mul => float(a * b),
                 Div => float(a / b),
-                _ => compare(op, a.partial_cmp(&b)?),
+                // Arrow's comparison kernels order floats totally (-0 < +0, NaN greatest and
+                // equal to itself), and so does every evaluation path: so does the fold.
+                _ => compare(op, a.total_cmp(&b)),
             }
         }
         _ => None,
@@ -148,7 +192,7 @@ pub fn fold_map_fn(func: &MapFn, input: &ElementSpec) -> MapFn {
         return func.clone();
     };
     let folded: Vec<NamedExpr> =
-        outputs.iter().map(|o| NamedExpr { name: o.name.clone(), expr: fold(&o.expr) }).collect();
+        outputs.iter().map(|o| NamedExpr { name: o.name.clone(), expr: fold(&o.expr, input) }).collect();
     if outputs.iter().zip(&folded).all(|(a, b)| a.expr.data_type(input).ok() == b.expr.data_type(input).ok()) {
         MapFn::Exprs { outputs: folded, keep_input: *keep_input }
     } else {
@@ -158,7 +202,7 @@ pub fn fold_map_fn(func: &MapFn, input: &ElementSpec) -> MapFn {
 
 /// `expr` folded, when that types exactly as `expr` over `input`.
 pub fn fold_typed(expr: &Expr, input: &ElementSpec) -> Expr {
-    let folded = fold(expr);
+    let folded = fold(expr, input);
     if folded.data_type(input).ok() == expr.data_type(input).ok() {
         folded
     } else {
@@ -216,11 +260,54 @@ mod tests {
             Expr::Literal(Scalar::Bool(true)),
             Expr::binary(BinaryOp::Gt, Expr::col("f"), int(1)),
         );
-        assert_eq!(fold(&t), Expr::binary(BinaryOp::Gt, Expr::col("f"), int(1)));
-        assert_eq!(fold(&Expr::binary(BinaryOp::Lt, int(1), int(2))), Expr::Literal(Scalar::Bool(true)));
+        assert_eq!(fold(&t, &spec()), Expr::binary(BinaryOp::Gt, Expr::col("f"), int(1)));
+        assert_eq!(fold(&Expr::binary(BinaryOp::Lt, int(1), int(2)), &spec()), Expr::Literal(Scalar::Bool(true)));
         assert_eq!(
-            fold(&Expr::binary(BinaryOp::Add, int(i64::MAX), int(1))),
+            fold(&Expr::binary(BinaryOp::Add, int(i64::MAX), int(1)), &spec()),
             Expr::binary(BinaryOp::Add, int(i64::MAX), int(1))
         );
+    }
+
+    fn bool_lit(b: bool) -> Expr {
+        Expr::Literal(Scalar::Bool(b))
+    }
+
+    #[test]
+    fn absorbing_literals_keep_operands_that_may_fail() {
+        // `true or (i / 2 > 1)`: the division may fail, and `or` evaluates both operands.
+        let fallible = Expr::binary(BinaryOp::Gt, Expr::binary(BinaryOp::Div, Expr::col("i"), int(2)), int(1));
+        for (op, absorbing) in [(BinaryOp::Or, true), (BinaryOp::And, false)] {
+            let left = Expr::binary(op, bool_lit(absorbing), fallible.clone());
+            assert_eq!(fold(&left, &spec()), left, "{left}");
+            let right = Expr::binary(op, fallible.clone(), bool_lit(absorbing));
+            assert_eq!(fold(&right, &spec()), right, "{right}");
+        }
+        // An operand that cannot fail is dropped.
+        let safe = Expr::binary(BinaryOp::Gt, Expr::col("f"), int(1));
+        assert_eq!(fold(&Expr::binary(BinaryOp::Or, safe.clone(), bool_lit(true)), &spec()), bool_lit(true));
+        assert_eq!(fold(&Expr::binary(BinaryOp::And, bool_lit(false), safe), &spec()), bool_lit(false));
+    }
+
+    #[test]
+    fn repeated_operands_of_a_chain_are_dropped() {
+        let p = Expr::binary(BinaryOp::Gt, Expr::col("f"), int(1));
+        let q = Expr::binary(BinaryOp::Lt, Expr::col("i"), int(3));
+        let pp = Expr::binary(BinaryOp::And, p.clone(), p.clone());
+        assert_eq!(fold(&pp, &spec()), p);
+        let chain = Expr::binary(BinaryOp::And, Expr::binary(BinaryOp::And, p.clone(), q.clone()), pp);
+        assert_eq!(fold(&chain, &spec()), Expr::binary(BinaryOp::And, p.clone(), q.clone()));
+        let with_identity =
+            Expr::binary(BinaryOp::Or, bool_lit(false), Expr::binary(BinaryOp::Or, q.clone(), q.clone()));
+        assert_eq!(fold(&with_identity, &spec()), q);
+    }
+
+    #[test]
+    fn float_comparisons_fold_in_total_order() {
+        let float = |v: f64| Expr::Literal(Scalar::Float(v, DType::Float64));
+        let lt = |a: f64, b: f64| fold(&Expr::binary(BinaryOp::Lt, float(a), float(b)), &spec());
+        assert_eq!(lt(-0.0, 0.0), bool_lit(true), "-0 < +0 in Arrow's order");
+        assert_eq!(lt(1.0, f64::NAN), bool_lit(true), "NaN is greatest");
+        let eq = fold(&Expr::binary(BinaryOp::Eq, float(f64::NAN), float(f64::NAN)), &spec());
+        assert_eq!(eq, bool_lit(true));
     }
 }

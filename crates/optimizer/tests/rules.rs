@@ -256,11 +256,12 @@ rewrites!(
     s("(sink (batch 4 false default none (map (exprs only (out y (col value))) default none RANGE)))")
         => s("(sink (prefetch autotune (batch 4 false default none (map (exprs only (out y (col value))) autotune none RANGE))))")
 );
+// A prefetch would call the closure ahead of what the consumer takes.
 rewrites!(
-    prefetch_is_injected_over_a_stateful_map_that_stays_sequential,
+    prefetch_is_not_injected_over_a_closure_that_keeps_state,
     parallelize::rules(),
     s(r#"(sink (map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':false}} #{'spec':{'fields':[{'name':'value','dtype':'int64','shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE))"#)
-        => s(r#"(sink (prefetch autotune (map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':false}} #{'spec':{'fields':[{'name':'value','dtype':'int64','shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE)))"#)
+        => not s(r#"(sink (prefetch autotune (map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':false}} #{'spec':{'fields':[{'name':'value','dtype':'int64','shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE)))"#)
 );
 rewrites!(
     prefetch_is_not_injected_twice,
@@ -288,9 +289,12 @@ fn an_output_map_that_only_renames_runs_parallel_without_a_prefetch() {
         optimized_top("(map (exprs only (out y (col value))) default none RANGE)"),
         ("map".to_string(), Some(flumen_ir::Tunable::Autotune))
     );
-    // A stateful closure stays sequential and gets the prefetch.
+    // A closure that keeps state stays sequential, and nothing reads ahead of it.
     let closure = r#"(map (closure #{'closure':{'name':'f','kind':'per_element','deterministic':true,'stateless':false}} #{'spec':{'fields':[{'name':'value','dtype':'int64','shape':[],'kind':'dense'}],'batch_dims':0}}) default none RANGE)"#;
-    assert_eq!(optimized_top(closure).0, "prefetch");
+    assert_eq!(optimized_top(closure), ("map".to_string(), Some(flumen_ir::Tunable::Default)));
+    // Nor of one below an expression map: the map is not parallelized either.
+    let above = format!("(map (exprs only (out y (col value))) default none {closure})");
+    assert_eq!(optimized_top(&above), ("map".to_string(), Some(flumen_ir::Tunable::Default)));
 }
 
 #[test]

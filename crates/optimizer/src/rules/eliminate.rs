@@ -1,34 +1,32 @@
 //! No-op elimination and simplification: operators that provably leave the element
-//! sequence unchanged are merged with their input (`take(-1)`, `take(n)` over at most `n`
-//! elements, `skip(0)`, `repeat(1)`, `shard(1, 0)`, `prefetch(0)`, identity maps,
+//! sequence unchanged are merged with their input (`take(-1)`, `skip(0)`, `repeat(1)`, `shard(1, 0)`, `prefetch(0)`, identity maps,
 //! `filter(true)`), and functions get their constant sub-expressions folded.
 
 use flumen_ir::{Expr, MapFn, Op, Predicate, Scalar, Tunable};
 
-use super::{rule, Rule};
+use super::{builtin, Rule};
 use crate::simplify::{fold_map_fn, fold_typed};
 
 /// The rules of this module.
 pub fn rules() -> Vec<Rule> {
     vec![
-        rule("noop-take", "(take ?n ?x)", |m| {
-            let n = m.signed("?n")?;
-            let x = m.id("?x");
-            let card = m.egraph[x].data.cardinality;
-            // Only take(-1): a take under a known cardinality can still stop errors, which
-            // cardinality does not count.
-            let _ = card;
-            (n == -1).then_some(x)
+        // Only take(-1): a take(n) under a known cardinality of at most n elements can still
+        // stop errors (an error is not an element, but a skip(-1) below yields nothing
+        // while its input's errors pass through).
+        builtin("noop-take", "(take -1 ?x)", |m| m.id("?x")),
+        builtin("noop-skip", "(skip 0 ?x)", |m| m.id("?x")),
+        builtin("noop-shard", "(shard 1 0 ?x)", |m| m.id("?x")),
+        builtin("noop-prefetch", "(prefetch ?b ?x)", |m| {
+            (m.tunable("?b")? == Tunable::Fixed(0)).then_some(())?;
+            m.id("?x")
         }),
-        rule("noop-skip", "(skip 0 ?x)", |m| Some(m.id("?x"))),
-        rule("noop-shard", "(shard 1 0 ?x)", |m| Some(m.id("?x"))),
-        rule("noop-prefetch", "(prefetch ?b ?x)", |m| (m.tunable("?b")? == Tunable::Fixed(0)).then(|| m.id("?x"))),
-        rule("noop-map", "(map ?f ?c ?d ?x)", |m| {
+        builtin("noop-map", "(map ?f ?c ?d ?x)", |m| {
             let (f, _) = m.func("?f")?;
             let x = m.plan("?x")?;
-            is_identity(&f, &x.spec().field_names()).then(|| m.id("?x"))
+            is_identity(&f, &x.spec().field_names()).then_some(())?;
+            m.id("?x")
         }),
-        rule("fold-map", "(map ?f ?c ?d ?x)", |m| {
+        builtin("fold-map", "(map ?f ?c ?d ?x)", |m| {
             let (func, vectorized) = m.func("?f")?;
             let x = m.plan("?x")?;
             let folded = fold_map_fn(&func, x.spec());
@@ -41,10 +39,10 @@ pub fn rules() -> Vec<Rule> {
                 deterministic: m.optional_bool("?d")?,
                 vectorized,
             };
-            let x = m.id("?x");
+            let x = m.id("?x")?;
             m.add(op, &[x])
         }),
-        rule("fold-filter", "(filter ?p ?c ?d ?x)", |m| {
+        builtin("fold-filter", "(filter ?p ?c ?d ?x)", |m| {
             let (Predicate::Expr { expr }, vectorized) = m.predicate("?p")? else { return None };
             let x = m.plan("?x")?;
             let folded = fold_typed(&expr, x.spec());
@@ -52,7 +50,7 @@ pub fn rules() -> Vec<Rule> {
                 return None;
             }
             let (c, d) = (m.tunable("?c")?, m.optional_bool("?d")?);
-            let x = m.id("?x");
+            let x = m.id("?x")?;
             let op = Op::Filter {
                 predicate: Predicate::Expr { expr: folded },
                 vectorized,
@@ -61,9 +59,10 @@ pub fn rules() -> Vec<Rule> {
             };
             m.add(op, &[x])
         }),
-        rule("noop-filter", "(filter ?p ?c ?d ?x)", |m| {
+        builtin("noop-filter", "(filter ?p ?c ?d ?x)", |m| {
             let (p, _) = m.predicate("?p")?;
-            matches!(p, flumen_ir::Predicate::Expr { expr: Expr::Literal(Scalar::Bool(true)) }).then(|| m.id("?x"))
+            matches!(p, flumen_ir::Predicate::Expr { expr: Expr::Literal(Scalar::Bool(true)) }).then_some(())?;
+            m.id("?x")
         }),
     ]
 }

@@ -5,19 +5,19 @@
 
 use flumen_ir::{BinaryOp, Expr, MapFn, Op, Predicate, Tunable};
 
-use super::{rule, Match, Rule};
-use crate::compose::{compose, keeps_fallible_outputs, substitute};
+use super::{builtin, Match, Rule};
+use crate::compose::{compose, keeps_fallible_outputs, substitute, Specs};
 use crate::simplify::{fold_map_fn, fold_typed, may_fail, outputs_may_fail};
 
 /// The rules of this module.
 pub fn rules() -> Vec<Rule> {
     vec![
-        rule("map-fusion", "(map ?g ?c2 ?d2 (map ?f ?c1 ?d1 ?x))", map_fusion),
-        rule("filter-fusion", "(filter ?q ?c2 ?d2 (filter ?p ?c1 ?d1 ?x))", filter_fusion),
-        rule("filter-hoist", "(filter ?p ?fc ?fd (map ?f ?c ?d ?x))", |m| map_filter(m, true)),
-        rule("map-filter-fusion", "(filter ?p ?fc ?fd (map ?f ?c ?d ?x))", |m| map_filter(m, false)),
-        rule("map-batch-fusion", "(batch ?n ?r ?bc ?bd (map ?f ?c ?d ?x))", map_batch),
-        rule("shuffle-repeat-fusion", "(repeat ?k (shuffle ?n ?s ?r ?x))", shuffle_repeat),
+        builtin("map-fusion", "(map ?g ?c2 ?d2 (map ?f ?c1 ?d1 ?x))", map_fusion),
+        builtin("filter-fusion", "(filter ?q ?c2 ?d2 (filter ?p ?c1 ?d1 ?x))", filter_fusion),
+        builtin("filter-hoist", "(filter ?p ?fc ?fd (map ?f ?c ?d ?x))", |m| map_filter(m, true)),
+        builtin("map-filter-fusion", "(filter ?p ?fc ?fd (map ?f ?c ?d ?x))", |m| map_filter(m, false)),
+        builtin("map-batch-fusion", "(batch ?n ?r ?bc ?bd (map ?f ?c ?d ?x))", map_batch),
+        builtin("shuffle-repeat-fusion", "(repeat ?k (shuffle ?n ?s ?r ?x))", shuffle_repeat),
     ]
 }
 
@@ -37,7 +37,8 @@ fn map_fusion(m: &mut Match) -> Option<egg::Id> {
         return None;
     }
     let x = m.plan("?x")?;
-    let composed = fold_map_fn(&compose(&g, &f)?, x.spec());
+    let mapped = mapped_spec(&f, &x)?;
+    let composed = fold_map_fn(&compose(&g, &f, Specs { input: x.spec(), output: &mapped })?, x.spec());
     if !keeps_fallible_outputs(&composed, &f, x.spec()) {
         return None;
     }
@@ -48,7 +49,7 @@ fn map_fusion(m: &mut Match) -> Option<egg::Id> {
         deterministic: d1.or(d2),
         vectorized: f_pfor,
     };
-    let id = m.id("?x");
+    let id = m.id("?x")?;
     m.add(op, &[id])
 }
 
@@ -67,7 +68,7 @@ fn filter_fusion(m: &mut Match) -> Option<egg::Id> {
         num_parallel_calls: wider(m.tunable("?c1")?, m.tunable("?c2")?),
         deterministic: m.optional_bool("?d1")?.or(m.optional_bool("?d2")?),
     };
-    let id = m.id("?x");
+    let id = m.id("?x")?;
     m.add(op, &[id])
 }
 
@@ -83,10 +84,11 @@ fn map_filter(m: &mut Match, hoist: bool) -> Option<egg::Id> {
     if hoist == reads_computed || outputs_may_fail(outputs, x.spec()) {
         return None;
     }
-    let before = fold_typed(&substitute(&p, &f)?, x.spec());
+    let mapped = mapped_spec(&f, &x)?;
+    let before = fold_typed(&substitute(&p, &f, Specs { input: x.spec(), output: &mapped })?, x.spec());
     let (c, d) = (m.tunable("?c")?, m.optional_bool("?d")?);
     let (fc, fd) = (m.tunable("?fc")?, m.optional_bool("?fd")?);
-    let x_id = m.id("?x");
+    let x_id = m.id("?x")?;
     let filter = Op::Filter {
         predicate: Predicate::Expr { expr: before },
         vectorized: p_pfor,
@@ -97,8 +99,18 @@ fn map_filter(m: &mut Match, hoist: bool) -> Option<egg::Id> {
     m.add(Op::Map { func: f, num_parallel_calls: c, deterministic: d, vectorized: f_pfor }, &[filtered])
 }
 
+/// The spec of `f`'s output over elements of `x`.
+fn mapped_spec(f: &MapFn, x: &flumen_ir::Plan) -> Option<flumen_ir::ElementSpec> {
+    let op = Op::Map { func: f.clone(), num_parallel_calls: Tunable::Default, deterministic: None, vectorized: false };
+    flumen_ir::Plan::new(op, vec![x.clone()]).ok().map(|p| p.spec().clone())
+}
+
 fn map_batch(m: &mut Match) -> Option<egg::Id> {
     let (func, vectorized) = m.func("?f")?;
+    // The fused operator takes the wider of the two parallelisms: a function whose calls
+    // depend on their order (a stateful or random closure) must keep running one element
+    // after another, so it stays an unfused map.
+    func.is_stateless_and_deterministic().then_some(())?;
     let op = Op::MapAndBatch {
         func,
         batch_size: m.unsigned("?n")?,
@@ -107,7 +119,7 @@ fn map_batch(m: &mut Match) -> Option<egg::Id> {
         deterministic: m.optional_bool("?d")?.or(m.optional_bool("?bd")?),
         vectorized,
     };
-    let id = m.id("?x");
+    let id = m.id("?x")?;
     m.add(op, &[id])
 }
 
@@ -118,6 +130,6 @@ fn shuffle_repeat(m: &mut Match) -> Option<egg::Id> {
         reshuffle_each_iteration: m.boolean("?r")?,
         count: m.signed("?k")?,
     };
-    let id = m.id("?x");
+    let id = m.id("?x")?;
     m.add(op, &[id])
 }

@@ -4,6 +4,11 @@
 //! `prefetch(AUTOTUNE)` (tf.data's inject_prefetch) so production overlaps consumption.
 //! Order is kept: the map's `deterministic` setting is left as it was.
 //!
+//! Neither reads ahead above a closure that keeps state (`Plan::calls_stateful`): a parallel
+//! operator pulls its input ahead of its consumer, so the closure would be called for
+//! elements a later `take` or an early-stopping consumer never asks for, and how many would
+//! depend on autotuning. A parallel operator or a prefetch the user wrote there stays.
+//!
 //! As in tf.data, an output that already runs ahead of its consumer (a parallel map,
 //! filter, `map_and_batch`, batch or interleave, a prefetch, or an operator this stage
 //! parallelizes) gets no prefetch: its workers already overlap the consumer, and a prefetch
@@ -15,7 +20,7 @@
 use egg::Id;
 use flumen_ir::{Op, Tunable};
 
-use super::{rule, Rule};
+use super::{builtin, Match, Rule};
 use crate::analysis::Graph;
 use crate::cost::parallel;
 use crate::language::Node;
@@ -48,34 +53,37 @@ pub fn rules() -> Vec<Rule> {
 /// the operator it would have parallelized).
 pub fn rules_for(parallelized: Parallelized) -> Vec<Rule> {
     vec![
-        rule("map-parallelization", "(map ?f default ?d ?x)", |m| {
+        builtin("map-parallelization", "(map ?f default ?d ?x)", |m| {
             let (func, vectorized) = m.func("?f")?;
             func.is_stateless_and_deterministic().then_some(())?;
+            reads_ahead_safely(m)?;
             let op = Op::Map {
                 func,
                 num_parallel_calls: Tunable::Autotune,
                 deterministic: m.optional_bool("?d")?,
                 vectorized,
             };
-            let x = m.id("?x");
+            let x = m.id("?x")?;
             m.add(op, &[x])
         }),
         // tf.data's filter_parallelization: a stateless predicate runs like a parallel map.
-        rule("filter-parallelization", "(filter ?p default ?d ?x)", |m| {
+        builtin("filter-parallelization", "(filter ?p default ?d ?x)", |m| {
             let (predicate, vectorized) = m.predicate("?p")?;
             predicate.is_stateless_and_deterministic().then_some(())?;
+            reads_ahead_safely(m)?;
             let op = Op::Filter {
                 predicate,
                 vectorized,
                 num_parallel_calls: Tunable::Autotune,
                 deterministic: m.optional_bool("?d")?,
             };
-            let x = m.id("?x");
+            let x = m.id("?x")?;
             m.add(op, &[x])
         }),
-        rule("map-and-batch-parallelization", "(map_and_batch ?f ?n ?r default ?d ?x)", |m| {
+        builtin("map-and-batch-parallelization", "(map_and_batch ?f ?n ?r default ?d ?x)", |m| {
             let (func, vectorized) = m.func("?f")?;
             func.is_stateless_and_deterministic().then_some(())?;
+            reads_ahead_safely(m)?;
             let op = Op::MapAndBatch {
                 func,
                 batch_size: m.unsigned("?n")?,
@@ -84,11 +92,12 @@ pub fn rules_for(parallelized: Parallelized) -> Vec<Rule> {
                 deterministic: m.optional_bool("?d")?,
                 vectorized,
             };
-            let x = m.id("?x");
+            let x = m.id("?x")?;
             m.add(op, &[x])
         }),
-        rule("inject-prefetch", "(sink ?x)", move |m| {
-            let x = m.id("?x");
+        builtin("inject-prefetch", "(sink ?x)", move |m| {
+            reads_ahead_safely(m)?;
+            let x = m.id("?x")?;
             if m.egraph[x].nodes.iter().any(|n| runs_ahead(m.egraph, n, parallelized)) {
                 return None;
             }
@@ -96,6 +105,12 @@ pub fn rules_for(parallelized: Parallelized) -> Vec<Rule> {
             Some(m.egraph.add(Node::Sink(prefetched)))
         }),
     ]
+}
+
+/// `Some` when the plan bound to `?x` calls no closure that keeps state, so an operator over
+/// it may read ahead of its consumer.
+fn reads_ahead_safely(m: &Match) -> Option<()> {
+    (!m.plan("?x")?.calls_stateful()).then_some(())
 }
 
 /// Whether the plan term `node` runs ahead of its consumer on threads of its own, or will

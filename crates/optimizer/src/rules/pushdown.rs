@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use egg::Id;
 use flumen_ir::{BinaryOp, DatasetFn, Expr, FileFormat, MapFn, NamedExpr, Op, Predicate, SourceDesc, Tunable};
 
-use super::{rule, Match, Rule};
+use super::{builtin, Match, Rule};
 use crate::language::Node;
 use crate::leaf::OpaqueValue;
 use crate::simplify::{fold, may_fail};
@@ -26,22 +26,22 @@ use crate::value::{decode, Value};
 /// The rules of this module.
 pub fn rules() -> Vec<Rule> {
     vec![
-        rule("projection-pushdown", "(map ?f ?c ?d ?x)", |m| {
+        builtin("projection-pushdown", "(map ?f ?c ?d ?x)", |m| {
             let (func, vectorized) = m.func("?f")?;
-            let needed = m.egraph[m.id("?f")].data.fields_used()?;
+            let needed = m.egraph[m.id("?f")?].data.fields_used()?;
             let op = Op::Map {
                 func,
                 num_parallel_calls: m.tunable("?c")?,
                 deterministic: m.optional_bool("?d")?,
                 vectorized,
             };
-            let x = m.id("?x");
+            let x = m.id("?x")?;
             let pruned = project(m, x, &needed, 0)?;
             m.add(op, &[pruned])
         }),
-        rule("projection-pushdown-batch", "(map_and_batch ?f ?n ?r ?c ?d ?x)", |m| {
+        builtin("projection-pushdown-batch", "(map_and_batch ?f ?n ?r ?c ?d ?x)", |m| {
             let (func, vectorized) = m.func("?f")?;
-            let needed = m.egraph[m.id("?f")].data.fields_used()?;
+            let needed = m.egraph[m.id("?f")?].data.fields_used()?;
             let op = Op::MapAndBatch {
                 func,
                 batch_size: m.unsigned("?n")?,
@@ -50,18 +50,18 @@ pub fn rules() -> Vec<Rule> {
                 deterministic: m.optional_bool("?d")?,
                 vectorized,
             };
-            let x = m.id("?x");
+            let x = m.id("?x")?;
             let pruned = project(m, x, &needed, 0)?;
             m.add(op, &[pruned])
         }),
-        rule("predicate-pushdown", "(filter ?p ?c ?d ?x)", |m| {
+        builtin("predicate-pushdown", "(filter ?p ?c ?d ?x)", |m| {
             let (Predicate::Expr { expr }, _) = m.predicate("?p")? else { return None };
             // A predicate that can fail must fail on exactly the elements it fails on as
             // written: statistics would skip some, and conjunctions evaluate every side.
             if may_fail(&expr, m.plan("?x")?.spec()) {
                 return None;
             }
-            let x = m.id("?x");
+            let x = m.id("?x")?;
             push_predicate(m, x, &expr)
         }),
     ]
@@ -219,7 +219,9 @@ fn with_predicate(format: &FileFormat, predicate: &Expr) -> Option<FileFormat> {
     let FileFormat::Parquet(p) = format else { return None };
     let combined = match &p.predicate {
         None => predicate.clone(),
-        Some(existing) => fold(&Expr::binary(BinaryOp::And, existing.clone(), predicate.clone())),
+        Some(existing) => {
+            fold(&Expr::binary(BinaryOp::And, existing.clone(), predicate.clone()), &format.output_spec().ok()?)
+        }
     };
     Some(FileFormat::Parquet(flumen_ir::ParquetFormat { predicate: Some(combined), ..p.clone() }))
 }

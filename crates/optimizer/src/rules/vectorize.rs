@@ -9,31 +9,31 @@
 
 use flumen_ir::{MapFn, Op, Plan, Predicate, Tunable};
 
-use super::{rule, Match, Rule};
+use super::{builtin, Match, Rule};
 use crate::rules::fusion::wider;
 
 /// The rules of this module.
 pub fn rules() -> Vec<Rule> {
     vec![
-        rule("pfor-batch", "(batch ?n ?r ?bc ?bd (map ?f ?c ?d ?x))", |m| {
+        builtin("pfor-batch", "(batch ?n ?r ?bc ?bd (map ?f ?c ?d ?x))", |m| {
             let (c, d, bc, bd) = (m.tunable("?c")?, m.optional_bool("?d")?, m.tunable("?bc")?, m.optional_bool("?bd")?);
             batch_then_map(m, (c, d), (bc, bd))
         }),
-        rule("pfor-map-and-batch", "(map_and_batch ?f ?n ?r ?c ?d ?x)", |m| {
+        builtin("pfor-map-and-batch", "(map_and_batch ?f ?n ?r ?c ?d ?x)", |m| {
             let (c, d) = (m.tunable("?c")?, m.optional_bool("?d")?);
             batch_then_map(m, (c, d), (Tunable::Default, None))
         }),
-        rule("pfor-map", "(map ?f ?c ?d ?x)", |m| {
+        builtin("pfor-map", "(map ?f ?c ?d ?x)", |m| {
             let (f, false) = m.func("?f")? else { return None };
             let (c, d) = (m.tunable("?c")?, m.optional_bool("?d")?);
             vectorizable(&f).then_some(())?;
-            let x = m.id("?x");
+            let x = m.id("?x")?;
             m.add(Op::Map { func: f, num_parallel_calls: c, deterministic: d, vectorized: true }, &[x])
         }),
-        rule("pfor-filter", "(filter ?p ?c ?d ?x)", |m| {
+        builtin("pfor-filter", "(filter ?p ?c ?d ?x)", |m| {
             let (p @ Predicate::Expr { .. }, false) = m.predicate("?p")? else { return None };
             let (c, d) = (m.tunable("?c")?, m.optional_bool("?d")?);
-            let x = m.id("?x");
+            let x = m.id("?x")?;
             m.add(Op::Filter { predicate: p, vectorized: true, num_parallel_calls: c, deterministic: d }, &[x])
         }),
     ]
@@ -71,7 +71,7 @@ fn batch_then_map(m: &mut Match, map: (Tunable, Option<bool>), batch: (Tunable, 
         num_parallel_calls: batch.0,
         deterministic: batch.1,
     };
-    let x_id = m.id("?x");
+    let x_id = m.id("?x")?;
     let batched = m.add(op, &[x_id])?;
     let map =
         Op::Map { func: f, num_parallel_calls: wider(map.0, Tunable::Default), deterministic: map.1, vectorized: true };
