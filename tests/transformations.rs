@@ -576,10 +576,15 @@ fn cache_completes_like_tf_data() {
 }
 
 #[test]
-fn enumerate_counts_failed_elements_and_stops_at_the_largest_index() {
-    // tf.data: enumerate is zip(range(start, int64.max), ds), so an error uses up an index.
-    let ds = failing_at(0, 5, 2).enumerate(0).unwrap().ignore_errors().unwrap();
-    assert_eq!(ints(&ds, "index"), vec![0, 1, 3, 4]);
+fn enumerate_counts_elements_not_errors_and_stops_at_the_largest_index() {
+    // An error takes no index (tf.data's zip with a counter would use one up): enumerate
+    // counts elements as take, skip and shard do.
+    let ds = failing_at(0, 5, 2).enumerate(0).unwrap();
+    let items: Vec<Option<i64>> = ds.iter().map(|item| item.ok().map(|b| common::column_i64(&b, "index")[0])).collect();
+    assert_eq!(items, vec![Some(0), Some(1), None, Some(2), Some(3)]);
+    let ds = ds.ignore_errors().unwrap();
+    assert_eq!(ints(&ds, "index"), vec![0, 1, 2, 3]);
+    assert_eq!(ints(&ds, "value"), vec![0, 1, 3, 4]);
     let near_max = range(0, 5).enumerate(i64::MAX - 2).unwrap();
     assert_eq!(ints(&near_max, "index"), vec![i64::MAX - 2, i64::MAX - 1]);
 }

@@ -39,6 +39,7 @@ use crate::ops::source::build_source;
 use crate::ops::unbatch::{RebatchOp, UnbatchOp};
 use crate::ops::window::WindowOp;
 use crate::ops::zip::ZipOp;
+use crate::rows::OneRow;
 use crate::stage::{chain, one_loop_first, Stage};
 use flumen_udf::kernel::chain::FusedChain;
 
@@ -252,7 +253,44 @@ fn interleave(plan: &Plan, ctx: &ExecContext) -> Result<InterleaveOp> {
     Ok(op.with_parallel_reads(reads))
 }
 
+/// Whether `op` calls a closure that keeps state as its function (a map, filter,
+/// `map_and_batch` or `take_while`): it then runs as [`build_one_at_a_time`] builds it.
+pub(crate) fn runs_one_at_a_time(op: &Op) -> bool {
+    matches!(op, Op::Map { .. } | Op::Filter { .. } | Op::MapAndBatch { .. } | Op::TakeWhile { .. })
+        && op.closures().iter().any(|c| c.keeps_state())
+}
+
+/// The operator of a map, filter, `map_and_batch` or `take_while` whose closure keeps state:
+/// called once per element, in element order, on the iterator's thread, and only when its
+/// consumer pulls, its input read one element at a time ([`OneRow`]), whatever parallelism
+/// the plan asks for. What it returns may depend on the calls before it, so neither the
+/// chunk size, the threads nor a parallel call may change which elements it sees, or when.
+fn build_one_at_a_time(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
+    let input: BoxOperator = Box::new(OneRow::new(build(plan.input(), ctx)?));
+    let schema = plan.spec().arrow_schema();
+    Ok(match plan.op() {
+        Op::Map { func, vectorized, .. } => {
+            Box::new(MapOp::new(input, map_fn(func, schema, &ctx.registry, *vectorized)?))
+        }
+        Op::Filter { predicate, vectorized, .. } => {
+            Box::new(MapOp::new(input, filter_fn(predicate, &ctx.registry, *vectorized)?))
+        }
+        Op::MapAndBatch { func, batch_size, drop_remainder, vectorized, .. } => {
+            let mapped = plan.spec().unbatched("map_and_batch")?.arrow_schema();
+            let map = Box::new(MapOp::new(input, map_fn(func, mapped, &ctx.registry, *vectorized)?));
+            Box::new(BatchOp::new(map, *batch_size, *drop_remainder, schema))
+        }
+        Op::TakeWhile { predicate } => {
+            Box::new(TakeWhileOp::new(input, mask_fn(predicate, "take_while", &ctx.registry, true)?))
+        }
+        other => unreachable!("{} calls no function of its own", other.name()),
+    })
+}
+
 fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
+    if runs_one_at_a_time(plan.op()) {
+        return build_one_at_a_time(plan, ctx);
+    }
     if ctx.options.fuse_stages {
         if let Some(stage) = Stage::of(plan) {
             return build_stage(plan, &stage, ctx);

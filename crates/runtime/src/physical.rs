@@ -16,6 +16,9 @@
 //!   shown as one `MapAndBatchOp[...] -> batch b` node;
 //! - `shuffle_and_repeat` and `repeat` rebuild their input each epoch (a new operator tree per
 //!   epoch, reshuffled with the epoch's seed);
+//! - a map, filter, `map_and_batch` or `take_while` whose closure keeps state ends `; one
+//!   element at a time (a closure that keeps state)`: it runs sequentially whatever calls
+//!   the plan asks for, its input read one element per pull;
 //! - a parallel `map` is a `ParallelMapOp` on the iterator's thread pool, with its number of
 //!   calls (or "autotuned") and its order; `prefetch` is a `PrefetchOp` with a producer thread;
 //! - sources are `ReaderOp[...]` with what is pushed into the reader (projected columns, a
@@ -34,7 +37,7 @@
 
 use std::collections::HashMap;
 
-use crate::build::{is_parallel, parses_in_place};
+use crate::build::{is_parallel, parses_in_place, runs_one_at_a_time};
 use crate::stage::Stage;
 use flumen_ir::{ClosureKind, ClosureRef, DatasetFn, MapFn, Op, Plan, Predicate, SourceDesc, Tunable};
 
@@ -113,10 +116,31 @@ pub fn in_place(plan: &Plan) -> &'static str {
     }
 }
 
+/// The operator of a function whose closure keeps state: sequential, whatever calls the
+/// plan asks for, and fed one element at a time.
+fn one_at_a_time(op: &Op) -> String {
+    let mut sequential = op.clone();
+    if let Op::Map { num_parallel_calls, .. }
+    | Op::Filter { num_parallel_calls, .. }
+    | Op::MapAndBatch { num_parallel_calls, .. } = &mut sequential
+    {
+        *num_parallel_calls = Tunable::Default;
+    }
+    format!("{}; one element at a time (a closure that keeps state)", as_written(&sequential))
+}
+
 /// The physical operator of one plan operator, with its arguments and execution strategy
 /// (one line, without the element spec), e.g. `MapOp[columnar expressions]` or
 /// `BatchOp(32, drop_remainder)`.
 pub fn operator(op: &Op) -> String {
+    if runs_one_at_a_time(op) {
+        return one_at_a_time(op);
+    }
+    as_written(op)
+}
+
+/// [`operator`] of an operator that runs as the plan describes it.
+fn as_written(op: &Op) -> String {
     match op {
         Op::Source(desc) => source(desc),
         Op::Map { func, vectorized, num_parallel_calls, deterministic } if is_parallel(num_parallel_calls) => {

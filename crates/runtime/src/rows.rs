@@ -127,16 +127,17 @@ impl RowReader {
         Some(out)
     }
 
-    /// Skips up to `n` rows without copying; returns how many were skipped.
-    pub fn skip(&mut self, n: u64) -> Result<u64> {
-        let mut skipped = 0;
-        while skipped < n && self.fill()? {
+    /// Skips up to `*left` rows without copying, counting them off `*left` as it goes, so
+    /// that when the input fails part way the rows skipped before the error stay counted.
+    /// `*left` is zero afterwards unless the input ended first.
+    pub fn skip(&mut self, left: &mut u64) -> Result<()> {
+        while *left > 0 && self.fill()? {
             let chunk = self.current.as_ref().expect("filled");
-            let k = ((n - skipped) as usize).min(chunk.num_rows() - self.offset);
+            let k = (*left as usize).min(chunk.num_rows() - self.offset);
             self.offset += k;
-            skipped += k as u64;
+            *left -= k as u64;
         }
-        Ok(skipped)
+        Ok(())
     }
 
     /// True once the input has ended and nothing is buffered.
@@ -193,5 +194,32 @@ pub fn concat(slices: &[RecordBatch]) -> Result<Option<RecordBatch>> {
         [] => Ok(None),
         [one] => Ok(Some(one.clone())),
         many => Ok(Some(arrow::compute::concat_batches(&many[0].schema(), many)?)),
+    }
+}
+
+/// Its input one element at a time: each pull hands out one row, and pulls the input only
+/// when the rows already read are used up. Below a function that keeps state, it makes the
+/// function run for exactly the elements its consumer asks for, however large the chunks
+/// its input reads.
+pub struct OneRow(RowReader);
+
+impl OneRow {
+    /// One row at a time of `input`.
+    pub fn new(input: BoxOperator) -> Self {
+        OneRow(RowReader::new(input))
+    }
+}
+
+impl Operator for OneRow {
+    fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
+        self.0.next_slice(1)
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        self.0.save(mode)
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        self.0.restore(state)
     }
 }

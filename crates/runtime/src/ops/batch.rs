@@ -168,7 +168,9 @@ impl Batcher {
             Some(skip) => {
                 let start = child;
                 self.reader.restore(start.clone())?;
-                if self.reader.skip(skip as u64)? < skip as u64 {
+                let mut left = skip as u64;
+                self.reader.skip(&mut left)?;
+                if left > 0 {
                     return Err(crate::checkpoint::state::mismatch("batch: the input ended before the saved batch"));
                 }
                 self.pending = self.reader.next_rows(self.pending_rows)?;

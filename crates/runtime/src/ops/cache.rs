@@ -2,6 +2,12 @@
 //! node in the dataset's shared state) and later iterators replay it. A pass that is
 //! abandoned or fails is never recorded, so a partial cache is never read as complete.
 //!
+//! As in tf.data, a pass is complete at the end of the input, or as soon as it has handed
+//! out as many elements as the input is known to have. The element that completes it is
+//! handed out alone: in a chunk with rows before it, a consumer that stops early (a `take`
+//! of fewer) would otherwise complete a cache whose last element it never took, and
+//! whether the cache completed would depend on where chunks end.
+//!
 //! Checkpoints: a pass being recorded saves what it recorded (full mode) or only its row
 //! count, and a restore then rebuilds the recording by replaying the input under the same
 //! seeds (symbolic mode). A replaying pass saves its row position and the salt of the pass
@@ -14,7 +20,8 @@ use crate::build::build;
 use crate::checkpoint::state::mismatch;
 use crate::checkpoint::{OpState, SaveMode};
 use crate::context::{CachedChunks, ExecContext};
-use crate::operator::{BoxOperator, Operator};
+use crate::operator::Operator;
+use crate::rows::RowReader;
 
 /// The in-memory cache operator: records its input's first complete pass, or replays it.
 pub struct CacheOp {
@@ -25,7 +32,7 @@ pub struct CacheOp {
 
 enum Mode {
     Write {
-        input: BoxOperator,
+        input: Box<RowReader>,
         recorded: Vec<RecordBatch>,
         rows: u64,
         /// The input's element count when it is known statically.
@@ -52,7 +59,8 @@ impl CacheOp {
 
     fn writer(node: &Plan, ctx: &ExecContext) -> Result<Mode> {
         let expected = node.input().cardinality().filter(|n| *n != flumen_ir::cardinality::INFINITE);
-        Ok(Mode::Write { input: build(node.input(), ctx)?, recorded: Vec::new(), rows: 0, expected })
+        let input = Box::new(RowReader::new(build(node.input(), ctx)?));
+        Ok(Mode::Write { input, recorded: Vec::new(), rows: 0, expected })
     }
 
     /// The first `rows` rows of a new instance of the input under seed salt `salt`, errors
@@ -82,10 +90,20 @@ impl CacheOp {
     }
 }
 
+/// How many rows to hand out next: the rows up to the known count's last element, which
+/// then comes alone (see the module docs); all of them when the count is unknown.
+fn before_last(expected: Option<u64>, rows: u64) -> usize {
+    match expected.map(|e| e.saturating_sub(rows)) {
+        Some(left) if left > 1 => usize::try_from(left - 1).unwrap_or(usize::MAX),
+        Some(_) => 1,
+        None => usize::MAX,
+    }
+}
+
 impl Operator for CacheOp {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
         match &mut self.mode {
-            Mode::Write { input, recorded, rows, expected } => match input.next_chunk()? {
+            Mode::Write { input, recorded, rows, expected } => match input.next_slice(before_last(*expected, *rows))? {
                 Some(chunk) => {
                     *rows += chunk.num_rows() as u64;
                     recorded.push(chunk.clone());

@@ -1,4 +1,14 @@
 //! Operators that count elements: take, skip, shard, enumerate, take_while.
+//!
+//! An error is not an element: `take`, `skip`, `shard` and `enumerate` count the elements
+//! they see, and each error passes through in its place without being counted (`take(n)`
+//! passes the errors met before its `n`-th element, `skip(n)` those met while skipping,
+//! every shard its input's errors, and `enumerate` gives an error no index). A count goes
+//! on across errors, so `skip(1).skip(2)` is `skip(3)` and `take(3).take(2)` is `take(2)`
+//! whatever fails, which is what lets the optimizer compose them. tf.data's `take` counts
+//! the same way; its `skip` and `shard` skip through `Iterator::Skip`, which forgets the
+//! elements it skipped in a call that meets an error, and its `enumerate` is a `zip` with a
+//! counter, which uses an index up on a failed element.
 
 use std::sync::Arc;
 
@@ -76,9 +86,11 @@ impl Operator for SkipOp {
             }
             Some(0) => self.input.next_chunk(),
             Some(n) => {
-                let skipped = self.input.skip(n)?;
-                self.to_skip = Some(n - skipped);
-                if skipped < n {
+                let mut left = n;
+                let skipped = self.input.skip(&mut left);
+                self.to_skip = Some(left);
+                skipped?;
+                if left > 0 {
                     return Ok(None);
                 }
                 self.input.next_chunk()
@@ -140,9 +152,9 @@ impl Operator for ShardOp {
     }
 }
 
-/// `enumerate(start)`: a counter field before the element's fields. As tf.data defines it
-/// (`zip(range(start, int64.max), ds)`), a failed element uses up its index too, and the
-/// counter ends the dataset when it reaches `i64::MAX`.
+/// `enumerate(start)`: a counter field before the element's fields, counting elements (an
+/// error passes through without an index; see the module docs). The counter ends the
+/// dataset when it reaches `i64::MAX`.
 pub struct EnumerateOp {
     input: BoxOperator,
     next: i64,
@@ -161,14 +173,7 @@ impl Operator for EnumerateOp {
         if self.next == i64::MAX {
             return Ok(None);
         }
-        let chunk = match self.input.next_chunk() {
-            Ok(Some(chunk)) => chunk,
-            Ok(None) => return Ok(None),
-            Err(e) => {
-                self.next += 1;
-                return Err(e);
-            }
-        };
+        let Some(chunk) = self.input.next_chunk()? else { return Ok(None) };
         let left = (i64::MAX - self.next) as usize;
         let chunk = if chunk.num_rows() > left { chunk.slice(0, left) } else { chunk };
         let n = chunk.num_rows() as i64;

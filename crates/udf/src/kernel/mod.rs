@@ -534,8 +534,14 @@ impl FusedMap {
         }
     }
 
-    /// The output chunk of `chunk`.
+    /// The output chunk of `chunk`. A chunk without rows gives one without rows, and
+    /// evaluates nothing: an expression of literals alone (`cast(1e300 as uint8)`) fails
+    /// whatever the rows, and there is no element for it to fail on (a filter fused below
+    /// the map may have kept none).
     pub fn evaluate(&self, chunk: &RecordBatch) -> Result<RecordBatch> {
+        if chunk.num_rows() == 0 {
+            return Ok(RecordBatch::new_empty(self.out_schema.clone()));
+        }
         let values = self.values(chunk, &self.scalars, vec![None; self.outputs.len()])?;
         assemble_map(&self.outputs, kept_columns(chunk, self.keep_input), chunk.num_rows(), &self.out_schema, values)
     }
@@ -548,8 +554,8 @@ impl FusedMap {
     pub fn evaluate_selected(&self, chunk: &RecordBatch, mask: &BooleanArray) -> Result<RecordBatch> {
         let mask = if mask.null_count() > 0 { arrow::compute::prep_null_mask_filter(mask) } else { mask.clone() };
         let rows = mask.true_count();
-        if rows == chunk.num_rows() {
-            return self.evaluate(chunk);
+        if rows == chunk.num_rows() || rows == 0 {
+            return self.evaluate(&chunk.slice(0, rows));
         }
         if !self.selectable.contains(&true) {
             return self.evaluate(&filter_record_batch(chunk, &mask)?);
@@ -653,8 +659,12 @@ impl FusedPredicate {
         FusedPredicate { expr, kernel: Compiled::default() }
     }
 
-    /// One bool per row of `chunk`, null counting as false.
+    /// One bool per row of `chunk`, null counting as false (none, evaluating nothing, for
+    /// a chunk without rows).
     pub fn evaluate(&self, chunk: &RecordBatch) -> Result<BooleanArray> {
+        if chunk.num_rows() == 0 {
+            return Ok(BooleanArray::from(Vec::<bool>::new()));
+        }
         let kernel = self.kernel.get(&[&self.expr], &chunk.schema());
         let mask = kernel.and_then(|k| k.run(chunk)).and_then(|mut v| v.pop());
         match mask.as_ref().and_then(|m| m.as_boolean_opt()) {
