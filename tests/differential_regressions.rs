@@ -234,3 +234,41 @@ fn counts_go_on_across_errors() {
     let indices = values(&enumerated, "index");
     assert_eq!(indices, with_error(1, &[10, 11, 12, 13, 14, 15, 16, 17, 18]));
 }
+
+#[test]
+fn a_stage_computes_the_map_outputs_a_later_map_drops() {
+    // A filter with maps around it runs as one selecting kernel over the composed outputs.
+    // `b := cast(x / x as int64)` fails for x = 0 (NaN), and the select above drops `b`
+    // unread: the kernel did not compute it, and the element's error was lost.
+    let ds = Dataset::from_arrays([
+        ("a", Arc::new(Int64Array::from(vec![3, 4, 5])) as ArrayRef),
+        ("x", Arc::new(arrow::array::Float64Array::from(vec![1.0, 0.0, 2.0])) as ArrayRef),
+    ])
+    .and_then(|d| d.map(MapFunction::with_fields([("b", cast(col("x") / col("x"), DataType::Int64))])))
+    .and_then(|d| d.filter(col("a").gt(lit(0i64))))
+    .and_then(|d| d.map(MapFunction::select([("f", col("a") - lit(1i64))])))
+    .expect("pipeline");
+    let got = same_under(&ds, &[Options::default(), Options::default().with_chunk_rows(2)]);
+    let errors: Vec<bool> = got.iter().map(|i| matches!(i, Item::Err(_))).collect();
+    assert_eq!(errors, vec![false, true, false]);
+}
+
+#[test]
+fn bucketing_does_not_read_ahead_of_a_stateful_closure() {
+    // bucket_by_sequence_length pads its batches on the pool's workers while it goes on
+    // grouping, which read the input ahead of what was asked for: the closure below it was
+    // called for elements a take above never took, by as much as the workers were slow.
+    for threads in [1, 2, 4] {
+        let calls = Arc::new(AtomicU64::new(0));
+        let base = range(0, 200);
+        let options = BucketOptions::default();
+        let ds = base
+            .map(call_numbers(base.element_spec(), calls.clone()))
+            .and_then(|d| d.bucket_by_sequence_length(col("value") % lit(5i64), vec![2, 4], vec![1, 1, 1], options))
+            .and_then(|d| d.take(3))
+            .expect("pipeline")
+            .with_options(Options::default().with_threads(threads));
+        assert_eq!(ds.iter().count(), 3);
+        assert_eq!(calls.load(Ordering::SeqCst), 3, "threads {threads}");
+    }
+}

@@ -80,7 +80,8 @@ pub enum Flavor {
     PureFailing,
     /// Counts its calls (flagged `.stateful()`); fails on some calls.
     Stateful,
-    /// A seeded counter-based random stream (flagged `.nondeterministic()`).
+    /// A seeded counter-based random stream: its draws depend on how many calls came before,
+    /// so it is flagged `.stateful()` as well as `.nondeterministic()`.
     Random,
 }
 
@@ -538,7 +539,7 @@ pub fn closure_map(
     };
     let f = match flavor {
         Flavor::Stateful => f.stateful(),
-        Flavor::Random => f.nondeterministic(),
+        Flavor::Random => f.nondeterministic().stateful(),
         Flavor::Pure | Flavor::PureFailing => f,
     };
     Some((f, format!("{name}: {describe}")))

@@ -117,11 +117,19 @@ impl Plan {
         out
     }
 
-    /// True when this plan or any plan below it calls a closure that keeps state
-    /// ([`crate::ClosureRef::keeps_state`]): nothing may read ahead of what the plan's
-    /// consumer asks for above such a closure, except operators the user wrote to do so.
-    pub fn calls_stateful(&self) -> bool {
-        self.op().closures().iter().any(|c| c.keeps_state()) || self.inputs().iter().any(Plan::calls_stateful)
+    /// True when how far this plan's output is read changes what it or a later pass yields:
+    /// it or a plan below it calls a closure that keeps state
+    /// ([`crate::ClosureRef::keeps_state`]: each call sees the calls before it), or holds a
+    /// `cache` or `snapshot`, which completes only once it is read to the end of its input
+    /// (a completed cache replays its first pass in later ones, without its errors, where an
+    /// incomplete one computes them again). Nothing may read ahead of what the consumer asks
+    /// for above such a plan, except operators the user wrote to do so.
+    pub fn depends_on_demand(&self) -> bool {
+        let own = match self.op() {
+            Op::Cache { .. } | Op::Snapshot { .. } => true,
+            op => op.closures().iter().any(|c| c.keeps_state()),
+        };
+        own || self.inputs().iter().any(Plan::depends_on_demand)
     }
 
     /// The number of elements, when known without running (`None`: unknown;

@@ -446,10 +446,18 @@ fn build_grouping(plan: &Plan, input: BoxOperator, keep: Option<MaskFn>, ctx: &E
                 plan.spec(),
             )?
             .keeping(keep)
-            .padding_on((ctx.pool.size() > 1).then(|| ctx.pool.clone())),
+            .padding_on(padding_pool(plan, ctx)),
         ),
         other => unreachable!("{} is not a grouping", other.name()),
     })
+}
+
+/// Where a `bucket_by_sequence_length` pads its batches: on the pool's workers when it has
+/// more than one, while the operator goes on grouping its input. That reads the input ahead
+/// of what is asked for, by as much as the workers are slow, so not where how far the input
+/// is read changes results (`Plan::depends_on_demand`): there it pads on its own thread.
+fn padding_pool(plan: &Plan, ctx: &ExecContext) -> Option<Arc<crate::pool::ThreadPool>> {
+    (ctx.pool.size() > 1 && !plan.depends_on_demand()).then(|| ctx.pool.clone())
 }
 
 /// The largest buffer, in elements, the tuner may choose; the RAM budget bounds bytes.

@@ -4,10 +4,12 @@
 //! `prefetch(AUTOTUNE)` (tf.data's inject_prefetch) so production overlaps consumption.
 //! Order is kept: the map's `deterministic` setting is left as it was.
 //!
-//! Neither reads ahead above a closure that keeps state (`Plan::calls_stateful`): a parallel
+//! Neither reads ahead of a plan whose results depend on how far it is read
+//! (`Plan::depends_on_demand`: a closure that keeps state, a cache, a snapshot): a parallel
 //! operator pulls its input ahead of its consumer, so the closure would be called for
-//! elements a later `take` or an early-stopping consumer never asks for, and how many would
-//! depend on autotuning. A parallel operator or a prefetch the user wrote there stays.
+//! elements a later `take` or an early-stopping consumer never asks for, or the cache would
+//! complete where the written plan leaves it incomplete, and the next pass would differ.
+//! A parallel operator or a prefetch the user wrote there stays.
 //!
 //! As in tf.data, an output that already runs ahead of its consumer (a parallel map,
 //! filter, `map_and_batch`, batch or interleave, a prefetch, or an operator this stage
@@ -107,10 +109,9 @@ pub fn rules_for(parallelized: Parallelized) -> Vec<Rule> {
     ]
 }
 
-/// `Some` when the plan bound to `?x` calls no closure that keeps state, so an operator over
-/// it may read ahead of its consumer.
+/// `Some` when reading the plan bound to `?x` ahead of its consumer changes nothing.
 fn reads_ahead_safely(m: &Match) -> Option<()> {
-    (!m.plan("?x")?.calls_stateful()).then_some(())
+    (!m.plan("?x")?.depends_on_demand()).then_some(())
 }
 
 /// Whether the plan term `node` runs ahead of its consumer on threads of its own, or will

@@ -14,7 +14,9 @@
 //! kernel's typing gives the composed expression the type the map declares. The kernel
 //! computes every row, including those a filter drops, so an operation failing on any row
 //! (an overflow, say) hands the chunk back, as do inputs with nulls; the caller then runs
-//! the chain link by link, which gives the values, or the error and its row, exactly.
+//! the chain link by link, which gives the values, or the error and its row, exactly. A map
+//! output that a later map drops without reading it is computed all the same (and not
+//! written out): run link by link it is computed, and may fail.
 
 use std::sync::OnceLock;
 
@@ -56,6 +58,8 @@ pub struct FusedChain {
     keep: Expr,
     /// The chain's output fields over its input, in the output schema's order.
     outputs: Vec<Expr>,
+    /// Map outputs that later maps drop unread: computed only for their failures.
+    checks: Vec<Expr>,
     out_schema: SchemaRef,
     /// Compiled on the first chunk; `None` where the program has no selecting native code.
     kernel: OnceLock<Option<Kernel>>,
@@ -73,6 +77,7 @@ impl FusedChain {
         let mut fields: Vec<(String, Expr)> =
             input.fields().iter().map(|f| (f.name().clone(), Expr::col(f.name()))).collect();
         let mut keep: Option<Expr> = None;
+        let mut checks: Vec<Expr> = Vec::new();
         let mut out_schema = input.clone();
         for link in links {
             let composed = |e: &Expr| {
@@ -103,13 +108,26 @@ impl FusedChain {
                         };
                         next.push((field.name().clone(), expr));
                     }
+                    // The fields this map drops or replaces without reading them.
+                    let read: std::collections::BTreeSet<String> =
+                        outputs.iter().flat_map(|o| o.expr.columns()).collect();
+                    for (name, expr) in &fields {
+                        let carried = next.iter().any(|(n, e)| n == name && e == expr);
+                        if !carried
+                            && !read.contains(name)
+                            && !matches!(expr, Expr::Column(_))
+                            && !checks.contains(expr)
+                        {
+                            checks.push(expr.clone());
+                        }
+                    }
                     fields = next;
                     out_schema = schema.clone();
                 }
             }
         }
         let outputs = fields.into_iter().map(|(_, e)| e).collect();
-        Some(FusedChain { keep: keep.expect("a filter"), outputs, out_schema, kernel: OnceLock::new() })
+        Some(FusedChain { keep: keep.expect("a filter"), outputs, checks, out_schema, kernel: OnceLock::new() })
     }
 
     /// The chain's output over `chunk`: the kept rows' output fields; `None` when the chunk
@@ -117,10 +135,11 @@ impl FusedChain {
     /// native code.
     pub fn evaluate(&self, chunk: &RecordBatch) -> Option<RecordBatch> {
         let kernel = self.kernel.get_or_init(|| {
-            let exprs: Vec<&Expr> = std::iter::once(&self.keep).chain(&self.outputs).collect();
+            let exprs: Vec<&Expr> = std::iter::once(&self.keep).chain(&self.outputs).chain(&self.checks).collect();
             Kernel::compile_selecting(&exprs, chunk.schema_ref())
         });
-        let columns = kernel.as_ref()?.run_selecting(chunk)?;
+        let mut columns = kernel.as_ref()?.run_selecting(chunk)?;
+        columns.truncate(self.outputs.len());
         RecordBatch::try_new(self.out_schema.clone(), columns).ok()
     }
 }
