@@ -113,8 +113,11 @@ impl MapFunction {
         Ok(MapFunction::ParseExample { field: field.to_string(), features })
     }
 
-    /// Declares the closure non-deterministic (random, time-dependent): the optimizer will
-    /// not reorder or fuse across it.
+    /// Declares the closure non-deterministic (random, time-dependent): the optimizer never
+    /// fuses, reorders, vectorizes or parallelizes it; it runs as the plan says (in parallel
+    /// where you ask for that), and how many elements ahead of the consumer it is called
+    /// for is not fixed. A closure whose results depend on the calls before it, such as one
+    /// drawing from a seeded random stream, must also be declared [`stateful`](Self::stateful).
     pub fn nondeterministic(mut self) -> Self {
         if let MapFunction::Closure(c, _) = &mut self {
             c.deterministic = false;
@@ -122,7 +125,13 @@ impl MapFunction {
         self
     }
 
-    /// Declares the closure stateful (keeps state between calls).
+    /// Declares the closure stateful: what a call returns may depend on the calls before it.
+    /// flumen then calls it once per element, in element order, one call at a time, and only
+    /// for the elements the pipeline asks for, whatever the chunk size, threads, autotuning
+    /// or `num_parallel_calls`; nothing the optimizer or runtime adds reads ahead of it. Read
+    /// ahead you write above it (a `prefetch`, a parallel operator) calls it ahead of the
+    /// consumer, as in tf.data. Iterators of pipelines calling it save checkpoints only under
+    /// `ExternalState::Ignore`.
     pub fn stateful(mut self) -> Self {
         if let MapFunction::Closure(c, _) = &mut self {
             c.stateless = false;
@@ -155,6 +164,22 @@ impl PredicateFunction {
     /// A closure deciding a chunk of elements at once (one bool per row, no nulls).
     pub fn batch(name: Option<&str>, f: impl Fn(&RecordBatch) -> Result<BooleanArray> + Send + Sync + 'static) -> Self {
         PredicateFunction::Closure(Closure::new(name, Callable::BatchPredicate(Arc::new(f)), ClosureKind::PerBatch))
+    }
+
+    /// Declares the closure non-deterministic (see [`MapFunction::nondeterministic`]).
+    pub fn nondeterministic(mut self) -> Self {
+        if let PredicateFunction::Closure(c) = &mut self {
+            c.deterministic = false;
+        }
+        self
+    }
+
+    /// Declares the closure stateful (see [`MapFunction::stateful`]).
+    pub fn stateful(mut self) -> Self {
+        if let PredicateFunction::Closure(c) = &mut self {
+            c.stateless = false;
+        }
+        self
     }
 }
 
@@ -219,5 +244,23 @@ impl DatasetFunction {
             Closure::new(name, Callable::Dataset(Arc::new(factory)), ClosureKind::PerElement),
             output,
         )
+    }
+
+    /// Declares a closure non-deterministic (see [`MapFunction::nondeterministic`]).
+    pub fn nondeterministic(mut self) -> Self {
+        if let DatasetFunction::Closure(c, _) = &mut self {
+            c.deterministic = false;
+        }
+        self
+    }
+
+    /// Declares a closure stateful: the optimizer adds nothing that reads ahead of it
+    /// ([`MapFunction::stateful`]). `flat_map` calls it for one element at a time as its
+    /// datasets run out; an `interleave` opens its cycle's elements ahead.
+    pub fn stateful(mut self) -> Self {
+        if let DatasetFunction::Closure(c, _) = &mut self {
+            c.stateless = false;
+        }
+        self
     }
 }

@@ -272,3 +272,22 @@ fn bucketing_does_not_read_ahead_of_a_stateful_closure() {
         assert_eq!(calls.load(Ordering::SeqCst), 3, "threads {threads}");
     }
 }
+
+#[test]
+fn operators_that_gather_rows_read_a_stateful_input_only_as_far_as_asked() {
+    // A shuffle hands out a chunk of picks at a time, and refills its buffer once per pick:
+    // over a closure that keeps state, a chunk of 1,024 picks called it for the whole
+    // input. Element by element (tf.data), take(3) of shuffle(4) takes 4 + 3 calls.
+    for chunk_rows in [1, 3, 1024] {
+        let calls = Arc::new(AtomicU64::new(0));
+        let base = range(0, 100);
+        let ds = base
+            .map(call_numbers(base.element_spec(), calls.clone()))
+            .and_then(|d| d.shuffle_with(4, Some(9), false))
+            .and_then(|d| d.take(3))
+            .expect("pipeline")
+            .with_options(Options::default().with_chunk_rows(chunk_rows));
+        assert_eq!(ds.iter().count(), 3);
+        assert_eq!(calls.load(Ordering::SeqCst), 7, "chunk_rows {chunk_rows}");
+    }
+}

@@ -238,7 +238,7 @@ fn interleave(plan: &Plan, ctx: &ExecContext) -> Result<InterleaveOp> {
     };
     let opened = ctx.metrics.stats(StatsKey::Opened(plan.node_id()));
     let datasets = ElementDatasets::new(func, ctx, plan.input().spec(), plan.spec().arrow_schema())?.counted(opened);
-    let op = InterleaveOp::new(build(plan.input(), ctx)?, datasets, cycle, *block_length, ctx.options.chunk_rows);
+    let op = InterleaveOp::new(build(plan.input(), ctx)?, datasets, cycle, *block_length, gathered_rows(plan, ctx));
     if !is_parallel(num_parallel_calls) {
         return Ok(op);
     }
@@ -251,6 +251,21 @@ fn interleave(plan: &Plan, ctx: &ExecContext) -> Result<InterleaveOp> {
         deterministic: deterministic.unwrap_or(ctx.options.deterministic),
     };
     Ok(op.with_parallel_reads(reads))
+}
+
+/// How many rows an operator that gathers its output chunks row by row from its inputs
+/// (shuffle, interleave, `sample_from_datasets`) puts in one: the chunk size, or one where
+/// how far an input is read changes results (`Plan::depends_on_demand`, or a dataset
+/// function that keeps state). A larger chunk would read that input ahead of what is asked
+/// for, by as much as the chunk size: a shuffle refills its buffer once per row it hands out.
+fn gathered_rows(plan: &Plan, ctx: &ExecContext) -> usize {
+    let demand =
+        plan.inputs().iter().any(Plan::depends_on_demand) || plan.op().closures().iter().any(|c| c.keeps_state());
+    if demand {
+        1
+    } else {
+        ctx.options.chunk_rows
+    }
 }
 
 /// Whether `op` calls a closure that keeps state as its function (a map, filter,
@@ -298,7 +313,7 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
     }
     let schema = plan.spec().arrow_schema();
     let input = || build(plan.input(), ctx);
-    let chunk_rows = ctx.options.chunk_rows;
+    let chunk_rows = gathered_rows(plan, ctx);
     Ok(match plan.op() {
         Op::Source(desc) => build_source(plan, desc, schema, ctx)?,
         Op::Map { func, vectorized, num_parallel_calls, deterministic } if is_parallel(num_parallel_calls) => {
