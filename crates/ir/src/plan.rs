@@ -19,6 +19,8 @@ pub struct PlanNode {
     op: Op,
     inputs: Vec<Plan>,
     spec: ElementSpec,
+    /// [`Plan::depends_on_demand`], worked out once: optimizer guards ask it of every match.
+    demand: bool,
 }
 
 /// A typed plan: a handle to its output node.
@@ -30,7 +32,12 @@ impl Plan {
     pub fn new(op: Op, inputs: Vec<Plan>) -> Result<Plan> {
         let specs: Vec<&ElementSpec> = inputs.iter().map(|p| p.spec()).collect();
         let spec = op.output_spec(&specs)?;
-        Ok(Plan(Arc::new(PlanNode { op, inputs, spec })))
+        let own = match &op {
+            Op::Cache { .. } | Op::Snapshot { .. } => true,
+            op => op.closures().iter().any(|c| c.keeps_state()),
+        };
+        let demand = own || inputs.iter().any(Plan::depends_on_demand);
+        Ok(Plan(Arc::new(PlanNode { op, inputs, spec, demand })))
     }
 
     /// The operator of the output node.
@@ -125,11 +132,7 @@ impl Plan {
     /// incomplete one computes them again). Nothing may read ahead of what the consumer asks
     /// for above such a plan, except operators the user wrote to do so.
     pub fn depends_on_demand(&self) -> bool {
-        let own = match self.op() {
-            Op::Cache { .. } | Op::Snapshot { .. } => true,
-            op => op.closures().iter().any(|c| c.keeps_state()),
-        };
-        own || self.inputs().iter().any(Plan::depends_on_demand)
+        self.0.demand
     }
 
     /// The number of elements, when known without running (`None`: unknown;

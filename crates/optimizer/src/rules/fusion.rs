@@ -7,6 +7,7 @@ use flumen_ir::{BinaryOp, Expr, MapFn, Op, Predicate, Tunable};
 
 use super::{builtin, Match, Rule};
 use crate::compose::{compose, keeps_fallible_outputs, substitute, Specs};
+use crate::language::Node;
 use crate::simplify::{fold_map_fn, fold_typed, may_fail, outputs_may_fail};
 
 /// The rules of this module.
@@ -37,7 +38,7 @@ fn map_fusion(m: &mut Match) -> Option<egg::Id> {
         return None;
     }
     let x = m.plan("?x")?;
-    let mapped = mapped_spec(&f, &x)?;
+    let mapped = mapped_spec(m, ["?f", "?c1", "?d1", "?x"])?;
     let composed = fold_map_fn(&compose(&g, &f, Specs { input: x.spec(), output: &mapped })?, x.spec());
     if !keeps_fallible_outputs(&composed, &f, x.spec()) {
         return None;
@@ -84,7 +85,7 @@ fn map_filter(m: &mut Match, hoist: bool) -> Option<egg::Id> {
     if hoist == reads_computed || outputs_may_fail(outputs, x.spec()) {
         return None;
     }
-    let mapped = mapped_spec(&f, &x)?;
+    let mapped = mapped_spec(m, ["?f", "?c", "?d", "?x"])?;
     let before = fold_typed(&substitute(&p, &f, Specs { input: x.spec(), output: &mapped })?, x.spec());
     let (c, d) = (m.tunable("?c")?, m.optional_bool("?d")?);
     let (fc, fd) = (m.tunable("?fc")?, m.optional_bool("?fd")?);
@@ -99,10 +100,11 @@ fn map_filter(m: &mut Match, hoist: bool) -> Option<egg::Id> {
     m.add(Op::Map { func: f, num_parallel_calls: c, deterministic: d, vectorized: f_pfor }, &[filtered])
 }
 
-/// The spec of `f`'s output over elements of `x`.
-fn mapped_spec(f: &MapFn, x: &flumen_ir::Plan) -> Option<flumen_ir::ElementSpec> {
-    let op = Op::Map { func: f.clone(), num_parallel_calls: Tunable::Default, deterministic: None, vectorized: false };
-    flumen_ir::Plan::new(op, vec![x.clone()]).ok().map(|p| p.spec().clone())
+/// The spec of the inner map `(map ?f ?c ?d ?x)` a pattern matched, given those variables
+/// (the analysis has it; typing the map again took a twentieth of optimizing a plan).
+fn mapped_spec(m: &Match, [f, c, d, x]: [&str; 4]) -> Option<flumen_ir::ElementSpec> {
+    let map = m.egraph.lookup(Node::Map([m.id(f)?, m.id(c)?, m.id(d)?, m.id(x)?]))?;
+    m.egraph[map].data.spec().cloned()
 }
 
 fn map_batch(m: &mut Match) -> Option<egg::Id> {

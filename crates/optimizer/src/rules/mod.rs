@@ -197,15 +197,16 @@ fn through_noop(egraph: &Graph, pattern: &PatternAst<Node>, subst: &Subst) -> bo
             ENodeOrVar::Var(v) => subst.get(*v).map(|id| egraph.find(*id)),
             ENodeOrVar::ENode(n) => {
                 let mut missing = false;
-                let term = n.clone().map_children(|c| {
+                let mut term = n.clone().map_children(|c| {
                     classes[usize::from(c)].unwrap_or_else(|| {
                         missing = true;
                         c
                     })
                 });
-                let class = if missing { None } else { egraph.lookup(term.clone()) };
+                // Looking a term up canonicalizes its children in place.
+                let class = if missing { None } else { egraph.lookup(&mut term) };
                 if let Some(c) = class {
-                    if term.is_plan() && term.children().iter().any(|child| egraph.find(*child) == c) {
+                    if term.is_plan() && term.children().contains(&c) {
                         return true;
                     }
                 }
