@@ -47,6 +47,8 @@
 //!   the cores; each worker draws its own cases from the seed plus its index). It prints
 //!   the coverage statistics (cases, items, errors, operators, expression families,
 //!   sources, rules fired, configurations, optimizer times, known defects, failures).
+//! - `replay` (ignored): `FLUMEN_FUZZ_REPLAY='<case JSON>'` runs one case under every
+//!   configuration and prints each one's difference from the reference.
 
 mod common;
 mod fuzz;
@@ -133,4 +135,24 @@ fn long_tier() {
         eprintln!("{}", report_failure(case, f));
     }
     assert!(failures.is_empty(), "{} failures (above)", failures.len());
+}
+
+/// Replays the case in `FLUMEN_FUZZ_REPLAY` (one line of JSON, as a failure prints it) under
+/// every configuration and prints what each gives: for investigating a finding.
+#[test]
+#[ignore = "FLUMEN_FUZZ_REPLAY='<case JSON>' cargo test --test optimizer_equivalence -- --ignored --nocapture replay"]
+fn replay() {
+    let json = std::env::var("FLUMEN_FUZZ_REPLAY").expect("FLUMEN_FUZZ_REPLAY holds a case");
+    let case: common::pipelines::Case = serde_json::from_str(&json).expect("a case");
+    let tier = Tier { configs: Some(Config::all()), sampled: 0, timed: false, limit: Duration::from_secs(300) };
+    fuzz::quiet_panics();
+    for config in Config::all() {
+        match fuzz::check_with_timeout(&case, &[config], &tier) {
+            Ok(()) => eprintln!("{}: same items", config.name()),
+            Err(f) => {
+                let known = fuzz::known::explain(&case, &f, &tier);
+                eprintln!("{}: {:?}, known defect {known:?}\n{}\n", config.name(), f.kind, f.text);
+            }
+        }
+    }
 }

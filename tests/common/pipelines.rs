@@ -1386,6 +1386,9 @@ pub struct Marks {
     pub stops: bool,
     /// Runs what is below it again (repeat, a second branch over the same input).
     pub again: bool,
+    /// Calls a stateful or nondeterministic closure with parallel arguments the user wrote:
+    /// calls run concurrently, in no fixed order.
+    pub parallel_state: bool,
 }
 
 /// The marks of the source of `case`.
@@ -1400,6 +1403,7 @@ pub fn marks(r: &OpRecipe) -> Marks {
         OpRecipe::MapClosure { flavor, par, .. } => {
             m.stateful = matches!(flavor, Flavor::Stateful | Flavor::Random);
             m.read_ahead = par.is_some();
+            m.parallel_state = m.stateful && m.read_ahead;
         }
         OpRecipe::MapBatchClosure { state, .. } => {
             m.stateful = *state != 0;

@@ -7,8 +7,8 @@
 
 use std::sync::Mutex;
 
-use super::configs::REFERENCE;
-use super::{compare_config, compare_mode, run, Failure, Kind, Tier};
+use super::configs::{Config, REFERENCE};
+use super::{build_for, compare_config, compare_mode, run, Failure, Kind, Tier};
 use crate::common::pipelines::families::{expr_family, pred_family};
 use crate::common::pipelines::{marks, prepare, Case, Flavor, OpRecipe, SourceRecipe};
 
@@ -27,14 +27,19 @@ pub const DEFECTS: &[Defect] = &[
     Defect {
         id: 1,
         summary: "filter-fusion loops through a no-op filter (`map(f1 := -3).filter(f1 > -4)` optimizes for ~70 s)",
-        matches: |case, f, tier| {
-            matches!(f.kind, Kind::Slow | Kind::Timeout) && passes_without(case, f, &["filter-fusion"], tier)
+        matches: |case, f, _| {
+            let filters = has(case, |r| {
+                matches!(r, OpRecipe::Filter(_) | OpRecipe::FilterWith { .. } | OpRecipe::MapThenFilter { .. })
+            });
+            matches!(f.kind, Kind::Slow | Kind::Timeout)
+                && filters
+                && optimizes_without(case, f.config, &["filter-fusion"])
         },
     },
     Defect {
         id: 2,
         summary: "fold-filter drops the errors of `true OR e`, `e OR true`, `false AND e`",
-        matches: |case, f, tier| mismatch(f) && passes_without(case, f, &["fold-filter"], tier),
+        matches: |case, f, tier| mismatch(f) && and_or(case) && passes_without(case, f, &["fold-filter"], tier),
     },
     Defect {
         id: 3,
@@ -50,7 +55,7 @@ pub const DEFECTS: &[Defect] = &[
         summary: "map-batch-fusion parallelizes a stateful closure map under batch_parallel",
         matches: |case, f, tier| {
             let shape = has(case, |r| matches!(r, OpRecipe::Batch { par: Some(_), .. })) && stateful(case);
-            shape && f.config.optimizes() && passes_without(case, f, &["map-batch-fusion"], tier)
+            mismatch(f) && shape && passes_without(case, f, &["map-batch-fusion"], tier)
         },
     },
     Defect {
@@ -92,7 +97,33 @@ pub const DEFECTS: &[Defect] = &[
             mismatch(f) && f.error_before && counting
         },
     },
+    // Found by this fuzzer (new; reported with a repro).
+    Defect {
+        id: 101,
+        summary: "fold-map and filter-fusion drop the errors of `true OR e` (and kin), as fold-filter does",
+        matches: |case, f, tier| mismatch(f) && and_or(case) && passes_without(case, f, FOLDING, tier),
+    },
+    Defect {
+        id: 102,
+        summary: "a plan with a NaN or infinite float literal serializes (as null) but does not deserialize",
+        matches: |_, f, _| f.config == Config::Serde && f.kind == Kind::Build && f.text.contains("null, expected f64"),
+    },
 ];
+
+/// The rules that simplify expressions (and drop `AND`/`OR` operands) as they go.
+const FOLDING: &[&str] =
+    &["fold-filter", "fold-map", "filter-fusion", "map-filter-fusion", "map-fusion", "noop-filter"];
+
+/// Whether `case` optimizes under `config` with `rules` off too, every stage saturating
+/// within the limits (without running it: the slow configuration is not run again).
+fn optimizes_without(case: &Case, config: Config, rules: &[&str]) -> bool {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    prepare(case, dir.path());
+    let Ok((_, ds)) = build_for(case, config, rules, dir.path()) else { return false };
+    ds.optimization_report().is_ok_and(|r| {
+        r.stages.iter().all(|s| s.stop_reason == "saturated" && s.egraph_nodes <= super::MAX_EGRAPH_NODES)
+    })
+}
 
 fn mismatch(f: &Failure) -> bool {
     matches!(f.kind, Kind::Mismatch { .. })
@@ -113,10 +144,17 @@ fn stateful(case: &Case) -> bool {
     })
 }
 
-/// The case draws an expression or predicate of the "constant that fails" families.
-fn failing_constant(case: &Case) -> bool {
-    let expr = |k: u8| expr_family(k) == "constant that fails";
-    let pred = |k: u8, c: i64| pred_family(k) == "constant (may fail)" && c.rem_euclid(3) == 1;
+/// The case draws an expression or predicate of the `AND`/`OR` with a fallible operand
+/// family.
+fn and_or(case: &Case) -> bool {
+    draws(case, &|k| expr_family(k) == "AND/OR with a fallible operand", &|k, _| {
+        pred_family(k) == "AND/OR with a fallible operand"
+    })
+}
+
+/// The case draws an expression whose kind `expr` accepts or a predicate whose kind and
+/// constant `pred` accepts.
+fn draws(case: &Case, expr: &dyn Fn(u8) -> bool, pred: &dyn Fn(u8, i64) -> bool) -> bool {
     has(case, |r| match r {
         OpRecipe::MapExpr { e1, e2, .. } => expr(e1.kind) || expr(e2.kind),
         OpRecipe::MapSelectComputed { e, .. } => expr(e.kind),
@@ -128,19 +166,34 @@ fn failing_constant(case: &Case) -> bool {
     })
 }
 
-/// Whether the failing configuration passes with `rules` switched off too.
+/// The case draws an expression or predicate of the "constant that fails" families.
+fn failing_constant(case: &Case) -> bool {
+    draws(case, &|k| expr_family(k) == "constant that fails", &|k, c| {
+        pred_family(k) == "constant (may fail)" && c.rem_euclid(3) == 1
+    })
+}
+
+/// Whether the failing configuration fails again as it is and passes with `rules` switched
+/// off too, twice each (a failure that comes and goes with timing is no rule's).
 fn passes_without(case: &Case, f: &Failure, rules: &[&str], tier: &Tier) -> bool {
-    if !f.config.optimizes() {
-        return false;
-    }
+    f.config.optimizes()
+        && (0..2).all(|_| {
+            same_config_passes(case, f.config, &[], tier) == Some(false)
+                && same_config_passes(case, f.config, rules, tier) == Some(true)
+        })
+}
+
+/// Whether `config` (with `rules` off) yields the reference's items; `None` when the
+/// reference does not run.
+fn same_config_passes(case: &Case, config: Config, rules: &[&str], tier: &Tier) -> Option<bool> {
     let dir = tempfile::tempdir().expect("a temporary directory");
     prepare(case, dir.path());
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let reference = run(case, REFERENCE, &[], dir.path(), tier, 2).ok()?;
         let mode = compare_mode(&reference.built.marks, reference.capped);
-        Some(compare_config(case, f.config, rules, dir.path(), tier, &reference, mode).is_ok())
-    }));
-    matches!(outcome, Ok(Some(true)))
+        Some(compare_config(case, config, rules, dir.path(), tier, &reference, mode).is_ok())
+    }))
+    .unwrap_or(Some(false))
 }
 
 /// The defects treated as fixed (`FLUMEN_FUZZ_FIXED`).
@@ -153,5 +206,7 @@ fn fixed(id: u8) -> bool {
 
 /// The open defect that explains `failure`, if one does.
 pub fn explain(case: &Case, failure: &Failure, tier: &Tier) -> Option<u8> {
-    DEFECTS.iter().find(|d| !fixed(d.id) && (d.matches)(case, failure, tier)).map(|d| d.id)
+    let id = DEFECTS.iter().find(|d| !fixed(d.id) && (d.matches)(case, failure, tier)).map(|d| d.id)?;
+    super::stats::known(id, case);
+    Some(id)
 }

@@ -45,6 +45,7 @@ struct Stats {
     optimizations: usize,
     max_nodes: usize,
     known: BTreeMap<u8, usize>,
+    known_first: BTreeMap<u8, String>,
     failures: Vec<String>,
     shrink_tries: usize,
 }
@@ -60,7 +61,7 @@ fn gist(text: &str) -> String {
     let line = text.lines().next().unwrap_or_default();
     let cut: String = line.chars().take(110).collect();
     // Paths of temporary directories differ from case to case.
-    cut.split('/').next().unwrap_or_default().to_string()
+    cut.split("/tmp/").next().unwrap_or_default().to_string()
 }
 
 /// One optimization's wall time.
@@ -175,9 +176,12 @@ pub fn config_run(config: Config, report: Option<&Report>) {
     });
 }
 
-/// A failure a known defect explains.
-pub fn known(id: u8) {
-    with(|s| *s.known.entry(id).or_default() += 1);
+/// A failure known defect `id` explains, of `case`.
+pub fn known(id: u8, case: &Case) {
+    with(|s| {
+        *s.known.entry(id).or_default() += 1;
+        s.known_first.entry(id).or_insert_with(|| serde_json::to_string(case).expect("a case serializes"));
+    });
 }
 
 /// Shrinking tried `tries` cases.
@@ -241,6 +245,9 @@ pub fn report() -> String {
     let _ = writeln!(out, "failures explained by open known defects:");
     for d in super::known::DEFECTS {
         let _ = writeln!(out, "  #{} {}: {}", d.id, d.summary, s.known.get(&d.id).copied().unwrap_or_default());
+        if let Some(json) = s.known_first.get(&d.id) {
+            let _ = writeln!(out, "    first: {json}");
+        }
     }
     let _ = writeln!(out, "failures: {}", s.failures.len());
     for f in &s.failures {
