@@ -24,9 +24,9 @@
 //! first pass is compared, and nothing when the pipeline runs the closure's input again.
 //!
 //! Optimizer slowness fails a case deterministically: a stage that stops for a limit or whose
-//! e-graph grows past 2,000 nodes (the fuzzer's runs set the node limit just above, so a
-//! blow-up stops in milliseconds); the long tier's release build also fails an optimization
-//! slower than 50 ms (three tries). Each case runs on a thread of its own with a time limit,
+//! e-graph grows past 2,000 nodes; the long tier's release build also fails an optimization
+//! slower than 50 ms (three tries). The fastest and slowest optimizations are in the
+//! statistics. Each case runs on a thread of its own with a time limit,
 //! so a hang fails the case. A failure is shrunk (proptest's simplify/complicate walk, each
 //! candidate run under the failing configuration) and printed with the minimal case as one
 //! line of JSON; such lines go into `tests/equivalence_regressions.jsonl` (each under a `#`
@@ -48,7 +48,8 @@
 //!   the coverage statistics (cases, items, errors, operators, expression families,
 //!   sources, rules fired, configurations, optimizer times, known defects, failures).
 //! - `replay` (ignored): `FLUMEN_FUZZ_REPLAY='<case JSON>'` runs one case under every
-//!   configuration and prints each one's difference from the reference.
+//!   configuration and prints each one's difference from the reference (with the rules
+//!   in `FLUMEN_FUZZ_OFF`, comma-separated, switched off too).
 
 mod common;
 mod fuzz;
@@ -75,7 +76,7 @@ fn runner(seed: u64) -> TestRunner {
 
 #[test]
 fn short_tier() {
-    let tier = Tier { configs: None, sampled: 4, timed: false, limit: Duration::from_secs(60) };
+    let tier = Tier { configs: None, sampled: 4, timed: false, limit: Duration::from_secs(60), record: true };
     let cases = env_or("FLUMEN_FUZZ_SHORT_CASES", 300usize);
     let start = Instant::now();
     let failures = run_cases(&mut runner(env_or("FLUMEN_FUZZ_SEED", SEED)), cases, &tier, true);
@@ -87,7 +88,8 @@ fn short_tier() {
 
 #[test]
 fn regressions_replay() {
-    let tier = Tier { configs: Some(Config::all()), sampled: 0, timed: false, limit: Duration::from_secs(120) };
+    let tier =
+        Tier { configs: Some(Config::all()), sampled: 0, timed: false, limit: Duration::from_secs(120), record: true };
     fuzz::quiet_panics();
     let mut failed = Vec::new();
     for (comment, case) in regressions(include_str!("equivalence_regressions.jsonl")) {
@@ -106,6 +108,7 @@ fn long_tier() {
         sampled: 0,
         timed: !cfg!(debug_assertions),
         limit: Duration::from_secs(if cfg!(debug_assertions) { 300 } else { 120 }),
+        record: true,
     };
     let cases = env_or("FLUMEN_FUZZ_CASES", 20_000usize);
     let seed = env_or("FLUMEN_FUZZ_SEED", SEED);
@@ -144,10 +147,21 @@ fn long_tier() {
 fn replay() {
     let json = std::env::var("FLUMEN_FUZZ_REPLAY").expect("FLUMEN_FUZZ_REPLAY holds a case");
     let case: common::pipelines::Case = serde_json::from_str(&json).expect("a case");
-    let tier = Tier { configs: Some(Config::all()), sampled: 0, timed: false, limit: Duration::from_secs(300) };
+    let tier =
+        Tier { configs: Some(Config::all()), sampled: 0, timed: false, limit: Duration::from_secs(300), record: true };
+    let off = std::env::var("FLUMEN_FUZZ_OFF").unwrap_or_default();
+    let off: Vec<&str> = off.split(',').filter(|r| !r.is_empty()).collect();
     fuzz::quiet_panics();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    common::pipelines::prepare(&case, dir.path());
+    let reference = fuzz::run(&case, Config::Off(None), &[], dir.path(), &tier, 2).expect("the reference runs");
+    let mode = fuzz::compare_mode(&reference.built.marks, reference.capped);
+    eprintln!(
+        "reference items: {:?}, compared: {mode:?}",
+        reference.passes.iter().map(|p| fuzz::brief(p)).collect::<Vec<_>>()
+    );
     for config in Config::all() {
-        match fuzz::check_with_timeout(&case, &[config], &tier) {
+        match fuzz::compare_config(&case, config, &off, dir.path(), &tier, &reference, mode) {
             Ok(()) => eprintln!("{}: same items", config.name()),
             Err(f) => {
                 let known = fuzz::known::explain(&case, &f, &tier);

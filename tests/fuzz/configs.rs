@@ -7,12 +7,6 @@ use flumen::Options;
 /// Chunk sizes the configurations vary (besides the default).
 pub const CHUNKS: [usize; 5] = [1, 2, 3, 7, 64];
 
-/// The optimizer's node limit in the fuzzer's optimized runs: just above the size at which a
-/// stage fails the case anyway ([`super::MAX_EGRAPH_NODES`]), so that a rule set that blows
-/// the e-graph up stops within milliseconds instead of running a minute into the default
-/// limit (20,000). A stage that stays under it is unaffected.
-pub const NODE_LIMIT: usize = 2_500;
-
 /// One way to run a case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Config {
@@ -57,8 +51,7 @@ impl Config {
     /// The options the case's dataset runs with (for [`Config::Serde`], those of the
     /// deserialized dataset).
     pub fn options(self) -> Options {
-        let mut optimized = Options::default();
-        optimized.optimization.node_limit = NODE_LIMIT;
+        let optimized = Options::default();
         match self {
             Config::Off(chunk) => with_chunk(Options::default().without_optimizations(), chunk),
             Config::Default(chunk) => with_chunk(optimized, chunk),

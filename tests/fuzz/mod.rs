@@ -46,6 +46,8 @@ pub struct Tier {
     pub timed: bool,
     /// A case not finished in this long fails (a hang).
     pub limit: Duration,
+    /// Count the runs in the statistics (off while shrinking and checking known defects).
+    pub record: bool,
 }
 
 /// What went wrong in one configuration of a case.
@@ -188,9 +190,13 @@ fn check_report(
     tier: &Tier,
     report: &Report,
 ) -> Result<(), String> {
-    stats::optimizer_time(report.time, config);
+    if tier.record {
+        stats::optimizer_time(report.time, config);
+    }
     for stage in &report.stages {
-        stats::egraph(stage.egraph_nodes);
+        if tier.record {
+            stats::egraph(stage.egraph_nodes);
+        }
         if stage.stop_reason != "saturated" || stage.egraph_nodes > MAX_EGRAPH_NODES {
             return Err(format!(
                 "optimizer stage {} stopped: {} after {} iterations with {} e-graph nodes (limit {})",
@@ -284,13 +290,17 @@ pub fn check(case: &Case, configs: &[Config], tier: &Tier, progress: &Mutex<Conf
     let reference = match guarded(REFERENCE, || run(case, REFERENCE, &[], dir.path(), tier, 2)) {
         Ok(r) => r,
         Err(f) if f.kind == Kind::Build => {
-            stats::unbuildable(&f.text);
+            if tier.record {
+                stats::unbuildable(&f.text);
+            }
             return Ok(());
         }
         Err(f) => return Err(f),
     };
     let mode = compare_mode(&reference.built.marks, reference.capped);
-    stats::case(case, &reference, mode);
+    if tier.record {
+        stats::case(case, &reference, mode);
+    }
     for &config in configs {
         *progress.lock().unwrap() = config;
         compare_config(case, config, &[], dir.path(), tier, &reference, mode)?;
@@ -311,12 +321,16 @@ pub fn compare_config(
     let got = guarded(config, || run(case, config, off, dir, tier, 2));
     let got = match got {
         Err(f) if config == Config::Serde && f.kind == Kind::Build && f.text.starts_with("serialize failed") => {
-            stats::not_serializable(&f.text);
+            if tier.record {
+                stats::not_serializable(&f.text);
+            }
             return Ok(());
         }
         other => other?,
     };
-    stats::config_run(config, got.report.as_deref());
+    if tier.record {
+        stats::config_run(config, got.report.as_deref());
+    }
     let passes = match mode {
         Compare::Full => 2,
         Compare::FirstPass => 1,
@@ -438,8 +452,11 @@ pub fn shrink(tree: &mut impl ValueTree<Value = Case>, first: Failure, tier: &Ti
     let focus = [first.config];
     let same = |f: &Failure| std::mem::discriminant(&f.kind) == std::mem::discriminant(&first.kind);
     let mut best = (tree.current(), first.clone());
-    // A hang costs the whole limit per try: few tries.
+    // A hang costs the whole limit per try: few tries, each with a shorter limit (a case
+    // that deadlocks still does; one that was only slow stops shrinking).
     let budget = if first.kind == Kind::Timeout { 8 } else { 600 };
+    let limit = if first.kind == Kind::Timeout { tier.limit.min(Duration::from_secs(30)) } else { tier.limit };
+    let tier = &Tier { limit, record: false, ..tier.clone() };
     let start = Instant::now();
     let mut tries = 0;
     if !tree.simplify() {
@@ -516,6 +533,7 @@ fn smaller(case: &Case) -> Vec<Case> {
 /// Shrinks further by leaving out one recipe or row at a time while the case still fails
 /// the same way, until nothing more can go.
 fn greedy(mut best: (Case, Failure), tier: &Tier) -> (Case, Failure) {
+    let tier = &Tier { record: false, ..tier.clone() };
     let focus = [best.1.config];
     let kind = std::mem::discriminant(&best.1.kind);
     let start = Instant::now();

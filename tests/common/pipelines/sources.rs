@@ -69,9 +69,15 @@ pub fn typed_batch(rows: &[TypedRow]) -> RecordBatch {
     .expect("typed batch")
 }
 
-/// `rows` as `parts` in-memory batches (the source's own chunk boundaries).
+/// `rows` as `parts` in-memory batches (the source's own chunk boundaries); one part is
+/// built with `from_arrays`, of the batch's columns.
 pub fn typed_source(rows: &[TypedRow], parts: u8) -> flumen::Result<Dataset> {
-    let per = rows.len().div_ceil(usize::from(parts.max(1))).max(1);
+    if parts <= 1 {
+        let batch = typed_batch(rows);
+        let names: Vec<String> = batch.schema().fields().iter().map(|f| f.name().clone()).collect();
+        return Dataset::from_arrays(names.into_iter().zip(batch.columns().iter().cloned()));
+    }
+    let per = rows.len().div_ceil(usize::from(parts)).max(1);
     Dataset::from_batches(rows.chunks(per).map(typed_batch).collect())
 }
 
