@@ -1,488 +1,169 @@
-//! The optimizer's guarantee, tested on random pipelines: a pipeline run with the optimizer
-//! on yields exactly the element sequence it yields with the optimizer off (deterministic
-//! mode), errors included — an element whose function fails is an `Err` item at the same
-//! position in both runs.
+//! The optimizer's guarantee, fuzzed: however a user runs a pipeline — the optimizer on or
+//! off, any rule family switched off, one thread, autotuning or stage fusion off, any
+//! `chunk_rows`, or the plan serialized and read back — it yields the same items as the plan
+//! run as written (`Options::default().without_optimizations()`, default chunks): equal
+//! elements (schema and values; NaNs and zeros of either sign alike) and errors at the same
+//! positions (their messages may differ; the statistics count those), on two passes over
+//! the same dataset.
 //!
-//! `random_pipelines_match_their_unoptimized_runs` draws a small source (range, in-memory
-//! columns, or Parquet/CSV files read directly or through `flat_map`/`interleave`) and 3–12
-//! operator recipes from the whole operator set; each recipe is applied to the element spec
-//! built so far (operands are chosen among the fields the element has; a recipe that cannot
-//! apply is skipped), so the pipelines are well typed by construction. The same recipe is
-//! built twice from scratch — fresh closure state, fresh shared state — once with the
-//! optimizer on (half the cases with a random subset of its rules switched off, autotune on
-//! or off) and once with it off; both are iterated twice (caches and reshuffles see a second
-//! pass) and must yield equal elements and errors at the same positions. Each case runs on
-//! its own thread with a time limit, so a hang fails the case instead of the suite.
+//! Cases come from `common::pipelines::full_case`: a source of any kind (ranges, in-memory
+//! columns of every dtype family with a fixed-shape tensor field, a stateful generator,
+//! CSV/Parquet/IPC/text files and TFRecord files of `tf.train.Example`s, some records bad,
+//! read directly, through `flat_map`/`interleave` of `list_files`, or as splits) and 1–12
+//! operator recipes from the whole operator set with every expression family (casts of
+//! literals, constants that fail, `AND`/`OR` with a fallible operand, math over NaN and
+//! infinities, integer overflow, narrow types, tensor fields, `parse_example`), pure,
+//! failing, stateful and random closures per element and per chunk, parallel arguments,
+//! nested datasets of batched elements, caches cut short and reshuffling repeats. Each
+//! configuration builds the case from scratch (fresh closure state, fresh caches).
 //!
-//! The run is deterministic (fixed seed, no persistence). For longer bug hunts,
-//! `FLUMEN_EQUIVALENCE_CASES` and `FLUMEN_EQUIVALENCE_SEED` override the case count and seed;
-//! run with `--nocapture` to see the coverage statistics. Rules with open bugs are listed in
-//! `KNOWN_BUGGY_RULES` and switched off in the property test until they are fixed
-//! (`FLUMEN_EQUIVALENCE_ALL_RULES=1` switches them back on, to check a fix).
+//! Stateful closures are compared fully, with one exemption (`fuzz::compare_mode`): where
+//! the user wrote read-ahead above a stateful closure (a `prefetch`, or parallel arguments)
+//! and an early stop above that (`take`, `take_while`, `zip`, ...), the closure is called a
+//! timing-dependent number of times past what was consumed, as in tf.data: then only the
+//! first pass is compared, and nothing when the pipeline runs the closure's input again.
 //!
-//! The hand-written tests below pin the rule interactions that matter most, and the bugs
-//! the property test found (each named after its bug; the open ones are `#[ignore]`d).
+//! Optimizer slowness fails a case deterministically: a stage that stops for a limit or whose
+//! e-graph grows past 2,000 nodes; the long tier's release build also fails an optimization
+//! slower than 50 ms (three tries). The fastest and slowest optimizations are in the
+//! statistics. Each case runs on a thread of its own with a time limit,
+//! so a hang fails the case. A failure is shrunk (proptest's simplify/complicate walk, each
+//! candidate run under the failing configuration) and printed with the minimal case as one
+//! line of JSON; such lines go into `tests/equivalence_regressions.jsonl` (each under a `#`
+//! comment saying what it found), which `regressions_replay` runs under every configuration.
+//!
+//! Tiers:
+//! - `short_tier` (in `cargo test`): 300 cases (`FLUMEN_FUZZ_SHORT_CASES`), each under four
+//!   configurations drawn by the case's seed.
+//! - `long_tier` (ignored; every configuration per case, all failures collected):
+//!
+//!   ```sh
+//!   FLUMEN_FUZZ_CASES=20000 cargo test --release --test optimizer_equivalence -- --ignored --nocapture long_tier
+//!   ```
+//!
+//!   `FLUMEN_FUZZ_SEED` overrides the seed, `FLUMEN_FUZZ_JOBS` the worker threads (default:
+//!   the cores; each worker draws its own cases from the seed plus its index). It prints
+//!   the coverage statistics (cases, items, errors, operators, expression families,
+//!   sources, rules fired, configurations, optimizer times, failures).
+//! - `replay` (ignored): `FLUMEN_FUZZ_REPLAY='<case JSON>'` runs one case under every
+//!   configuration and prints each one's difference from the reference (with the rules
+//!   in `FLUMEN_FUZZ_OFF`, comma-separated, switched off too).
 
 mod common;
+mod fuzz;
 
-use std::fmt::Write as _;
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{ArrayRef, Int64Array};
-use arrow::datatypes::DataType;
-use arrow::record_batch::RecordBatch;
-use common::pipelines::*;
-use flumen::prelude::*;
-use flumen::Options;
-use proptest::test_runner::{TestCaseError, TestRunner};
+use common::pipelines::env_or;
+use fuzz::configs::Config;
+use fuzz::{regressions, report_failure, run_cases, stats, Tier};
+use proptest::test_runner::TestRunner;
 
-// ----------------------------------------------------------------------------------------
-// Running and comparing.
-// ----------------------------------------------------------------------------------------
+/// The default seed of both tiers.
+const SEED: u64 = 0x0F1E_2D3C_4B5A_6978;
 
-/// Where the two sequences first differ: elements must be equal (schema and values), errors
-/// need only be errors at the same position (per-row and columnar evaluation may word the
-/// same failure differently). Also counts error pairs whose messages differ.
-fn first_difference(optimized: &[Item], plain: &[Item], message_diffs: &mut usize) -> Option<String> {
-    for i in 0..optimized.len().max(plain.len()) {
-        match (optimized.get(i), plain.get(i)) {
-            (Some(Item::Ok(a)), Some(Item::Ok(b))) if a == b => {}
-            (Some(Item::Err(a)), Some(Item::Err(b))) => *message_diffs += usize::from(a != b),
-            (a, b) => {
-                return Some(format!(
-                    "item {i} of {} (optimized) / {} (unoptimized) differs:\noptimized: {}\nunoptimized: {}",
-                    optimized.len(),
-                    plain.len(),
-                    show(a),
-                    show(b)
-                ))
-            }
-        }
-    }
-    None
+/// The deterministic runner of `seed` (portable ChaCha, no persistence).
+fn runner(seed: u64) -> TestRunner {
+    TestRunner::new(proptest::test_runner::Config {
+        failure_persistence: None,
+        rng_algorithm: proptest::test_runner::RngAlgorithm::ChaCha,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(seed),
+        ..proptest::test_runner::Config::default()
+    })
 }
 
-/// Counters over all cases run (the statistics printed at the end).
-#[derive(Default)]
-struct Stats {
-    cases: AtomicUsize,
-    ops_generated: AtomicUsize,
-    ops_applied: AtomicUsize,
-    ops_skipped: AtomicUsize,
-    ops_rejected: AtomicUsize,
-    build_failed: AtomicUsize,
-    items: AtomicUsize,
-    error_items: AtomicUsize,
-    cases_with_errors: AtomicUsize,
-    empty_cases: AtomicUsize,
-    plans_changed: AtomicUsize,
-    message_diffs: AtomicUsize,
-    single_pass: AtomicUsize,
-    applied: std::sync::Mutex<std::collections::BTreeMap<&'static str, usize>>,
-    rules: std::sync::Mutex<std::collections::BTreeMap<String, usize>>,
-}
-
-static STATS: std::sync::LazyLock<Stats> = std::sync::LazyLock::new(Stats::default);
-
-fn count(counter: &AtomicUsize, n: usize) {
-    counter.fetch_add(n, Ordering::Relaxed);
-}
-
-/// Optimizer rules disabled in the property test because they have known, reported bugs
-/// (each has an `#[ignore]`d regression test below). Empty the list once they are fixed.
-const KNOWN_BUGGY_RULES: &[&str] = &[];
-
-/// Every rule name, in `rule_names()` order.
-fn all_rules() -> Vec<String> {
-    flumen::crates::optimizer::rule_names().into_iter().flat_map(|(_, names)| names).collect()
-}
-
-/// The options of the optimized run of `case`.
-fn optimized_options(case: &Case) -> Options {
-    let base = Options::default().with_chunk_rows(case.chunk_rows).with_autotune(case.autotune);
-    let off = all_rules().into_iter().enumerate().filter(|(i, _)| case.rules_off & (1 << (i % 64)) != 0);
-    let options = off.fold(base, |o, (_, rule)| o.with_optimization_rule(&rule, false));
-    if std::env::var_os("FLUMEN_EQUIVALENCE_ALL_RULES").is_some() {
-        return options;
-    }
-    KNOWN_BUGGY_RULES.iter().fold(options, |o, rule| o.with_optimization_rule(rule, false))
-}
-
-/// Builds and runs `case` both ways; a description of the first difference, if any.
-fn run_case(case: &Case) -> Result<(), String> {
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    if let SourceRecipe::Files { rows, parquet, files, bad_row, .. } = &case.source {
-        write_files(dir.path(), rows, *parquet, *files, *bad_row);
-    }
-    let optimized = build(case, optimized_options(case), dir.path());
-    let plain = build(case, Options::default().with_chunk_rows(case.chunk_rows).without_optimizations(), dir.path());
-    let (optimized, plain) = match (optimized, plain) {
-        (Ok(o), Ok(p)) => (o, p),
-        (o, p) => {
-            count(&STATS.build_failed, 1);
-            return match (o.err(), p.err()) {
-                (Some(_), Some(_)) => Ok(()),
-                (o, p) => Err(format!("the builds disagree: optimized {o:?}, unoptimized {p:?}")),
-            };
-        }
-    };
-    count(&STATS.cases, 1);
-    count(&STATS.ops_generated, case.ops.len());
-    count(&STATS.ops_applied, optimized.applied.len());
-    count(&STATS.ops_skipped, optimized.skipped);
-    count(&STATS.ops_rejected, optimized.rejected);
-    {
-        let mut applied = STATS.applied.lock().unwrap();
-        for name in &optimized.applied {
-            *applied.entry(name).or_default() += 1;
-        }
-    }
-    if let Ok(report) = optimized.ds.optimization_report() {
-        count(&STATS.plans_changed, usize::from(report.output != report.input));
-        let mut rules = STATS.rules.lock().unwrap();
-        for stage in &report.stages {
-            for (rule, n) in &stage.rules_fired {
-                *rules.entry(rule.clone()).or_default() += n;
-            }
-        }
-    }
-    let mut message_diffs = 0;
-    let mut errors = 0;
-    let mut total = 0;
-    // Two passes: caches replay and reshuffling shuffles move on in the second. A written
-    // prefetch reads ahead on its own thread, so above an operator whose results depend on
-    // how far it is read (a closure that keeps state, a cache), what a pass sees depends on
-    // timing, as in tf.data: such cases are not compared. Nothing else reads ahead of one.
-    let demand = optimized
-        .applied
-        .iter()
-        .position(|a| a.contains("stateful") || a.contains("nondeterministic") || *a == "cache");
-    if demand.is_some_and(|d| optimized.applied[d..].contains(&"prefetch")) {
-        count(&STATS.single_pass, 1);
-        return Ok(());
-    }
-    let passes = 2;
-    for pass in 0..passes {
-        let (a, b) = (items(&optimized.ds), items(&plain.ds));
-        if let Some(diff) = first_difference(&a, &b, &mut message_diffs) {
-            return Err(format!(
-                "pass {pass}: {diff}\n\npipeline:\n  {}\n\n{}",
-                optimized.calls.join("\n    ."),
-                optimized.ds.explain()
-            ));
-        }
-        let pass_errors = b.iter().filter(|i| matches!(i, Item::Err(_))).count();
-        // The optimizer trusts static cardinalities (noop-take): they must match what runs,
-        // for the plan as written and as optimized (without errors in any pass so far: errors
-        // may add items, and a cache does not record them).
-        if errors + pass_errors == 0 && b.len() < MAX_ITEMS {
-            let written = plain.ds.cardinality();
-            let rewritten = optimized.ds.optimized_plan().ok().and_then(|p| p.cardinality());
-            for (what, c) in [("written", written), ("optimized", rewritten)] {
-                if c.is_some_and(|c| c != u64::MAX && c != b.len() as u64) {
-                    return Err(format!(
-                        "pass {pass}: the {what} plan's cardinality is {c:?}, but it yields {} elements\n\n\
-                         pipeline:\n  {}\n\n{}",
-                        b.len(),
-                        optimized.calls.join("\n    ."),
-                        optimized.ds.explain()
-                    ));
-                }
-            }
-        }
-        errors += pass_errors;
-        total += b.len();
-    }
-    count(&STATS.items, total);
-    count(&STATS.error_items, errors);
-    count(&STATS.cases_with_errors, usize::from(errors > 0));
-    count(&STATS.empty_cases, usize::from(total == 0));
-    count(&STATS.message_diffs, message_diffs);
-    Ok(())
-}
-
-/// Runs `case` on its own thread, failing it if it does not finish in time (a hang is a bug
-/// too, and must not stall the test suite).
-fn run_case_with_timeout(case: &Case) -> Result<(), TestCaseError> {
-    run_with_timeout("equivalence-case", Duration::from_secs(60), case, run_case)
-}
-
-/// The statistics of the run, as text.
-fn stats_report(elapsed: Duration) -> String {
-    let s = &*STATS;
-    let get = |c: &AtomicUsize| c.load(Ordering::Relaxed);
-    let generated = get(&s.ops_generated).max(1);
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{} cases in {:.1?} ({} failed to build); ops: {} generated, {} applied ({:.0}%), {} not applicable, {} \
-         rejected by a builder; {} items ({} errors), {} cases with errors, {} empty, {} plans changed by the \
-         optimizer, {} error messages worded differently, {} not compared (a written prefetch above a closure that keeps state or a cache)",
-        get(&s.cases),
-        elapsed,
-        get(&s.build_failed),
-        get(&s.ops_generated),
-        get(&s.ops_applied),
-        100.0 * get(&s.ops_applied) as f64 / generated as f64,
-        get(&s.ops_skipped),
-        get(&s.ops_rejected),
-        get(&s.items),
-        get(&s.error_items),
-        get(&s.cases_with_errors),
-        get(&s.empty_cases),
-        get(&s.plans_changed),
-        get(&s.message_diffs),
-        get(&s.single_pass),
-    );
-    let _ = writeln!(out, "operators applied: {:?}", s.applied.lock().unwrap());
-    let _ = writeln!(out, "rules fired: {:?}", s.rules.lock().unwrap());
-    out
-}
-
-/// The property: random pipelines yield the same items optimized and unoptimized.
-///
-/// `FLUMEN_EQUIVALENCE_CASES` and `FLUMEN_EQUIVALENCE_SEED` override the case count and
-/// the seed (for longer bug hunts); CI runs the fixed defaults.
 #[test]
-fn random_pipelines_match_their_unoptimized_runs() {
-    let config = fixed_config("FLUMEN_EQUIVALENCE_CASES", 512, "FLUMEN_EQUIVALENCE_SEED", 0x0F1E_2D3C);
+fn short_tier() {
+    let tier = Tier { configs: None, sampled: 4, timed: false, limit: Duration::from_secs(60), record: true };
+    let cases = env_or("FLUMEN_FUZZ_SHORT_CASES", 300usize);
     let start = Instant::now();
-    let result = TestRunner::new(config).run(&case(), |c| run_case_with_timeout(&c));
-    let report = stats_report(start.elapsed());
-    eprintln!("{report}");
-    if let Err(e) = result {
-        panic!("{e}\n{report}");
-    }
-    let s = &*STATS;
-    let (applied, generated) = (s.ops_applied.load(Ordering::Relaxed), s.ops_generated.load(Ordering::Relaxed));
-    assert!(applied * 10 >= generated * 7, "too few recipes applied: {applied}/{generated}\n{report}");
-}
-
-// ----------------------------------------------------------------------------------------
-// Hand-written cases: the most important rule interactions, and the bugs found.
-// ----------------------------------------------------------------------------------------
-
-/// Builds the pipeline twice (fresh closure state each time), runs it optimized and
-/// unoptimized, asserts that the items are the same, and returns them (unoptimized run).
-fn assert_equivalent(make: impl Fn() -> flumen::Result<Dataset>) -> Vec<Item> {
-    let optimized = make().expect("builds").with_options(Options::default());
-    let plain = make().expect("builds").with_options(Options::default().without_optimizations());
-    let (a, b) = (items(&optimized), items(&plain));
-    if let Some(diff) = first_difference(&a, &b, &mut 0) {
-        panic!("{diff}\n\n{}", optimized.explain());
-    }
-    b
-}
-
-/// The rules that fired when optimizing `ds` under default options.
-fn fired(ds: &Dataset) -> Vec<String> {
-    let report = ds.with_options(Options::default()).optimization_report().expect("optimizes");
-    report.stages.iter().flat_map(|s| s.rules_fired.keys().cloned()).collect()
-}
-
-/// Items as `Some(values of field)` per element, `None` per error.
-fn values(items: &[Item], field: &str) -> Vec<Option<Vec<i64>>> {
-    items
-        .iter()
-        .map(|i| match i {
-            Item::Ok(b) => Some(int_values(b.column_by_name(field).expect("field").as_ref())),
-            Item::Err(_) => None,
-        })
-        .collect()
-}
-
-fn range(a: i64, b: i64) -> Dataset {
-    Dataset::range(a, b).expect("range")
-}
-
-#[test]
-fn map_chain_filter_and_batch_match_unoptimized() {
-    // The three maps fuse into one (the dead `f` is not computed: int-to-float casts and
-    // float arithmetic cannot fail), the filter stays after the fallible `w` (hoisting it
-    // would hide the error of element 7), and batch fuses with the map; element 7's error
-    // discards its partial batch in both runs.
-    let make = || {
-        range(0, 20)
-            .map(MapFunction::with_fields([("f", cast(col("value"), DataType::Float64) * lit(0.5))]))?
-            .map(MapFunction::with_fields([("g", col("f") + lit(1.0))]))?
-            .map(MapFunction::select([
-                ("value", col("value")),
-                ("g", col("g")),
-                ("w", lit(10i64) / (col("value") - lit(7i64))),
-            ]))?
-            .filter((col("value") % lit(3i64)).not_eq(lit(0i64)))?
-            .batch(4)
-    };
-    let rules = fired(&make().unwrap());
-    assert!(rules.iter().any(|r| r == "map-fusion"), "{rules:?}");
-    let got = assert_equivalent(make);
-    let kept: Vec<i64> = (0..20).filter(|v| v % 3 != 0).collect();
-    // 1 2 4 5 | 7 fails: the batch gathered so far ([]) is discarded | 8 10 11 13 | 14 16 17 19
-    let expected = vec![Some(kept[0..4].to_vec()), None, Some(kept[5..9].to_vec()), Some(kept[9..].to_vec())];
-    assert_eq!(values(&got, "value"), expected);
-    // A filter that does not read what an infallible map computes is hoisted above it.
-    let hoisted = || {
-        range(0, 20)
-            .map(MapFunction::with_fields([("y", cast(col("value"), DataType::Float64) * lit(3.0))]))?
-            .filter((col("value") % lit(3i64)).not_eq(lit(0i64)))?
-            .map(MapFunction::with_fields([("z", col("y") + lit(1.0))]))?
-            .batch_with(4, true)
-    };
-    let rules = fired(&hoisted().unwrap());
-    assert!(rules.iter().any(|r| r == "filter-hoist"), "{rules:?}");
-    let got = assert_equivalent(hoisted);
-    assert_eq!(
-        values(&got, "value"),
-        vec![Some(kept[0..4].to_vec()), Some(kept[4..8].to_vec()), Some(kept[8..12].to_vec())]
-    );
-}
-
-/// A per-element closure that adds field `c`: its call number (stateful) or a seeded random
-/// number of its call number (non-deterministic). Each closure counts its own calls from 0;
-/// `total` counts the calls of all of them.
-fn counting_closure(name: &str, spec: &ElementSpec, random: bool, total: Arc<AtomicU64>) -> MapFunction {
-    let mut fields = spec.fields.clone();
-    fields.push(FieldSpec::scalar("c", DType::Int64));
-    let out = ElementSpec { fields, batch_dims: spec.batch_dims };
-    let schema = out.arrow_schema();
-    let calls = AtomicU64::new(0);
-    let f = MapFunction::element(Some(name), out, move |row| {
-        total.fetch_add(1, Ordering::SeqCst);
-        let n = calls.fetch_add(1, Ordering::SeqCst);
-        let c = if random { (splitmix(7 ^ n) % 1000) as i64 } else { n as i64 };
-        let mut columns = row.columns().to_vec();
-        columns.push(Arc::new(Int64Array::from(vec![c])));
-        Ok(RecordBatch::try_new(schema.clone(), columns)?)
-    });
-    // A random stream drawn per call depends on the calls before: stateful as well.
-    if random {
-        f.nondeterministic().stateful()
-    } else {
-        f.stateful()
+    let failures = run_cases(&mut runner(env_or("FLUMEN_FUZZ_SEED", SEED)), cases, &tier, true);
+    eprintln!("short tier: {cases} cases in {:.1?}\n{}", start.elapsed(), stats::report());
+    if let Some((case, f)) = failures.first() {
+        panic!("{}", report_failure(case, f));
     }
 }
 
 #[test]
-fn stateful_and_random_closures_between_expression_maps_keep_their_call_order() {
-    for random in [false, true] {
-        let calls = Arc::new(AtomicU64::new(0));
-        let make = || {
-            let mapped = range(0, 12).map(MapFunction::with_fields([("y", col("value") * lit(2i64))]))?;
-            let spec = mapped.element_spec().clone();
-            mapped
-                .map(counting_closure("counter", &spec, random, calls.clone()))?
-                .map(MapFunction::with_fields([("y", col("y") + col("c"))]))?
-                .filter((col("y") % lit(2i64)).eq(lit(0i64)))?
-                .map(MapFunction::with_fields([("q", lit(100i64) / (col("c") - lit(5i64)))]))?
-                .batch(3)
-        };
-        let got = assert_equivalent(make);
-        // Two builds, each calling the closure once per element: the optimizer neither
-        // skipped elements (by filtering before it) nor called it twice.
-        assert_eq!(calls.load(Ordering::SeqCst), 24, "random: {random}");
-        if !random {
-            // y = 2v + v is even for even v; c = v; q fails for c = 5 (odd, filtered out).
-            let expected = vec![Some(vec![0, 2, 4]), Some(vec![6, 8, 10])];
-            assert_eq!(values(&got, "value"), expected);
+fn regressions_replay() {
+    let tier =
+        Tier { configs: Some(Config::all()), sampled: 0, timed: false, limit: Duration::from_secs(120), record: true };
+    fuzz::quiet_panics();
+    let mut failed = Vec::new();
+    for (comment, case) in regressions(include_str!("equivalence_regressions.jsonl")) {
+        if let Some(f) = fuzz::failure_of(&case, &Config::all(), &tier) {
+            failed.push(format!("regression \"{comment}\":\n{}", report_failure(&case, &f)));
         }
     }
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }
 
 #[test]
-fn a_failing_predicate_guarded_by_an_earlier_filter_never_fails() {
-    // filter(v != 0).filter(10 / v > 1): fusing them into one conjunction would evaluate
-    // 10 / 0 (the evaluator has no short-circuit), so the second filter must stay behind
-    // the first, also after a map that computes the divisor.
-    let guarded =
-        || range(-5, 6).filter(col("value").not_eq(lit(0i64)))?.filter((lit(10i64) / col("value")).gt(lit(1i64)));
-    let got = assert_equivalent(guarded);
-    assert_eq!(values(&got, "value"), vec![Some(vec![1]), Some(vec![2]), Some(vec![3]), Some(vec![4]), Some(vec![5])]);
-    let after_map = || {
-        range(0, 10)
-            .map(MapFunction::with_fields([("d", col("value") - lit(4i64))]))?
-            .filter(col("d").not_eq(lit(0i64)))?
-            .filter((lit(8i64) / col("d")).gt(lit(1i64)))?
-            .batch(2)
+#[ignore = "the long tier: FLUMEN_FUZZ_CASES=20000 cargo test --release --test optimizer_equivalence -- --ignored --nocapture long_tier"]
+fn long_tier() {
+    let tier = Tier {
+        configs: Some(Config::all()),
+        sampled: 0,
+        timed: !cfg!(debug_assertions),
+        limit: Duration::from_secs(if cfg!(debug_assertions) { 300 } else { 120 }),
+        record: true,
     };
-    let got = assert_equivalent(after_map);
-    assert_eq!(values(&got, "value"), vec![Some(vec![5, 6]), Some(vec![7, 8])]);
-    // Unguarded, the predicate fails for exactly that element in both runs.
-    let unguarded = || range(-2, 3).filter((lit(10i64) / col("value")).gt(lit(1i64)))?.batch(2);
-    let got = assert_equivalent(unguarded);
-    assert_eq!(values(&got, "value"), vec![None, Some(vec![1, 2])]);
+    let cases = env_or("FLUMEN_FUZZ_CASES", 20_000usize);
+    let seed = env_or("FLUMEN_FUZZ_SEED", SEED);
+    let jobs = env_or("FLUMEN_FUZZ_JOBS", std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    let start = Instant::now();
+    let workers: Vec<_> = (0..jobs)
+        .map(|w| {
+            let tier = tier.clone();
+            let share = cases / jobs + usize::from(w < cases % jobs);
+            std::thread::spawn(move || {
+                let mut runner = runner(seed.wrapping_add(w as u64));
+                let mut failures = Vec::new();
+                // Batches of 500 cases, so progress shows while it runs.
+                for done in (0..share).step_by(500) {
+                    failures.extend(run_cases(&mut runner, 500.min(share - done), &tier, false));
+                    if w == 0 {
+                        eprintln!("[{:.0?}] {} cases so far", start.elapsed(), stats::cases());
+                    }
+                }
+                failures
+            })
+        })
+        .collect();
+    let failures: Vec<_> = workers.into_iter().flat_map(|w| w.join().expect("a worker")).collect();
+    eprintln!("long tier: {cases} cases, seed {seed:#x}, {jobs} jobs, in {:.1?}\n{}", start.elapsed(), stats::report());
+    for (case, f) in &failures {
+        eprintln!("{}", report_failure(case, f));
+    }
+    assert!(failures.is_empty(), "{} failures (above)", failures.len());
 }
 
-// ----- bugs found by the property test (ignored until fixed; see the report) -----
-
-/// Found by the property test: `may_fail` treated integer `+`, `-`, `*` as infallible, but
-/// they fail on overflow (fixed in df7920b, "integer arithmetic ... are fallible").
+/// Replays the case in `FLUMEN_FUZZ_REPLAY` (one line of JSON, as a failure prints it) under
+/// every configuration and prints what each gives: for investigating a finding.
 #[test]
-fn integer_overflow_errors_are_dropped_by_dead_field_elimination() {
-    let a = || Dataset::from_arrays([("a", Arc::new(Int64Array::from(vec![1, i64::MAX / 2, 3])) as ArrayRef)]);
-    // map-fusion composes the two maps and drops `y`, which nobody reads: element 1's
-    // overflow error disappears (unoptimized: Ok, Err, Ok; optimized: Ok, Ok, Ok).
-    assert_equivalent(|| {
-        a()?.map(MapFunction::with_fields([("y", col("a") * lit(4i64))]))?.map(MapFunction::select([("a", col("a"))]))
-    });
-    // filter-hoist moves the filter above the map: the overflowing element is dropped before
-    // the map computes `y` (unoptimized: Ok, Err; optimized: Ok).
-    assert_equivalent(|| {
-        a()?.map(MapFunction::with_fields([("y", col("a") * lit(4i64))]))?.filter(col("a").lt(lit(5i64)))
-    });
-}
-
-#[test]
-fn noop_repeat_changes_the_order_of_a_reshuffling_shuffle() {
-    // The runtime salts each repeat epoch's seeds (`ExecContext::for_epoch(0)` != the
-    // context itself), so repeat(1) over a reshuffling shuffle is not the identity.
-    assert_equivalent(|| range(0, 10).shuffle(10, Some(1))?.repeat(Some(1)));
-}
-
-/// A Parquet file of `rows` (row groups of 3 rows) in `dir`, read whole.
-fn parquet_of(dir: &Path, rows: &[Row]) -> Dataset {
-    let paths = write_files(dir, rows, true, 1, None);
-    Dataset::parquet(&[paths[0].as_str()], None).expect("parquet")
-}
-
-#[test]
-fn predicate_pushdown_hides_the_errors_of_row_groups_that_statistics_prune() {
-    let dir = tempfile::tempdir().unwrap();
-    let rows: Vec<Row> =
-        [(1, 0), (2, 1), (3, 2), (10, 0), (11, 1), (12, 1)].iter().map(|&(a, b)| (Some(a), b, Some(0.0))).collect();
-    // Row group 0 (a <= 3) cannot pass `a > 5`, so the reader skips it, and with it the
-    // division by zero of row 0 (unoptimized: Err, Err, Ok, Ok; optimized: Err, Ok, Ok).
-    assert_equivalent(|| {
-        parquet_of(dir.path(), &rows).filter(col("a").gt(lit(5i64)).and((lit(6i64) / col("b")).gt(lit(0i64))))
-    });
-}
-
-#[test]
-fn predicate_pushdown_evaluates_a_fallible_predicate_on_rows_an_earlier_filter_dropped() {
-    let dir = tempfile::tempdir().unwrap();
-    let rows: Vec<Row> = vec![(Some(0), 0, Some(1.0)), (Some(1), 0, Some(-1.5)), (Some(2), 0, Some(-1.5))];
-    // Row 0 is dropped by `x < 0`, so `6 / a` never sees its zero; the pushed-down
-    // `(x < 0) and (6 / a > 0)` evaluates both sides on every row (unoptimized: Ok, Ok;
-    // optimized: Err, Ok, Ok). filter-fusion refuses exactly this (`may_fail(q)`).
-    assert_equivalent(|| {
-        parquet_of(dir.path(), &rows).filter(col("x").lt(lit(0.0)))?.filter((lit(6i64) / col("a")).gt(lit(0i64)))
-    });
-}
-
-#[test]
-fn noop_take_removes_a_take_that_stops_errors() {
-    // skip(-1) has cardinality 0, so take(0) looks like a no-op; but skip passes its input's
-    // errors through, and take(0) is what stops them (unoptimized: nothing; optimized: Err).
-    assert_equivalent(|| {
-        range(0, 1).map(MapFunction::with_fields([("q", lit(1i64) / col("value"))]))?.skip(-1)?.take(0)
-    });
-}
-
-#[test]
-#[ignore = "runtime bug: EnumerateOp computes i64::MAX - next, which overflows for a negative start (panics in debug builds)"]
-fn enumerate_with_a_negative_start_panics() {
-    let got = assert_equivalent(|| range(0, 2).enumerate(-1));
-    assert_eq!(values(&got, "index"), vec![Some(vec![-1]), Some(vec![0])]);
+#[ignore = "FLUMEN_FUZZ_REPLAY='<case JSON>' cargo test --test optimizer_equivalence -- --ignored --nocapture replay"]
+fn replay() {
+    let json = std::env::var("FLUMEN_FUZZ_REPLAY").expect("FLUMEN_FUZZ_REPLAY holds a case");
+    let case: common::pipelines::Case = serde_json::from_str(&json).expect("a case");
+    let tier =
+        Tier { configs: Some(Config::all()), sampled: 0, timed: false, limit: Duration::from_secs(300), record: true };
+    let off = std::env::var("FLUMEN_FUZZ_OFF").unwrap_or_default();
+    let off: Vec<&str> = off.split(',').filter(|r| !r.is_empty()).collect();
+    fuzz::quiet_panics();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    common::pipelines::prepare(&case, dir.path());
+    let reference = fuzz::run(&case, Config::Off(None), &[], dir.path(), &tier, 2).expect("the reference runs");
+    let mode = fuzz::compare_mode(&reference.built.marks, reference.capped);
+    eprintln!(
+        "reference items: {:?}, compared: {mode:?}",
+        reference.passes.iter().map(|p| fuzz::brief(p)).collect::<Vec<_>>()
+    );
+    for config in Config::all() {
+        match fuzz::compare_config(&case, config, &off, dir.path(), &tier, &reference, mode) {
+            Ok(()) => eprintln!("{}: same items", config.name()),
+            Err(f) => {
+                eprintln!("{}: {:?}\n{}\n", config.name(), f.kind, f.text);
+            }
+        }
+    }
 }

@@ -192,6 +192,28 @@ fn every_node_kind_round_trips_through_json() {
 }
 
 #[test]
+fn non_finite_float_literals_round_trip() {
+    // JSON has no number for them: serde wrote `null`, which did not read back as a float.
+    let ds = range(-2, 3)
+        .map(MapFunction::with_fields([
+            ("x", cast(col("value"), arrow::datatypes::DataType::Float64)),
+            ("nan", lit(f64::NAN)),
+        ]))
+        .and_then(|d| {
+            d.map(MapFunction::with_fields([("c", clip(col("x"), lit(f64::NEG_INFINITY), lit(f64::INFINITY)))]))
+        })
+        .and_then(|d| d.filter(col("x").lt(lit(f64::INFINITY))))
+        .unwrap();
+    let json = ds.serialize().unwrap();
+    assert!(json.contains(r#""NaN""#) && json.contains(r#""inf""#) && json.contains(r#""-inf""#), "{json}");
+    let back = Dataset::deserialize(&json, registry_of(&ds)).unwrap_or_else(|e| panic!("{e}\n{json}"));
+    assert_eq!(back.serialize().unwrap(), json);
+    assert_eq!(back.fingerprint(), ds.fingerprint());
+    let c: Vec<f64> = back.iter().flat_map(|b| common::column_f64(&b.unwrap(), "c")).collect();
+    assert_eq!(c, vec![-2.0, -1.0, 0.0, 1.0, 2.0]);
+}
+
+#[test]
 fn json_is_human_readable() {
     let ds = range(0, 10).filter(col("value").gt(lit(2i64))).unwrap().batch(4).unwrap();
     let json = ds.serialize().unwrap();

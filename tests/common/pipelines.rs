@@ -1,10 +1,21 @@
 //! The random-pipeline generator shared by the property tests (`optimizer_equivalence`,
 //! `checkpoint_equivalence`): plain-data recipes (a [`Case`]: a source and operator recipes
-//! drawn from the whole operator set), their proptest strategies ([`case`]), building a
-//! [`Dataset`] from a case ([`build`], after [`write_files`] for file sources), and reading
-//! a pipeline's items back ([`items`], [`show`]). Recipes are applied to the element spec
-//! built so far, so the pipelines are well typed by construction; a case can be rebuilt from
-//! scratch (fresh closure state) any number of times.
+//! drawn from the whole operator set), their proptest strategies ([`case`], and
+//! [`full_case`] for the optimizer fuzzer), building a [`Dataset`] from a case ([`build`],
+//! after [`prepare`] wrote the files of file sources), and reading a pipeline's items back
+//! ([`items`], [`show`]). Recipes are applied to the element spec built so far, so the
+//! pipelines are well typed by construction; a case can be rebuilt from scratch (fresh
+//! closure state) any number of times. Recipes are `serde` data: a failing case prints as one
+//! line of JSON, and regression files replay such lines.
+//!
+//! Two generators share the recipes. [`case`] is the base one `checkpoint_equivalence` runs
+//! (its recipes checkpoint). [`full_case`] adds, in `sources` and `families`, every source
+//! and expression family and the recipes only the equivalence fuzzer runs: parallel
+//! arguments, stateful per-chunk closures, `parse_example`, `cache_to`, caches cut short,
+//! shuffles that reshuffle under a repeat, nested datasets of batched elements.
+
+pub mod families;
+pub mod sources;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -19,6 +30,8 @@ use flumen::prelude::*;
 use flumen::{Error, FieldKind, Options};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use serde::{Deserialize, Serialize};
+pub use sources::{ExampleRecipe, TableFormat, TypedRow};
 
 // ----------------------------------------------------------------------------------------
 // Recipes: what the strategy generates. Plain data (Debug + Clone + Send), so proptest can
@@ -26,7 +39,7 @@ use proptest::test_runner::TestCaseError;
 // ----------------------------------------------------------------------------------------
 
 /// The data a pipeline starts from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum SourceRecipe {
     /// `Dataset::range(start, start + len)`: one int field `value`.
     Range { start: i64, len: i64 },
@@ -40,13 +53,47 @@ pub enum SourceRecipe {
     /// CSV files are read with their schema given, and row `bad_row` has a malformed `b` (an
     /// error of that record, whether `b` is read or not).
     Files { rows: Vec<Row>, parquet: bool, files: usize, read: u8, bad_row: Option<usize> },
+    /// `Dataset::range_step(start, stop, step)` (`step` may be negative, never zero).
+    RangeStep { start: i64, stop: i64, step: i64 },
+    /// In-memory columns of every dtype family (`sources::typed_batch`) in `parts` batches.
+    Typed { rows: Vec<TypedRow>, parts: u8 },
+    /// A named generator of `{value}` (`sources::generator`): chunks of `chunk` rows, an
+    /// error at `error_at`, values moved on each pass when `stateful`.
+    Generator { values: Vec<i64>, chunk: u8, stateful: bool, error_at: Option<usize> },
+    /// The `a`, `b`, `x` columns in files of `format`, read as `read` says
+    /// (`sources::read_files`), with a bad record (CSV, text) or a truncated file (binary
+    /// formats) at `bad_row`.
+    Tables { rows: Vec<Row>, format: TableFormat, files: usize, read: u8, bad_row: Option<usize> },
+    /// TFRecord files of `tf.train.Example`s (record `corrupt` fails its checksum), read as
+    /// `read` says, then parsed with `parse_example` of `sources::features(parse)` (`0`:
+    /// left as the raw `record` bytes).
+    Records { examples: Vec<ExampleRecipe>, files: usize, read: u8, corrupt: Option<usize>, gzip: bool, parse: u8 },
+}
+
+/// tf.data's parallelism arguments of a `map`, `filter`, `batch` or `interleave`: `calls` 0
+/// is `AUTOTUNE`, else `Fixed(calls)`. Always in order (`deterministic` unset or true): an
+/// out-of-order run has no single element sequence to compare.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct ParRecipe {
+    /// `num_parallel_calls` (0: `AUTOTUNE`).
+    pub calls: u8,
+    /// `Some(true)` or unset.
+    pub deterministic: Option<bool>,
+}
+
+impl ParRecipe {
+    /// The builder argument.
+    pub fn parallel(self) -> Parallel {
+        let calls = if self.calls == 0 { Tunable::Autotune } else { Tunable::Fixed(u32::from(self.calls)) };
+        Parallel { num_parallel_calls: calls, deterministic: self.deterministic }
+    }
 }
 
 /// One row of the `a`, `b` and `x` columns.
 pub type Row = (Option<i64>, i64, Option<f64>);
 
 /// An expression over the element's numeric fields; `i` and `j` pick fields, `k` a constant.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExprRecipe {
     /// The kind of expression (see `expression`).
     pub kind: u8,
@@ -59,7 +106,7 @@ pub struct ExprRecipe {
 }
 
 /// A boolean expression over the element's scalar fields.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PredRecipe {
     /// The kind of predicate (see `predicate`).
     pub kind: u8,
@@ -72,7 +119,7 @@ pub struct PredRecipe {
 }
 
 /// How a closure behaves, and what it declares.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub enum Flavor {
     /// Deterministic and stateless: `2v + 1`.
     Pure,
@@ -86,32 +133,57 @@ pub enum Flavor {
 }
 
 /// One operator to add to the pipeline.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum OpRecipe {
     /// `with_fields`: `mode` 0 replaces a field, 1 adds one, 2 replaces and adds.
-    MapExpr { mode: u8, e1: ExprRecipe, e2: ExprRecipe },
+    MapExpr {
+        mode: u8,
+        e1: ExprRecipe,
+        e2: ExprRecipe,
+        #[serde(default)]
+        par: Option<ParRecipe>,
+    },
     /// `select` of computed fields (plus kept ones from `keep`'s bits).
     MapSelectComputed { keep: u8, e: ExprRecipe },
     /// `select` of existing fields only (a projection), by `keep`'s bits.
     MapSelectOnly { keep: u8 },
     /// A per-element closure map.
-    MapClosure { flavor: Flavor, pick: u8, seed: u64 },
+    MapClosure {
+        flavor: Flavor,
+        pick: u8,
+        seed: u64,
+        #[serde(default)]
+        par: Option<ParRecipe>,
+    },
     /// `filter` with an expression predicate.
     Filter(PredRecipe),
+    /// `filter_with` an expression predicate and parallel arguments.
+    FilterWith { p: PredRecipe, par: ParRecipe },
     /// `map(with_fields [new = e])` then `filter(p)` (then `filter(q)`): the shapes the
     /// fusion and hoisting rules match, drawn as a unit so they meet often.
     MapThenFilter { e: ExprRecipe, p: PredRecipe, q: Option<PredRecipe> },
     /// A per-element closure predicate (pure; may fail).
     FilterClosure { pick: u8, modulus: i64, fail: bool },
-    /// A per-chunk closure map rewriting a numeric field (pure, never fails: what a per-chunk
-    /// closure does must not depend on where chunks end).
-    MapBatchClosure { pick: u8 },
+    /// A per-chunk closure map rewriting a numeric field (never fails: a per-chunk closure's
+    /// error takes its whole chunk, wherever chunks end). `state` 0 is pure; 1 counts the
+    /// rows it saw and adds the count (stateful), 2 adds a random number of that count
+    /// (nondeterministic): one call per element's row either way.
+    MapBatchClosure {
+        pick: u8,
+        #[serde(default)]
+        state: u8,
+    },
     /// A per-chunk closure predicate (pure, never fails).
     FilterBatchClosure { pick: u8, modulus: i64 },
     /// `bucket_by_sequence_length` keyed by `|v| mod 5`, boundaries `[2, 4]`.
     Bucket { pick: u8, sizes: (u64, u64, u64), to_boundary: bool, drop: bool },
     /// `batch_with(n, drop)`.
-    Batch { n: u64, drop: bool },
+    Batch {
+        n: u64,
+        drop: bool,
+        #[serde(default)]
+        par: Option<ParRecipe>,
+    },
     /// `padded_batch`, padding int fields with `-1` when `pad` (else zeros).
     PaddedBatch { n: u64, drop: bool, pad: bool },
     /// `unbatch` (when every field has a leading dimension).
@@ -150,17 +222,43 @@ pub enum OpRecipe {
     Scan { pick: u8 },
     /// `ignore_errors()`.
     IgnoreErrors,
-    /// `flat_map`: a closure repeating each element `v mod 3` times, or `FromTensorSlices`.
-    FlatMap { pick: u8 },
+    /// `flat_map`: a closure repeating each element `v mod 3` times (`inner` 1: and mapping
+    /// the copies with a division that fails in the inner dataset), or `FromTensorSlices`.
+    FlatMap {
+        pick: u8,
+        #[serde(default)]
+        inner: u8,
+    },
     /// `interleave` of the same functions as `FlatMap`.
-    Interleave { pick: u8, cycle: u32, block: u64 },
+    Interleave {
+        pick: u8,
+        cycle: u32,
+        block: u64,
+        #[serde(default)]
+        inner: u8,
+        #[serde(default)]
+        par: Option<ParRecipe>,
+    },
     /// `sample_from_datasets([self, self.skip(skip)], ...)` with a seed.
     Sample { skip: i64, weight: u8, seed: u64, stop: bool },
+    /// `map(parse_example(record, sources::features(parse)))` of a bytes field `record`.
+    ParseExample { parse: u8 },
+    /// `cache_to(file)` in the case's scratch directory.
+    CacheTo,
+    /// A cache cut short: `cache()` (or `cache_to` with `file`) then `take(k)`, then
+    /// `repeat(repeat)` when `repeat > 0` (each epoch, and each pass, meets the cut cache).
+    CacheTake { k: i64, file: bool, repeat: u64 },
+    /// A shuffle that reshuffles each epoch under a repeat: `shuffle_with(buffer, seed,
+    /// true).repeat(count)`, or `repeat` first with `repeat_first`.
+    ShuffleRepeat { buffer: u64, seed: u64, count: u64, repeat_first: bool },
+    /// A nested dataset of batched elements: `batch_with(n, drop)` then
+    /// `flat_map(FromTensorSlices)`, or `interleave` of it with `cycle`.
+    BatchSlices { n: u64, drop: bool, cycle: Option<u32> },
 }
 
 /// A whole case: a source, operator recipes, the chunk size both runs use, and the
 /// optimizer's configuration (the guarantee holds for every rule set a user can choose).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Case {
     /// The data the pipeline starts from.
     pub source: SourceRecipe,
@@ -172,16 +270,42 @@ pub struct Case {
     pub rules_off: u64,
     /// Autotuning (map parallelization, prefetch injection) in the optimized run.
     pub autotune: bool,
+    /// Picks the configurations a short run compares (never shrunk: the shrunk case must
+    /// still run the configuration that failed).
+    #[serde(default)]
+    pub seed: u64,
 }
 
-/// A random expression recipe.
+/// A random expression recipe of the base generator.
 pub fn expr_recipe() -> impl Strategy<Value = ExprRecipe> {
-    (0u8..18, any::<u8>(), any::<u8>(), -3i64..=4).prop_map(|(kind, i, j, k)| ExprRecipe { kind, i, j, k })
+    expr_recipe_with(false)
 }
 
-/// A random predicate recipe.
+/// A random expression recipe; `full` draws the expression families half the time.
+pub fn expr_recipe_with(full: bool) -> BoxedStrategy<ExprRecipe> {
+    let base = (0u8..18, any::<u8>(), any::<u8>(), -3i64..=4).prop_map(|(kind, i, j, k)| ExprRecipe { kind, i, j, k });
+    if !full {
+        return base.boxed();
+    }
+    let families = (families::FIRST_EXPR_FAMILY..families::END_EXPR_FAMILY, any::<u8>(), any::<u8>(), -3i64..=4)
+        .prop_map(|(kind, i, j, k)| ExprRecipe { kind, i, j, k });
+    prop_oneof![base, families].boxed()
+}
+
+/// A random predicate recipe of the base generator.
 pub fn pred_recipe() -> impl Strategy<Value = PredRecipe> {
-    (0u8..9, any::<u8>(), any::<u8>(), -2i64..=4).prop_map(|(kind, i, j, k)| PredRecipe { kind, i, j, k })
+    pred_recipe_with(false)
+}
+
+/// A random predicate recipe; `full` draws the predicate families half the time.
+pub fn pred_recipe_with(full: bool) -> BoxedStrategy<PredRecipe> {
+    let base = (0u8..9, any::<u8>(), any::<u8>(), -2i64..=4).prop_map(|(kind, i, j, k)| PredRecipe { kind, i, j, k });
+    if !full {
+        return base.boxed();
+    }
+    let families = (families::FIRST_PRED_FAMILY..families::END_PRED_FAMILY, any::<u8>(), any::<u8>(), -2i64..=4)
+        .prop_map(|(kind, i, j, k)| PredRecipe { kind, i, j, k });
+    prop_oneof![base, families].boxed()
 }
 
 /// A random closure flavor (each flavor equally likely).
@@ -189,29 +313,47 @@ pub fn flavor() -> impl Strategy<Value = Flavor> {
     prop_oneof![Just(Flavor::Pure), Just(Flavor::PureFailing), Just(Flavor::Stateful), Just(Flavor::Random)]
 }
 
-/// A random operator recipe, drawn from the whole operator set.
+/// Parallel arguments: `Fixed(1..=4)` or `AUTOTUNE`, in order.
+pub fn par_recipe() -> impl Strategy<Value = ParRecipe> {
+    (0u8..=4, prop_oneof![Just(None), Just(Some(true))])
+        .prop_map(|(calls, deterministic)| ParRecipe { calls, deterministic })
+}
+
+/// A random operator recipe of the base generator, drawn from the whole operator set.
 pub fn op_recipe() -> impl Strategy<Value = OpRecipe> {
-    prop_oneof![
+    op_recipe_with(false)
+}
+
+/// A random operator recipe; `full` adds parallel arguments, the expression families and
+/// the recipes only the equivalence fuzzer runs.
+pub fn op_recipe_with(full: bool) -> BoxedStrategy<OpRecipe> {
+    let par = move || if full { proptest::option::weighted(0.25, par_recipe()).boxed() } else { Just(None).boxed() };
+    let (expr, pred) = (move || expr_recipe_with(full), move || pred_recipe_with(full));
+    let chunk_state =
+        if full { prop_oneof![2 => Just(0u8), 1 => Just(1), 1 => Just(2)].boxed() } else { Just(0).boxed() };
+    let inner = if full { (0u8..2).boxed() } else { Just(0).boxed() };
+    let base = prop_oneof![
         // Element-wise functions (the optimizer's main material) are drawn more often.
-        4 => (0u8..3, expr_recipe(), expr_recipe()).prop_map(|(mode, e1, e2)| OpRecipe::MapExpr { mode, e1, e2 }),
-        1 => (any::<u8>(), expr_recipe()).prop_map(|(keep, e)| OpRecipe::MapSelectComputed { keep, e }),
+        4 => (0u8..3, expr(), expr(), par()).prop_map(|(mode, e1, e2, par)| OpRecipe::MapExpr { mode, e1, e2, par }),
+        1 => (any::<u8>(), expr()).prop_map(|(keep, e)| OpRecipe::MapSelectComputed { keep, e }),
         1 => any::<u8>().prop_map(|keep| OpRecipe::MapSelectOnly { keep }),
-        3 => (flavor(), any::<u8>(), any::<u64>()).prop_map(|(flavor, pick, seed)| OpRecipe::MapClosure {
+        3 => (flavor(), any::<u8>(), any::<u64>(), par()).prop_map(|(flavor, pick, seed, par)| OpRecipe::MapClosure {
             flavor,
             pick,
-            seed
+            seed,
+            par
         }),
-        4 => pred_recipe().prop_map(OpRecipe::Filter),
-        2 => (expr_recipe(), pred_recipe(), proptest::option::of(pred_recipe()))
+        4 => pred().prop_map(OpRecipe::Filter),
+        2 => (expr(), pred(), proptest::option::of(pred()))
             .prop_map(|(e, p, q)| OpRecipe::MapThenFilter { e, p, q }),
         1 => (any::<u8>(), 2i64..=4, any::<bool>()).prop_map(|(pick, modulus, fail)| OpRecipe::FilterClosure {
             pick,
             modulus,
             fail
         }),
-        3 => (1u64..=4, any::<bool>()).prop_map(|(n, drop)| OpRecipe::Batch { n, drop }),
+        3 => (1u64..=4, any::<bool>(), par()).prop_map(|(n, drop, par)| OpRecipe::Batch { n, drop, par }),
         1 => (1u64..=3, any::<bool>(), any::<bool>()).prop_map(|(n, drop, pad)| OpRecipe::PaddedBatch { n, drop, pad }),
-        1 => any::<u8>().prop_map(|pick| OpRecipe::MapBatchClosure { pick }),
+        1 => (any::<u8>(), chunk_state).prop_map(|(pick, state)| OpRecipe::MapBatchClosure { pick, state }),
         1 => (any::<u8>(), 2i64..=4).prop_map(|(pick, modulus)| OpRecipe::FilterBatchClosure { pick, modulus }),
         1 => (any::<u8>(), (1u64..=3, 1u64..=3, 1u64..=3), any::<bool>(), any::<bool>()).prop_map(
             |(pick, sizes, to_boundary, drop)| OpRecipe::Bucket { pick, sizes, to_boundary, drop }
@@ -228,13 +370,12 @@ pub fn op_recipe() -> impl Strategy<Value = OpRecipe> {
         2 => prop_oneof![-1i64..=3, 4i64..=16].prop_map(|n| OpRecipe::Take { n }),
         1 => prop_oneof![1 => Just(-1i64), 6 => 0i64..=4].prop_map(|n| OpRecipe::Skip { n }),
         1 => (1u64..=3, 0u64..3).prop_map(|(n, i)| OpRecipe::Shard { n, i: i % n }),
-        // Negative starts: see `enumerate_with_a_negative_start_panics`.
-        1 => (0i64..=3).prop_map(|start| OpRecipe::Enumerate { start }),
+        1 => (-3i64..=3).prop_map(|start| OpRecipe::Enumerate { start }),
         1 => (-2i64..=2, 1i64..=20, any::<bool>()).prop_map(|(start, len, fail)| OpRecipe::Zip { start, len, fail }),
         1 => (-1i64..=4, any::<bool>()).prop_map(|(n, skip)| OpRecipe::Concatenate { n, skip }),
         1 => prop_oneof![Just(None), (0u32..=2).prop_map(Some)].prop_map(|buffer| OpRecipe::Prefetch { buffer }),
         1 => Just(OpRecipe::Cache),
-        1 => pred_recipe().prop_map(OpRecipe::TakeWhile),
+        1 => pred().prop_map(OpRecipe::TakeWhile),
         1 => (1u64..=3, 1u64..=3, 1u64..=2, any::<bool>()).prop_map(|(size, shift, stride, drop)| OpRecipe::Window {
             size,
             shift,
@@ -246,11 +387,9 @@ pub fn op_recipe() -> impl Strategy<Value = OpRecipe> {
         }),
         1 => any::<u8>().prop_map(|pick| OpRecipe::Scan { pick }),
         2 => Just(OpRecipe::IgnoreErrors),
-        1 => any::<u8>().prop_map(|pick| OpRecipe::FlatMap { pick }),
-        1 => (any::<u8>(), 1u32..=3, 1u64..=2).prop_map(|(pick, cycle, block)| OpRecipe::Interleave {
-            pick,
-            cycle,
-            block
+        1 => (any::<u8>(), inner.clone()).prop_map(|(pick, inner)| OpRecipe::FlatMap { pick, inner }),
+        1 => (any::<u8>(), 1u32..=3, 1u64..=2, inner, par()).prop_map(|(pick, cycle, block, inner, par)| {
+            OpRecipe::Interleave { pick, cycle, block, inner, par }
         }),
         1 => (0i64..=3, 1u8..=3, 0u64..4, any::<bool>()).prop_map(|(skip, weight, seed, stop)| OpRecipe::Sample {
             skip,
@@ -258,43 +397,129 @@ pub fn op_recipe() -> impl Strategy<Value = OpRecipe> {
             seed,
             stop
         }),
-    ]
+    ];
+    if !full {
+        return base.boxed();
+    }
+    let added = prop_oneof![
+        2 => (pred(), par_recipe()).prop_map(|(p, par)| OpRecipe::FilterWith { p, par }),
+        1 => (1u8..4).prop_map(|parse| OpRecipe::ParseExample { parse }),
+        1 => Just(OpRecipe::CacheTo),
+        2 => (0i64..=5, any::<bool>(), 0u64..=2).prop_map(|(k, file, repeat)| OpRecipe::CacheTake { k, file, repeat }),
+        2 => (1u64..=6, 0u64..4, 1u64..=3, any::<bool>()).prop_map(|(buffer, seed, count, repeat_first)| {
+            OpRecipe::ShuffleRepeat { buffer, seed, count, repeat_first }
+        }),
+        2 => (1u64..=4, any::<bool>(), proptest::option::of(1u32..=3))
+            .prop_map(|(n, drop, cycle)| OpRecipe::BatchSlices { n, drop, cycle }),
+    ];
+    prop_oneof![6 => base, 1 => added].boxed()
 }
 
-/// A random source: a range, in-memory columns, or files.
-pub fn source_recipe() -> impl Strategy<Value = SourceRecipe> {
-    // Values near the limits make `+`, `-`, `*` and `abs` overflow, which is an error (see
-    // `integer_overflow_errors_are_dropped_by_dead_field_elimination`).
-    let int = prop_oneof![
+/// Int column values of the base sources: small values, nulls, and values near the limits
+/// that make `+`, `-`, `*` and `abs` overflow, which is an error (see
+/// `integer_overflow_errors_are_dropped_by_dead_field_elimination`).
+fn int_value() -> impl Strategy<Value = Option<i64>> {
+    prop_oneof![
         12 => (-3i64..=6).prop_map(Some),
         1 => Just(None),
         2 => Just(Some(i64::MAX / 2)),
         2 => Just(Some(i64::MIN + 1)),
-    ];
+    ]
+}
+
+/// Rows of the `a`, `b`, `x` columns.
+fn rows() -> impl Strategy<Value = Vec<Row>> {
     let divisor = prop_oneof![3 => Just(0i64), 5 => -2i64..=3];
     let float = prop_oneof![
         10 => prop_oneof![Just(-1.5f64), Just(0.0), Just(0.25), Just(2.0), Just(3.5)].prop_map(Some),
         1 => Just(None),
     ];
-    let rows = proptest::collection::vec((int, divisor, float), 1..=24);
+    proptest::collection::vec((int_value(), divisor, float), 1..=24)
+}
+
+/// A random source: a range, in-memory columns, or files.
+pub fn source_recipe() -> impl Strategy<Value = SourceRecipe> {
     prop_oneof![
         1 => (-2i64..=3, 0i64..=30).prop_map(|(start, len)| SourceRecipe::Range { start, len }),
-        2 => rows.clone().prop_map(|rows| SourceRecipe::Arrays { rows }),
-        2 => (rows, any::<bool>(), 1usize..=3, 0u8..3, proptest::option::weighted(0.3, 0usize..24)).prop_map(
+        2 => rows().prop_map(|rows| SourceRecipe::Arrays { rows }),
+        2 => (rows(), any::<bool>(), 1usize..=3, 0u8..3, proptest::option::weighted(0.3, 0usize..24)).prop_map(
             |(rows, parquet, files, read, bad_row)| SourceRecipe::Files { rows, parquet, files, read, bad_row }
         ),
     ]
 }
 
-/// A random case: a source, 3–12 operator recipes, a chunk size and an optimizer
-/// configuration.
+/// A random source of the full generator: the base sources and every other source.
+pub fn full_source_recipe() -> impl Strategy<Value = SourceRecipe> {
+    // Codes mostly of ordinary values, sometimes of NaN, infinities, -0 and huge values.
+    let float = prop_oneof![6 => 0u8..5, 1 => 5u8..12];
+    let typed_row = (int_value(), 0u8..8, float.clone(), float.clone(), 0u8..8, [float.clone(), float.clone(), float])
+        .prop_map(|(i, n, h, x, s, t)| TypedRow { i, n, h, x, s, t });
+    let example = (
+        proptest::option::weighted(0.9, -2i64..=9),
+        [0u8..12, 0u8..12],
+        proptest::bool::weighted(0.1),
+        proptest::collection::vec(-3i64..=3, 0..=3),
+        proptest::bool::weighted(0.1),
+    )
+        .prop_map(|(label, x, short, v, garbage)| ExampleRecipe { label, x, short, v, garbage });
+    let format = prop_oneof![
+        Just(TableFormat::Csv),
+        Just(TableFormat::Parquet),
+        Just(TableFormat::IpcFile),
+        Just(TableFormat::IpcStream),
+        Just(TableFormat::Text)
+    ];
+    prop_oneof![
+        3 => source_recipe(),
+        1 => (-6i64..=6, -6i64..=12, prop_oneof![-3i64..=-1, 1i64..=3])
+            .prop_map(|(start, stop, step)| SourceRecipe::RangeStep { start, stop, step }),
+        3 => (proptest::collection::vec(typed_row, 1..=16), 1u8..=3).prop_map(|(rows, parts)| SourceRecipe::Typed { rows, parts }),
+        1 => (
+            proptest::collection::vec(-3i64..=9, 0..=16),
+            1u8..=4,
+            any::<bool>(),
+            proptest::option::weighted(0.3, 0usize..16)
+        )
+            .prop_map(|(values, chunk, stateful, error_at)| SourceRecipe::Generator { values, chunk, stateful, error_at }),
+        2 => (rows(), format, 1usize..=3, 0u8..5, proptest::option::weighted(0.3, 0usize..24)).prop_map(
+            |(rows, format, files, read, bad_row)| SourceRecipe::Tables { rows, format, files, read, bad_row }
+        ),
+        2 => (
+            proptest::collection::vec(example, 1..=12),
+            1usize..=3,
+            0u8..4,
+            proptest::option::weighted(0.25, 0usize..12),
+            proptest::bool::weighted(0.2),
+            prop_oneof![1 => Just(0u8), 4 => 1u8..4]
+        )
+            .prop_map(|(examples, files, read, corrupt, gzip, parse)| SourceRecipe::Records {
+                examples,
+                files,
+                read,
+                corrupt,
+                gzip,
+                parse
+            }),
+    ]
+}
+
+/// A random case of the base generator: a source, 3–12 operator recipes, a chunk size and an
+/// optimizer configuration.
 pub fn case() -> impl Strategy<Value = Case> {
     let chunk_rows = prop_oneof![Just(1usize), Just(2), Just(3), Just(5), Just(1024)];
     // Half the cases run the default rule set; the others switch off about a quarter of them.
     let rules_off = prop_oneof![Just(0u64), (any::<u64>(), any::<u64>()).prop_map(|(x, y)| x & y)];
     (source_recipe(), proptest::collection::vec(op_recipe(), 3..=12), chunk_rows, rules_off, any::<bool>()).prop_map(
-        |(source, ops, chunk_rows, rules_off, autotune)| Case { source, ops, chunk_rows, rules_off, autotune },
+        |(source, ops, chunk_rows, rules_off, autotune)| Case { source, ops, chunk_rows, rules_off, autotune, seed: 0 },
     )
+}
+
+/// A random case of the full generator: any source, 1–12 operator recipes of the full set,
+/// and a seed (not shrunk) that picks the configurations a short run compares. The chunk
+/// size and rule fields are unused (the fuzzer runs every configuration).
+pub fn full_case() -> impl Strategy<Value = Case> {
+    (full_source_recipe(), proptest::collection::vec(op_recipe_with(true), 1..=12), any::<u64>().no_shrink())
+        .prop_map(|(source, ops, seed)| Case { source, ops, chunk_rows: 1024, rules_off: 0, autotune: true, seed })
 }
 
 // ----------------------------------------------------------------------------------------
@@ -310,19 +535,20 @@ pub struct Built {
     pub calls: Vec<String>,
     /// The operators of the recipes that applied, in order.
     pub applied: Vec<&'static str>,
+    /// The recipes that applied, in order.
+    pub recipes: Vec<OpRecipe>,
+    /// The marks of the source and of each applied recipe, in order (source first).
+    pub marks: Vec<Marks>,
     /// How many recipes did not apply to the element they met.
     pub skipped: usize,
     /// How many recipes a builder rejected.
     pub rejected: usize,
 }
 
-/// The fields of `spec` whose dtype is `dtype` and whose shape is the batch shape (so
-/// expressions apply to them element-wise); none unless the element is uniform.
+/// The dense fields of `spec` whose dtype is `dtype` and whose shape is the batch shape (so
+/// expressions apply to them element-wise).
 pub fn numeric(spec: &ElementSpec, dtype: DType) -> Vec<String> {
-    if !uniform(spec) {
-        return Vec::new();
-    }
-    spec.fields.iter().filter(|f| f.dtype == dtype).map(|f| f.name.clone()).collect()
+    families::fields_of(spec, &[dtype])
 }
 
 /// The scalar fields of an unbatched element of dtype `dtype` (what predicates may read).
@@ -340,6 +566,11 @@ pub fn uniform(spec: &ElementSpec) -> bool {
         && spec.fields.iter().all(|f| f.shape.len() == spec.batch_dims && f.kind == FieldKind::Dense)
 }
 
+/// Every field is dense (no ragged or sparse field): a closure can copy the element.
+pub fn dense(spec: &ElementSpec) -> bool {
+    !spec.fields.is_empty() && spec.fields.iter().all(|f| f.kind == FieldKind::Dense)
+}
+
 /// Every field has a leading dimension (`unbatch`, `rebatch`, `from_tensor_slices` apply).
 pub fn all_batched(spec: &ElementSpec) -> bool {
     !spec.fields.is_empty() && spec.fields.iter().all(|f| !f.shape.is_empty() && f.kind != FieldKind::Sparse)
@@ -352,8 +583,8 @@ pub fn pick(names: &[String], i: u8) -> Option<String> {
 
 /// The expression `r` over the element's numeric fields, if it has the fields it needs.
 pub fn expression(spec: &ElementSpec, r: &ExprRecipe) -> Option<Expr> {
-    if !uniform(spec) {
-        return None;
+    if r.kind >= families::FIRST_EXPR_FAMILY {
+        return families::expression(spec, r);
     }
     let (ints, floats) = (numeric(spec, DType::Int64), numeric(spec, DType::Float64));
     let int = |i| pick(&ints, i).map(col);
@@ -386,6 +617,9 @@ pub fn expression(spec: &ElementSpec, r: &ExprRecipe) -> Option<Expr> {
 
 /// The predicate `r` over the element's scalar fields, if it has the fields it needs.
 pub fn predicate(spec: &ElementSpec, r: &PredRecipe) -> Option<Expr> {
+    if r.kind >= families::FIRST_PRED_FAMILY {
+        return families::predicate(spec, r);
+    }
     let (ints, floats) = (scalars(spec, DType::Int64), scalars(spec, DType::Float64));
     let int = |i| pick(&ints, i).map(col);
     let float = |i| pick(&floats, i).map(col);
@@ -546,19 +780,29 @@ pub fn closure_map(
 }
 
 /// The dataset function of `flat_map` / `interleave`: over an unbatched element of scalars,
-/// a closure repeating it `v mod 3` times (failing when `v mod 7 = 6`); over a batched one,
-/// `FromTensorSlices`.
-pub fn dataset_function(spec: &ElementSpec, idx: usize, which: u8) -> Option<(DatasetFunction, String)> {
-    if spec.batch_dims == 0 && uniform(spec) {
+/// a closure repeating it `v mod 3` times (failing when `v mod 7 = 6`; with `inner` 1 the
+/// copies are mapped `v := 12 / (v - 2)`, which fails inside the inner dataset); over a
+/// batched one, `FromTensorSlices`.
+pub fn dataset_function(spec: &ElementSpec, idx: usize, which: u8, inner: u8) -> Option<(DatasetFunction, String)> {
+    if spec.batch_dims == 0 && dense(spec) {
         let field = pick(&scalars(spec, DType::Int64), which)?;
         let name = format!("copies_{idx}");
-        let describe = format!("{name}: {field} mod 3 copies");
+        let divide = inner % 2 == 1;
+        let describe = if divide {
+            format!("{name}: {field} mod 3 copies mapped {field} := 12 / ({field} - 2)")
+        } else {
+            format!("{name}: {field} mod 3 copies")
+        };
         let f = DatasetFunction::closure(Some(&name), spec.clone(), move |row| {
             let v = int_values(row.column_by_name(&field).expect("field").as_ref()).first().copied().unwrap_or(0);
             if v.rem_euclid(7) == 6 {
                 return Err(Error::execution("copies", format!("no copies of {v}")));
             }
-            Dataset::from_batches(vec![row.clone()])?.repeat(Some(v.rem_euclid(3) as u64))
+            let copies = Dataset::from_batches(vec![row.clone()])?.repeat(Some(v.rem_euclid(3) as u64))?;
+            if divide {
+                return copies.map(MapFunction::with_fields([(field.clone(), lit(12i64) / (col(&field) - lit(2i64)))]));
+            }
+            Ok(copies)
         });
         Some((f, describe))
     } else if all_batched(spec) {
@@ -569,24 +813,33 @@ pub fn dataset_function(spec: &ElementSpec, idx: usize, which: u8) -> Option<(Da
 }
 
 /// Applies one recipe; `Ok(None)` when it does not apply to this element.
-pub fn apply(ds: &Dataset, r: &OpRecipe, idx: usize) -> flumen::Result<Option<(Dataset, String)>> {
+/// `scratch` is the directory of the build's cache files.
+pub fn apply(ds: &Dataset, r: &OpRecipe, idx: usize, scratch: &Path) -> flumen::Result<Option<(Dataset, String)>> {
     let spec = ds.element_spec().clone();
     let new = format!("f{idx}");
     let mut numerics = numeric(&spec, DType::Int64);
     numerics.extend(numeric(&spec, DType::Float64));
     let out = match r {
-        OpRecipe::MapExpr { mode, e1, e2 } => {
+        OpRecipe::MapExpr { mode, e1, e2, par } => {
             let Some(x) = expression(&spec, e1) else { return Ok(None) };
             let fields = match mode {
-                0 => vec![(pick(&numerics, e1.j.wrapping_add(e2.i)).expect("uniform"), x)],
+                0 => {
+                    let Some(target) = pick(&numerics, e1.j.wrapping_add(e2.i)) else { return Ok(None) };
+                    vec![(target, x)]
+                }
                 1 => vec![(new, x)],
                 _ => {
                     let Some(y) = expression(&spec, e2) else { return Ok(None) };
-                    vec![(pick(&numerics, e2.j).expect("uniform"), x), (new, y)]
+                    let Some(target) = pick(&numerics, e2.j) else { return Ok(None) };
+                    vec![(target, x), (new, y)]
                 }
             };
             let text = format!("map(with_fields {})", show_fields(&fields));
-            (ds.map(MapFunction::with_fields(fields))?, text)
+            let f = MapFunction::with_fields(fields);
+            match par {
+                Some(p) => (ds.map_with(f, p.parallel())?, format!("{text} with {:?}", p.parallel())),
+                None => (ds.map(f)?, text),
+            }
         }
         OpRecipe::MapSelectComputed { keep, e } => {
             let Some(x) = expression(&spec, e) else { return Ok(None) };
@@ -608,14 +861,22 @@ pub fn apply(ds: &Dataset, r: &OpRecipe, idx: usize) -> flumen::Result<Option<(D
             let text = format!("map(select {})", show_fields(&fields));
             (ds.map(MapFunction::select(fields))?, text)
         }
-        OpRecipe::MapClosure { flavor, pick, seed } => {
+        OpRecipe::MapClosure { flavor, pick, seed, par } => {
             let Some((f, text)) = closure_map(&spec, idx, *flavor, *pick, *seed) else { return Ok(None) };
-            (ds.map(f)?, format!("map(closure {text})"))
+            match par {
+                Some(p) => (ds.map_with(f, p.parallel())?, format!("map_with(closure {text}, {:?})", p.parallel())),
+                None => (ds.map(f)?, format!("map(closure {text})")),
+            }
         }
         OpRecipe::Filter(p) => {
             let Some(e) = predicate(&spec, p) else { return Ok(None) };
             let text = format!("filter({e})");
             (ds.filter(e)?, text)
+        }
+        OpRecipe::FilterWith { p, par } => {
+            let Some(e) = predicate(&spec, p) else { return Ok(None) };
+            let text = format!("filter_with({e}, {:?})", par.parallel());
+            (ds.filter_with(e, par.parallel())?, text)
         }
         OpRecipe::MapThenFilter { e, p, q } => {
             let Some(x) = expression(&spec, e) else { return Ok(None) };
@@ -643,7 +904,10 @@ pub fn apply(ds: &Dataset, r: &OpRecipe, idx: usize) -> flumen::Result<Option<(D
             });
             (ds.filter(p)?, text)
         }
-        OpRecipe::Batch { n, drop } => (ds.batch_with(*n, *drop)?, format!("batch_with({n}, {drop})")),
+        OpRecipe::Batch { n, drop, par: None } => (ds.batch_with(*n, *drop)?, format!("batch_with({n}, {drop})")),
+        OpRecipe::Batch { n, drop, par: Some(p) } => {
+            (ds.batch_parallel(*n, *drop, p.parallel())?, format!("batch_parallel({n}, {drop}, {:?})", p.parallel()))
+        }
         OpRecipe::PaddedBatch { n, drop, pad } => {
             let padding_values = if *pad {
                 spec.fields.iter().filter(|f| f.dtype == DType::Int64).map(|f| (f.name.clone(), lit(-1i64))).collect()
@@ -653,7 +917,7 @@ pub fn apply(ds: &Dataset, r: &OpRecipe, idx: usize) -> flumen::Result<Option<(D
             let options = PaddedBatchOptions { drop_remainder: *drop, padding_values, ..PaddedBatchOptions::default() };
             (ds.padded_batch(*n, options)?, format!("padded_batch({n}, drop_remainder: {drop}, pad -1: {pad})"))
         }
-        OpRecipe::MapBatchClosure { pick: i } => {
+        OpRecipe::MapBatchClosure { pick: i, state: 0 } => {
             let mut targets = numeric(&spec, DType::Int64);
             targets.extend(numeric(&spec, DType::Float64));
             let Some(target) = pick(&targets, *i) else { return Ok(None) };
@@ -665,6 +929,35 @@ pub fn apply(ds: &Dataset, r: &OpRecipe, idx: usize) -> flumen::Result<Option<(D
                 columns[i] = map_values(&columns[i], &|v| v.wrapping_mul(3).wrapping_sub(1), &|v| 3.0 * v - 1.0);
                 Ok(RecordBatch::try_new(chunk.schema(), columns)?)
             });
+            (ds.map(f)?, text)
+        }
+        OpRecipe::MapBatchClosure { pick: i, state } => {
+            let mut targets = numeric(&spec, DType::Int64);
+            targets.extend(numeric(&spec, DType::Float64));
+            let Some(target) = pick(&targets, *i) else { return Ok(None) };
+            let random = *state % 2 == 0;
+            let name = format!("chunk_{}_{idx}", if random { "random" } else { "counter" });
+            let text = format!("map(per-chunk closure {name}: {target} += a number of the rows seen before)");
+            let seen = Arc::new(AtomicU64::new(0));
+            let f = MapFunction::batch(Some(&name), spec.clone(), move |chunk| {
+                let i = chunk.schema().index_of(&target)?;
+                let first = seen.fetch_add(chunk.num_rows() as u64, Ordering::SeqCst);
+                let rows: Vec<ArrayRef> = (0..chunk.num_rows())
+                    .map(|r| {
+                        let n = first + r as u64;
+                        let add = if random { (splitmix(n) % 100) as i64 } else { n as i64 };
+                        map_values(&chunk.column(i).slice(r, 1), &|v| v.wrapping_add(add), &|v| v + add as f64)
+                    })
+                    .collect();
+                let mut columns = chunk.columns().to_vec();
+                if !rows.is_empty() {
+                    let refs: Vec<&dyn Array> = rows.iter().map(|a| a.as_ref()).collect();
+                    columns[i] = arrow::compute::concat(&refs)?;
+                }
+                Ok(RecordBatch::try_new(chunk.schema(), columns)?)
+            });
+            // A random stream drawn per call depends on the calls before: stateful as well.
+            let f = if random { f.nondeterministic().stateful() } else { f.stateful() };
             (ds.map(f)?, text)
         }
         OpRecipe::FilterBatchClosure { pick: i, modulus } => {
@@ -760,16 +1053,20 @@ pub fn apply(ds: &Dataset, r: &OpRecipe, idx: usize) -> flumen::Result<Option<(D
             (ds.scan(&[(s.clone(), lit(0i64))], &[(s.clone(), col(&s) + col(&field))], &output)?, text)
         }
         OpRecipe::IgnoreErrors => (ds.ignore_errors()?, "ignore_errors()".into()),
-        OpRecipe::FlatMap { pick } => {
-            let Some((f, text)) = dataset_function(&spec, idx, *pick) else { return Ok(None) };
+        OpRecipe::FlatMap { pick, inner } => {
+            let Some((f, text)) = dataset_function(&spec, idx, *pick, *inner) else { return Ok(None) };
             (ds.flat_map(f)?, format!("flat_map({text})"))
         }
-        OpRecipe::Interleave { pick, cycle, block } => {
-            let Some((f, text)) = dataset_function(&spec, idx, *pick) else { return Ok(None) };
-            (
-                ds.interleave(f, Tunable::Fixed(*cycle), *block)?,
-                format!("interleave({text}, cycle {cycle}, block {block})"),
-            )
+        OpRecipe::Interleave { pick, cycle, block, inner, par } => {
+            let Some((f, text)) = dataset_function(&spec, idx, *pick, *inner) else { return Ok(None) };
+            let text = format!("interleave({text}, cycle {cycle}, block {block})");
+            match par {
+                Some(p) => (
+                    ds.interleave_with(f, Tunable::Fixed(*cycle), *block, p.parallel())?,
+                    format!("{text} with {:?}", p.parallel()),
+                ),
+                None => (ds.interleave(f, Tunable::Fixed(*cycle), *block)?, text),
+            }
         }
         OpRecipe::Sample { skip, weight, seed, stop } => {
             let w = f64::from(*weight) / 4.0;
@@ -778,6 +1075,63 @@ pub fn apply(ds: &Dataset, r: &OpRecipe, idx: usize) -> flumen::Result<Option<(D
                 Dataset::sample_from_datasets(&[ds, &other], vec![w, 1.0 - w], Some(*seed), *stop)?,
                 format!("sample_from_datasets([self, self.skip({skip})], [{w}, {}], Some({seed}), {stop})", 1.0 - w),
             )
+        }
+        OpRecipe::ParseExample { parse } => {
+            let record = spec.field("record").is_some_and(|f| f.dtype == DType::Binary && f.is_scalar());
+            if !record || spec.batch_dims > 0 {
+                return Ok(None);
+            }
+            let features = sources::features(*parse);
+            let names: Vec<&str> = features.iter().map(|f| f.name.as_str()).collect();
+            let text = format!("map(parse_example(record, {names:?}, parse code {parse}))");
+            (ds.map(MapFunction::parse_example("record", features)?)?, text)
+        }
+        OpRecipe::CacheTo => {
+            let path = scratch.join(format!("cache-{idx}")).to_string_lossy().into_owned();
+            (ds.cache_to(&path)?, format!("cache_to({path:?})"))
+        }
+        OpRecipe::CacheTake { k, file, repeat } => {
+            let (cached, text) = if *file {
+                let path = scratch.join(format!("cache-{idx}")).to_string_lossy().into_owned();
+                (ds.cache_to(&path)?, format!("cache_to({path:?})"))
+            } else {
+                (ds.cache()?, "cache()".to_string())
+            };
+            let cut = cached.take(*k)?;
+            if *repeat > 0 {
+                (cut.repeat(Some(*repeat))?, format!("{text}.take({k}).repeat(Some({repeat}))"))
+            } else {
+                (cut, format!("{text}.take({k})"))
+            }
+        }
+        OpRecipe::ShuffleRepeat { buffer, seed, count, repeat_first } => {
+            if *repeat_first {
+                (
+                    ds.repeat(Some(*count))?.shuffle_with(*buffer, Some(*seed), true)?,
+                    format!("repeat(Some({count})).shuffle_with({buffer}, Some({seed}), true)"),
+                )
+            } else {
+                (
+                    ds.shuffle_with(*buffer, Some(*seed), true)?.repeat(Some(*count))?,
+                    format!("shuffle_with({buffer}, Some({seed}), true).repeat(Some({count}))"),
+                )
+            }
+        }
+        OpRecipe::BatchSlices { n, drop, cycle } => {
+            if !dense(&spec) {
+                return Ok(None);
+            }
+            let batched = ds.batch_with(*n, *drop)?;
+            match cycle {
+                Some(c) => (
+                    batched.interleave(DatasetFunction::FromTensorSlices, Tunable::Fixed(*c), 1)?,
+                    format!("batch_with({n}, {drop}).interleave(FromTensorSlices, cycle {c}, block 1)"),
+                ),
+                None => (
+                    batched.flat_map(DatasetFunction::FromTensorSlices)?,
+                    format!("batch_with({n}, {drop}).flat_map(FromTensorSlices)"),
+                ),
+            }
         }
     };
     Ok(Some(out))
@@ -802,7 +1156,9 @@ pub fn show_fields(fields: &[(String, Expr)]) -> String {
 /// The name of a recipe's operator (coverage statistics).
 pub fn op_name(r: &OpRecipe) -> &'static str {
     match r {
+        OpRecipe::MapExpr { par: Some(_), .. } => "map_with(with_fields, parallel)",
         OpRecipe::MapExpr { .. } => "map(with_fields)",
+        OpRecipe::MapClosure { par: Some(_), .. } => "map_with(closure, parallel)",
         OpRecipe::MapSelectComputed { .. } => "map(select computed)",
         OpRecipe::MapSelectOnly { .. } => "map(select only)",
         OpRecipe::MapClosure { flavor: Flavor::Pure, .. } => "map(closure pure)",
@@ -812,9 +1168,12 @@ pub fn op_name(r: &OpRecipe) -> &'static str {
         OpRecipe::Filter(_) => "filter(expr)",
         OpRecipe::MapThenFilter { .. } => "map then filter",
         OpRecipe::FilterClosure { .. } => "filter(closure)",
-        OpRecipe::MapBatchClosure { .. } => "map(per-chunk closure)",
+        OpRecipe::MapBatchClosure { state: 0, .. } => "map(per-chunk closure)",
+        OpRecipe::MapBatchClosure { state: 1, .. } => "map(per-chunk closure stateful)",
+        OpRecipe::MapBatchClosure { .. } => "map(per-chunk closure nondeterministic)",
         OpRecipe::FilterBatchClosure { .. } => "filter(per-chunk closure)",
         OpRecipe::Bucket { .. } => "bucket_by_sequence_length",
+        OpRecipe::Batch { par: Some(_), .. } => "batch_parallel",
         OpRecipe::Batch { drop: false, .. } => "batch",
         OpRecipe::Batch { drop: true, .. } => "batch(drop_remainder)",
         OpRecipe::PaddedBatch { .. } => "padded_batch",
@@ -837,9 +1196,20 @@ pub fn op_name(r: &OpRecipe) -> &'static str {
         OpRecipe::GroupByWindow { .. } => "group_by_window",
         OpRecipe::Scan { .. } => "scan",
         OpRecipe::IgnoreErrors => "ignore_errors",
+        OpRecipe::FlatMap { inner: 1, .. } => "flat_map(failing inner dataset)",
         OpRecipe::FlatMap { .. } => "flat_map",
+        OpRecipe::Interleave { par: Some(_), .. } => "interleave_with(parallel)",
+        OpRecipe::Interleave { inner: 1, .. } => "interleave(failing inner dataset)",
         OpRecipe::Interleave { .. } => "interleave",
         OpRecipe::Sample { .. } => "sample_from_datasets",
+        OpRecipe::FilterWith { .. } => "filter_with(parallel)",
+        OpRecipe::ParseExample { .. } => "map(parse_example)",
+        OpRecipe::CacheTo => "cache_to(file)",
+        OpRecipe::CacheTake { file: false, .. } => "cache().take (cut short)",
+        OpRecipe::CacheTake { file: true, .. } => "cache_to(file).take (cut short)",
+        OpRecipe::ShuffleRepeat { .. } => "shuffle(reshuffle).repeat",
+        OpRecipe::BatchSlices { cycle: None, .. } => "batch.flat_map(FromTensorSlices)",
+        OpRecipe::BatchSlices { cycle: Some(_), .. } => "batch.interleave(FromTensorSlices)",
     }
 }
 
@@ -940,19 +1310,142 @@ pub fn source(r: &SourceRecipe, dir: &Path) -> flumen::Result<(Dataset, String)>
             };
             Ok(ds)
         }
+        SourceRecipe::RangeStep { start, stop, step } => Ok((
+            Dataset::range_step(*start, *stop, *step)?,
+            format!("Dataset::range_step({start}, {stop}, {step})"),
+        )),
+        SourceRecipe::Typed { rows, parts } => Ok((
+            sources::typed_source(rows, *parts)?,
+            format!("Dataset::from_batches({parts} batches of typed rows {rows:?})"),
+        )),
+        SourceRecipe::Generator { values, chunk, stateful, error_at } => Ok((
+            sources::generator(values, *chunk, *stateful, *error_at)?,
+            format!(
+                "Dataset::from_generator(values {values:?}, chunks of {chunk}, stateful: {stateful}, error at {error_at:?})"
+            ),
+        )),
+        SourceRecipe::Tables { rows, format, read, .. } => {
+            let ext = format.extension();
+            let paths = listed(dir, ext);
+            let (ds, text) = sources::read_files(dir, &paths, ext, format.read(), *read)?;
+            Ok((ds, format!("{text} of {rows:?}")))
+        }
+        SourceRecipe::Records { examples, read, gzip, parse, .. } => {
+            let ext = if *gzip { "tfrecord.gz" } else { "tfrecord" };
+            let compression = if *gzip { RecordCompression::Gzip } else { RecordCompression::None };
+            let paths = listed(dir, ext);
+            let (ds, text) = sources::read_files(dir, &paths, ext, FileRead::TfRecord(compression), *read)?;
+            let text = format!("{text} of examples {examples:?}");
+            if *parse == 0 {
+                return Ok((ds, text));
+            }
+            let features = sources::features(*parse);
+            Ok((ds.map(MapFunction::parse_example("record", features)?)?, format!("{text}.map(parse_example code {parse})")))
+        }
     }
 }
 
-/// Builds `case` from scratch (fresh closures, fresh shared state) to run under `options`.
+/// The files in `dir` named `*.{ext}`, sorted (as `list_files` lists them).
+fn listed(dir: &Path, ext: &str) -> Vec<String> {
+    let suffix = format!(".{ext}");
+    let mut paths: Vec<String> = std::fs::read_dir(dir)
+        .expect("the case's directory")
+        .map(|e| e.expect("entry").path().to_string_lossy().into_owned())
+        .filter(|p| p.ends_with(&suffix))
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// Writes the files the source of `case` reads into `dir` (nothing for in-memory sources).
+pub fn prepare(case: &Case, dir: &Path) {
+    match &case.source {
+        SourceRecipe::Files { rows, parquet, files, bad_row, .. } => {
+            write_files(dir, rows, *parquet, *files, *bad_row);
+        }
+        SourceRecipe::Tables { rows, format, files, bad_row, .. } => {
+            sources::write_tables(dir, rows, *format, *files, *bad_row);
+        }
+        SourceRecipe::Records { examples, files, corrupt, gzip, .. } => {
+            sources::write_records(dir, examples, *files, *corrupt, *gzip);
+        }
+        _ => {}
+    }
+}
+
+/// What an applied recipe means for comparing runs of operators whose results depend on
+/// how far they are read (closures that keep state, caches): flumen reads no further than
+/// what is asked for above them, except where the user wrote read-ahead above one, which,
+/// as in tf.data, reads on past what is consumed by a timing-dependent amount (see the
+/// fuzzer's exemption rule).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Marks {
+    /// Its results depend on how far it is read: it calls a closure that keeps state, holds
+    /// a cache, or is a source whose passes differ.
+    pub stateful: bool,
+    /// Reads ahead of its consumer because the user wrote so: a prefetch, or parallel
+    /// arguments on an operator that honours them (a closure that keeps state runs one
+    /// element at a time whatever its own arguments say).
+    pub read_ahead: bool,
+    /// May stop pulling its input before the input ends (take, take_while, zip, ...).
+    pub stops: bool,
+    /// Runs what is below it again (repeat, a second branch over the same input).
+    pub again: bool,
+}
+
+/// The marks of the source of `case`.
+pub fn source_marks(r: &SourceRecipe) -> Marks {
+    Marks { stateful: matches!(r, SourceRecipe::Generator { stateful: true, .. }), ..Marks::default() }
+}
+
+/// The marks of recipe `r` (applied).
+pub fn marks(r: &OpRecipe) -> Marks {
+    let mut m = Marks::default();
+    match r {
+        OpRecipe::MapClosure { flavor, par, .. } => {
+            m.stateful = matches!(flavor, Flavor::Stateful | Flavor::Random);
+            m.read_ahead = par.is_some() && !m.stateful;
+        }
+        OpRecipe::MapBatchClosure { state, .. } => m.stateful = *state != 0,
+        OpRecipe::MapExpr { par, .. } | OpRecipe::Batch { par, .. } | OpRecipe::Interleave { par, .. } => {
+            m.read_ahead = par.is_some();
+        }
+        OpRecipe::FilterWith { .. } | OpRecipe::Prefetch { .. } => m.read_ahead = true,
+        OpRecipe::Cache | OpRecipe::CacheTo => m.stateful = true,
+        OpRecipe::Take { .. } | OpRecipe::TakeWhile(_) | OpRecipe::Zip { .. } => m.stops = true,
+        OpRecipe::RepeatForeverTake { .. } => (m.stops, m.again) = (true, true),
+        OpRecipe::CacheTake { repeat, .. } => (m.stateful, m.stops, m.again) = (true, true, *repeat > 1),
+        OpRecipe::Concatenate { .. } | OpRecipe::Sample { .. } => (m.stops, m.again) = (true, true),
+        OpRecipe::Repeat { count } | OpRecipe::ShuffleRepeat { count, .. } => m.again = *count > 1,
+        _ => {}
+    }
+    m
+}
+
+/// Builds `case` from scratch (fresh closures, fresh shared state) to run under `options`;
+/// its cache files go to a fresh directory under `dir`.
 pub fn build(case: &Case, options: Options, dir: &Path) -> flumen::Result<Built> {
+    static BUILDS: AtomicU64 = AtomicU64::new(0);
+    let scratch = dir.join(format!("scratch-{}", BUILDS.fetch_add(1, Ordering::Relaxed)));
+    std::fs::create_dir_all(&scratch).map_err(|e| Error::io(scratch.display().to_string(), e))?;
     let (mut ds, text) = source(&case.source, dir)?;
-    let mut built = Built { ds: ds.clone(), calls: vec![text], applied: Vec::new(), skipped: 0, rejected: 0 };
+    let mut built = Built {
+        ds: ds.clone(),
+        calls: vec![text],
+        applied: Vec::new(),
+        recipes: Vec::new(),
+        marks: vec![source_marks(&case.source)],
+        skipped: 0,
+        rejected: 0,
+    };
     for (idx, r) in case.ops.iter().enumerate() {
-        match apply(&ds, r, idx) {
+        match apply(&ds, r, idx, &scratch) {
             Ok(Some((next, text))) => {
                 ds = next;
                 built.calls.push(text);
                 built.applied.push(op_name(r));
+                built.recipes.push(r.clone());
+                built.marks.push(marks(r));
             }
             Ok(None) => built.skipped += 1,
             Err(e) => {
@@ -980,10 +1473,15 @@ pub enum Item {
 /// work of the ones that repeat and concatenate a lot).
 pub const MAX_ITEMS: usize = 3000;
 
-/// The items of one pass over `ds`.
+/// The items of one pass over `ds` (at most [`MAX_ITEMS`]).
 pub fn items(ds: &Dataset) -> Vec<Item> {
+    items_up_to(ds, MAX_ITEMS)
+}
+
+/// The first `n` items of one pass over `ds`.
+pub fn items_up_to(ds: &Dataset, n: usize) -> Vec<Item> {
     ds.iter()
-        .take(MAX_ITEMS)
+        .take(n)
         .map(|item| match item {
             Ok(batch) => Item::Ok(batch),
             Err(e) => Item::Err(e.to_string()),

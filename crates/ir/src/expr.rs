@@ -27,12 +27,49 @@ pub enum Scalar {
     Int(i64, DType),
     /// An unsigned 64-bit integer too large for `Int`.
     UInt64(u64),
-    /// A float of the given float type.
-    Float(f64, DType),
+    /// A float of the given float type (in JSON, a number, or `"NaN"`, `"inf"`, `"-inf"`).
+    Float(#[serde(with = "float_text")] f64, DType),
     /// A string.
     Utf8(String),
     /// Bytes.
     Binary(Vec<u8>),
+}
+
+/// Floats as JSON numbers, and those JSON has no number for as the strings `"NaN"`, `"inf"`
+/// and `"-inf"`: serde_json writes them as `null`, which does not read back as a float, so
+/// a plan holding one serialized but did not deserialize.
+mod float_text {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match *v {
+            v if v.is_finite() => s.serialize_f64(v),
+            v if v.is_nan() => s.serialize_str("NaN"),
+            v if v > 0.0 => s.serialize_str("inf"),
+            _ => s.serialize_str("-inf"),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Text {
+            Number(f64),
+            Word(String),
+        }
+        match Text::deserialize(d)? {
+            Text::Number(v) => Ok(v),
+            Text::Word(w) => match w.as_str() {
+                "NaN" => Ok(f64::NAN),
+                "inf" => Ok(f64::INFINITY),
+                "-inf" => Ok(f64::NEG_INFINITY),
+                other => {
+                    Err(D::Error::custom(format!("expected a float, \"NaN\", \"inf\" or \"-inf\", got {other:?}")))
+                }
+            },
+        }
+    }
 }
 
 impl Scalar {

@@ -174,7 +174,8 @@ impl Operator for EnumerateOp {
             return Ok(None);
         }
         let Some(chunk) = self.input.next_chunk()? else { return Ok(None) };
-        let left = (i64::MAX - self.next) as usize;
+        // In i128: from a negative start, `i64::MAX - next` overflows.
+        let left = usize::try_from(i128::from(i64::MAX) - i128::from(self.next)).unwrap_or(usize::MAX);
         let chunk = if chunk.num_rows() > left { chunk.slice(0, left) } else { chunk };
         let n = chunk.num_rows() as i64;
         let counter = Int64Array::from_iter_values(self.next..self.next + n);
