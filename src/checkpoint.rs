@@ -55,7 +55,8 @@ pub enum ExternalState {
     Ignore,
 }
 
-/// The names of the closures in `plan` that keep state or are not deterministic.
+/// The names of the closures in `plan` that keep state or are not deterministic, and of the
+/// generators declared stateful.
 fn stateful_closures(plan: &Plan, out: &mut Vec<String>) {
     fn walk(value: &serde_json::Value, out: &mut Vec<String>) {
         match value {
@@ -76,7 +77,11 @@ fn stateful_closures(plan: &Plan, out: &mut Vec<String>) {
         }
     }
     // Sources call no closure with state flags, and serializing in-memory data is costly.
-    if !matches!(plan.op(), flumen_ir::Op::Source(_)) {
+    if let flumen_ir::Op::Source(flumen_ir::SourceDesc::Generator { name, stateful: true, .. }) = plan.op() {
+        if !out.contains(name) {
+            out.push(name.clone());
+        }
+    } else if !matches!(plan.op(), flumen_ir::Op::Source(_)) {
         if let Ok(op) = serde_json::to_value(plan.op()) {
             walk(&op, out);
         }

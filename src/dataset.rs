@@ -201,10 +201,35 @@ impl Dataset {
     }
 
     /// A Rust generator: `factory` makes a fresh iterator of chunks (rows = elements) of spec
-    /// `spec` for every iteration. A named generator is serializable by name.
+    /// `spec` for every iteration (and every epoch of a `repeat`). A named generator is
+    /// serializable by name. Its iterators may be read ahead of what the pipeline's consumer
+    /// takes, so what each yields must not depend on the iterators made or read before; a
+    /// generator whose output does is [`Dataset::from_stateful_generator`].
     pub fn from_generator(
         name: Option<&str>,
         spec: ElementSpec,
+        factory: impl Fn() -> flumen_udf::closure::ChunkIter + Send + Sync + 'static,
+    ) -> Result<Dataset> {
+        Dataset::generator(name, spec, false, factory)
+    }
+
+    /// A generator whose iterators' output depends on the iterators made and read before it
+    /// (a queue, a stream that can be read once, a count of passes): as for a closure
+    /// declared stateful, nothing flumen or its optimizer adds reads it further ahead than
+    /// the pipeline asks (read-ahead you write above it does), and iterators of pipelines
+    /// reading it save checkpoints only under `ExternalState::Ignore`.
+    pub fn from_stateful_generator(
+        name: Option<&str>,
+        spec: ElementSpec,
+        factory: impl Fn() -> flumen_udf::closure::ChunkIter + Send + Sync + 'static,
+    ) -> Result<Dataset> {
+        Dataset::generator(name, spec, true, factory)
+    }
+
+    fn generator(
+        name: Option<&str>,
+        spec: ElementSpec,
+        stateful: bool,
         factory: impl Fn() -> flumen_udf::closure::ChunkIter + Send + Sync + 'static,
     ) -> Result<Dataset> {
         let mut registry = Registry::default();
@@ -214,7 +239,7 @@ impl Dataset {
         };
         let factory: GeneratorFn = Arc::new(factory);
         registry.register(name.clone(), Callable::Generator(factory));
-        Dataset::from_source(SourceDesc::Generator { name, spec, anonymous }, registry)
+        Dataset::from_source(SourceDesc::Generator { name, spec, anonymous, stateful }, registry)
     }
 
     /// The files matching `pattern` (sorted) as string field `filename`; with `shuffle`,

@@ -291,3 +291,37 @@ fn operators_that_gather_rows_read_a_stateful_input_only_as_far_as_asked() {
         assert_eq!(calls.load(Ordering::SeqCst), 7, "chunk_rows {chunk_rows}");
     }
 }
+
+#[test]
+fn a_stateful_generator_is_read_only_as_far_as_asked() {
+    // Each iterator of the generator is numbered; a repeat makes one per epoch. Gathering a
+    // chunk of 1,024 rows, sample_from_datasets read epochs ahead of what the zip above it
+    // took, so how many iterators a pass made depended on the chunk size.
+    let made = |chunk_rows: usize| {
+        let passes = Arc::new(AtomicU64::new(0));
+        let counter = passes.clone();
+        let spec = ElementSpec::new(vec![FieldSpec::scalar("value", DType::Int64)]).expect("spec");
+        let schema = spec.arrow_schema();
+        let ds = Dataset::from_stateful_generator(Some("numbered"), spec, move || {
+            let n = counter.fetch_add(1, Ordering::SeqCst) as i64;
+            let chunk = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![n]))]);
+            Box::new(std::iter::once(chunk.map_err(flumen::Error::from))) as flumen::crates::udf::closure::ChunkIter
+        })
+        .and_then(|d| d.repeat(None))
+        .and_then(|d| d.take(10))
+        .and_then(|d| {
+            let other = d.skip(0)?;
+            Dataset::sample_from_datasets(&[&d, &other], vec![0.25, 0.75], Some(0), false)
+        })
+        .and_then(|d| Dataset::zip(&[&d, &range(0, 2).map(MapFunction::select([("z", col("value"))]))?]))
+        .expect("pipeline")
+        .with_options(Options::default().with_chunk_rows(chunk_rows));
+        let first = values(&ds, "value");
+        (first, passes.load(Ordering::SeqCst))
+    };
+    let one = made(1);
+    assert_eq!(one.0.len(), 2);
+    for chunk_rows in [3, 1024] {
+        assert_eq!(made(chunk_rows), one, "chunk_rows {chunk_rows}");
+    }
+}

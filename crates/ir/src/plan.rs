@@ -34,6 +34,7 @@ impl Plan {
         let spec = op.output_spec(&specs)?;
         let own = match &op {
             Op::Cache { .. } | Op::Snapshot { .. } => true,
+            Op::Source(crate::SourceDesc::Generator { stateful, .. }) => *stateful,
             op => op.closures().iter().any(|c| c.keeps_state()),
         };
         let demand = own || inputs.iter().any(Plan::depends_on_demand);
@@ -126,7 +127,8 @@ impl Plan {
 
     /// True when how far this plan's output is read changes what it or a later pass yields:
     /// it or a plan below it calls a closure that keeps state
-    /// ([`crate::ClosureRef::keeps_state`]: each call sees the calls before it), or holds a
+    /// ([`crate::ClosureRef::keeps_state`]: each call sees the calls before it), reads a
+    /// generator declared stateful, or holds a
     /// `cache` or `snapshot`, which completes only once it is read to the end of its input
     /// (a completed cache replays its first pass in later ones, without its errors, where an
     /// incomplete one computes them again). Nothing may read ahead of what the consumer asks

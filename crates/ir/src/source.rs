@@ -200,6 +200,10 @@ pub enum SourceDesc {
         /// True when registered without a name: the plan cannot be serialized.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         anonymous: bool,
+        /// Declared stateful: what its iterators yield depends on the iterators made and
+        /// read before (a queue, a stream read once), so it is read no further than asked.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stateful: bool,
     },
     /// The files matching `pattern`, sorted, as field `filename` (string); optionally shuffled
     /// with a seed (reshuffled each iteration, as tf.data's `list_files`).

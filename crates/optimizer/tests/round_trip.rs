@@ -152,7 +152,12 @@ fn plans() -> Vec<Plan> {
         )
         .unwrap(),
         Plan::new(
-            Op::Source(SourceDesc::Generator { name: "gen".into(), spec: value.clone(), anonymous: false }),
+            Op::Source(SourceDesc::Generator {
+                name: "gen".into(),
+                spec: value.clone(),
+                anonymous: false,
+                stateful: false,
+            }),
             vec![],
         )
         .unwrap(),

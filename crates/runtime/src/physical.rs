@@ -266,7 +266,8 @@ fn source(desc: &SourceDesc) -> String {
             data.batches.iter().map(|b| b.num_rows()).sum::<usize>(),
             data.batches.len()
         ),
-        SourceDesc::Generator { name, .. } => format!("GeneratorOp['{name}']"),
+        SourceDesc::Generator { name, stateful: false, .. } => format!("GeneratorOp['{name}']"),
+        SourceDesc::Generator { name, stateful: true, .. } => format!("GeneratorOp['{name}', stateful]"),
         SourceDesc::ListFiles { pattern, files, shuffle, seed } => format!(
             "ReaderOp[list_files {pattern:?}: {} files{}]",
             files.len(),

@@ -135,7 +135,8 @@ mod tests {
 
     #[test]
     fn generators_are_not_opened_here() {
-        let desc = SourceDesc::Generator { name: "g".into(), spec: ElementSpec::default(), anonymous: false };
+        let desc =
+            SourceDesc::Generator { name: "g".into(), spec: ElementSpec::default(), anonymous: false, stateful: false };
         assert!(matches!(open_source(&desc, ReadOptions::chunks_of(10)), Err(Error::Plan { .. })));
     }
 }

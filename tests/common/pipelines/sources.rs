@@ -91,7 +91,8 @@ pub fn generator(values: &[i64], chunk: u8, stateful: bool, error_at: Option<usi
     let values = values.to_vec();
     let passes = Arc::new(AtomicU64::new(0));
     let chunk = usize::from(chunk.max(1));
-    Dataset::from_generator(Some("gen"), spec, move || {
+    let make = if stateful { Dataset::from_stateful_generator } else { Dataset::from_generator };
+    make(Some("gen"), spec, move || {
         let pass = passes.fetch_add(1, Ordering::SeqCst);
         let offset = if stateful { 100 * pass as i64 } else { 0 };
         let schema = schema.clone();
@@ -106,7 +107,7 @@ pub fn generator(values: &[i64], chunk: u8, stateful: bool, error_at: Option<usi
                 Ok(RecordBatch::try_new(schema.clone(), vec![Arc::new(column)])?)
             })
             .collect();
-        Box::new(items.into_iter())
+        Box::new(items.into_iter()) as flumen::crates::udf::closure::ChunkIter
     })
 }
 
