@@ -256,7 +256,9 @@ impl DatasetFunction {
 
     /// Declares a closure stateful: the optimizer adds nothing that reads ahead of it
     /// ([`MapFunction::stateful`]). `flat_map` calls it for one element at a time as its
-    /// datasets run out; an `interleave` opens its cycle's elements ahead.
+    /// datasets run out; an `interleave` opens its cycle's elements ahead. Declare it so too
+    /// when the datasets it returns call closures that keep state or hold caches: the plan
+    /// cannot see inside them.
     pub fn stateful(mut self) -> Self {
         if let DatasetFunction::Closure(c, _) = &mut self {
             c.stateless = false;

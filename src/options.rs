@@ -99,7 +99,8 @@ impl Options {
     /// cost model) instead of flumen's own: `iter`, `explain`, `explain_analyze`, the
     /// optimization report and checkpoints all use what it makes of the plan. Its
     /// configuration becomes `optimization`, which later calls (`with_optimization_rule`,
-    /// `without_optimizations`) change as usual; its stages stay as it was built with.
+    /// `with_autotune`, `without_optimizations`) change as usual: flumen's default stages
+    /// follow them, stages given with `Optimizer::with_stages` do not.
     pub fn with_optimizer(mut self, optimizer: Optimizer) -> Self {
         self.optimization = optimizer.config().clone();
         self.optimizer = Some(CustomOptimizer(Arc::new(optimizer)));
@@ -182,7 +183,7 @@ impl Eq for CustomOptimizer {}
 
 impl std::fmt::Debug for CustomOptimizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let stages: Vec<&str> = self.0.stages().iter().map(|s| s.name.as_str()).collect();
+        let stages: Vec<String> = self.0.stages().into_iter().map(|s| s.name).collect();
         write!(f, "CustomOptimizer(stages: {})", stages.join(", "))
     }
 }

@@ -325,3 +325,21 @@ fn a_stateful_generator_is_read_only_as_far_as_asked() {
         assert_eq!(made(chunk_rows), one, "chunk_rows {chunk_rows}");
     }
 }
+
+#[test]
+fn zip_reads_its_later_inputs_only_as_far_as_asked() {
+    // A zip reads its later inputs as far as its first: a chunk of 1,024 rows of the first
+    // called a closure that keeps state in the second for 100 elements under take(1).
+    for chunk_rows in [1, 1024] {
+        let calls = Arc::new(AtomicU64::new(0));
+        let base = range(0, 100);
+        let stateful = base.map(call_numbers(base.element_spec(), calls.clone())).expect("map");
+        let first = range(0, 100).map(MapFunction::select([("first", col("value"))])).expect("map");
+        let ds = Dataset::zip(&[&first, &stateful])
+            .and_then(|d| d.take(1))
+            .expect("pipeline")
+            .with_options(Options::default().with_chunk_rows(chunk_rows));
+        assert_eq!(ds.iter().count(), 1);
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "chunk_rows {chunk_rows}");
+    }
+}

@@ -1,6 +1,6 @@
 //! Hand-written optimizer-equivalence tests: the rule interactions that matter most, and the
-//! bugs the random-pipeline fuzzer (`optimizer_equivalence`) found, each named after its bug
-//! (the open ones are `#[ignore]`d). Each builds a pipeline twice from scratch and runs it
+//! bugs the random-pipeline fuzzer (`optimizer_equivalence`) found, each named after its bug.
+//! Each builds a pipeline twice from scratch and runs it
 //! with the optimizer on and off; the items must be the same.
 
 mod common;
@@ -192,7 +192,7 @@ fn a_failing_predicate_guarded_by_an_earlier_filter_never_fails() {
     assert_eq!(values(&got, "value"), vec![None, Some(vec![1, 2])]);
 }
 
-// ----- bugs found by the property test (ignored until fixed; see the report) -----
+// ----- bugs found by the property test -----
 
 /// Found by the property test: `may_fail` treated integer `+`, `-`, `*` as infallible, but
 /// they fail on overflow (fixed in df7920b, "integer arithmetic ... are fallible").

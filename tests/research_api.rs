@@ -42,6 +42,11 @@ fn a_rule_of_your_own_runs_on_datasets_and_shows_in_explain() -> Result<()> {
     assert_eq!(skips(&off.optimized_plan()?), 2);
     let none = ds.with_options(ds.options().clone().without_optimizations());
     assert!(none.optimization_report()?.stages.is_empty());
+    // flumen's default stages follow the options: no parallelize stage without autotuning.
+    let untuned = ds.with_options(ds.options().clone().with_autotune(false));
+    let stages: Vec<String> = untuned.optimization_report()?.stages.iter().map(|s| s.name.clone()).collect();
+    assert_eq!(stages, ["eliminate", "fusion", "pushdown", "vectorize"]);
+    assert!(untuned.explain().contains("skip-fusion x1"));
     Ok(())
 }
 

@@ -204,8 +204,15 @@ pub enum OpRecipe {
     Shard { n: u64, i: u64 },
     /// `enumerate(start)` (unless the element has an `index` field).
     Enumerate { start: i64 },
-    /// Zip with `range(start, start + len).map(select z = e)` (`e` may fail).
-    Zip { start: i64, len: i64, fail: bool },
+    /// Zip with `range(start, start + len).map(select z = e)` (`e` may fail), the pipeline
+    /// first, or second with `behind` (a zip reads its later inputs as far as its first).
+    Zip {
+        start: i64,
+        len: i64,
+        fail: bool,
+        #[serde(default)]
+        behind: bool,
+    },
     /// `concatenate(self.take(n))`, or `concatenate(self.skip(n))` with `skip`.
     Concatenate { n: i64, skip: bool },
     /// `prefetch` of a fixed buffer, or autotuned.
@@ -371,7 +378,8 @@ pub fn op_recipe_with(full: bool) -> BoxedStrategy<OpRecipe> {
         1 => prop_oneof![1 => Just(-1i64), 6 => 0i64..=4].prop_map(|n| OpRecipe::Skip { n }),
         1 => (1u64..=3, 0u64..3).prop_map(|(n, i)| OpRecipe::Shard { n, i: i % n }),
         1 => (-3i64..=3).prop_map(|start| OpRecipe::Enumerate { start }),
-        1 => (-2i64..=2, 1i64..=20, any::<bool>()).prop_map(|(start, len, fail)| OpRecipe::Zip { start, len, fail }),
+        1 => (-2i64..=2, 1i64..=20, any::<bool>(), any::<bool>())
+            .prop_map(|(start, len, fail, behind)| OpRecipe::Zip { start, len, fail, behind }),
         1 => (-1i64..=4, any::<bool>()).prop_map(|(n, skip)| OpRecipe::Concatenate { n, skip }),
         1 => prop_oneof![Just(None), (0u32..=2).prop_map(Some)].prop_map(|buffer| OpRecipe::Prefetch { buffer }),
         1 => Just(OpRecipe::Cache),
@@ -1011,12 +1019,16 @@ pub fn apply(ds: &Dataset, r: &OpRecipe, idx: usize, scratch: &Path) -> flumen::
             }
             (ds.enumerate(*start)?, format!("enumerate({start})"))
         }
-        OpRecipe::Zip { start, len, fail } => {
+        OpRecipe::Zip { start, len, fail, behind } => {
             let z = format!("z{idx}");
             let e = if *fail { lit(12i64) / col("value") } else { col("value") * lit(2i64) };
-            let text = format!("zip(range({start}, {}).map(select [{z} = {e}]))", start + len);
+            let range = format!("range({start}, {}).map(select [{z} = {e}])", start + len);
             let other = Dataset::range(*start, start + len)?.map(MapFunction::select([(z, e)]))?;
-            (Dataset::zip(&[ds, &other])?, text)
+            if *behind {
+                (Dataset::zip(&[&other, ds])?, format!("zip({range}, self)"))
+            } else {
+                (Dataset::zip(&[ds, &other])?, format!("zip(self, {range})"))
+            }
         }
         OpRecipe::Concatenate { n, skip } => {
             let (other, text) = if *skip { (ds.skip(*n)?, "skip") } else { (ds.take(*n)?, "take") };

@@ -179,7 +179,7 @@ pub fn shrunk(tries: usize) {
     with(|s| s.shrink_tries += tries);
 }
 
-/// A (shrunk) failure no known defect explains.
+/// A (shrunk) failure.
 pub fn failure(f: &Failure) {
     with(|s| s.failures.push(format!("{} ({:?}): {}", f.config.name(), f.kind, gist(&f.text))));
 }

@@ -45,7 +45,8 @@ pub struct ClosureRef {
 impl ClosureRef {
     /// True when what a call returns may depend on the calls before it (declared stateful):
     /// flumen then calls it once per element, in element order, one call at a time, and only
-    /// for the elements the pipeline asks for (see `ARCHITECTURE.md`, "Closures with state").
+    /// for the elements the pipeline asks for (see `ARCHITECTURE.md`, "Semantics worth
+    /// knowing").
     pub fn keeps_state(&self) -> bool {
         !self.stateless
     }

@@ -400,10 +400,10 @@ impl Op {
         s.to_string()
     }
 
-    /// The closures the operator calls (its function's, a dataset function's, a snapshot's
-    /// reader), in no particular order.
-    pub fn closures(&self) -> Vec<&crate::function::ClosureRef> {
-        let found = match self {
+    /// The closure the operator calls, if any (its function's, a dataset function's, a
+    /// snapshot's reader).
+    pub fn closure(&self) -> Option<&crate::function::ClosureRef> {
+        match self {
             Op::Map { func: MapFn::Closure { closure, .. }, .. }
             | Op::MapAndBatch { func: MapFn::Closure { closure, .. }, .. } => Some(closure),
             Op::Filter { predicate: Predicate::Closure { closure }, .. }
@@ -412,8 +412,7 @@ impl Op {
             | Op::Interleave { func: DatasetFn::Closure { closure, .. }, .. } => Some(closure),
             Op::Snapshot { options, .. } => options.reader.as_ref(),
             _ => None,
-        };
-        found.into_iter().collect()
+        }
     }
 
     /// How many inputs the operator takes (`None`: one or more).

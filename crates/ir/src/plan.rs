@@ -35,7 +35,7 @@ impl Plan {
         let own = match &op {
             Op::Cache { .. } | Op::Snapshot { .. } => true,
             Op::Source(crate::SourceDesc::Generator { stateful, .. }) => *stateful,
-            op => op.closures().iter().any(|c| c.keeps_state()),
+            op => op.closure().is_some_and(|c| c.keeps_state()),
         };
         let demand = own || inputs.iter().any(Plan::depends_on_demand);
         Ok(Plan(Arc::new(PlanNode { op, inputs, spec, demand })))

@@ -181,43 +181,69 @@ pub struct Report {
 /// researchers can replace the stages, add rules and swap the cost model.
 pub struct Optimizer {
     config: OptimizerConfig,
-    stages: Vec<Stage>,
+    stages: Stages,
     cost: Box<dyn CostModel>,
+}
+
+/// The stages an optimizer runs.
+enum Stages {
+    /// flumen's default stages as the configuration of each optimization makes them (which
+    /// rules are switched off, whether autotuning adds the parallelize stage), with rules
+    /// added to them and stages added after them.
+    Default { rules: Vec<(String, Rule)>, after: Vec<Stage> },
+    /// Stages given whole.
+    Given(Vec<Stage>),
 }
 
 impl Optimizer {
     /// flumen's stages and cost model under `config`.
     pub fn new(config: OptimizerConfig) -> Optimizer {
-        let stages = default_stages(&config);
-        Optimizer { config, stages, cost: Box::new(DefaultCost::default()) }
+        Optimizer {
+            config,
+            stages: Stages::Default { rules: Vec::new(), after: Vec::new() },
+            cost: Box::new(DefaultCost::default()),
+        }
     }
 
     /// Replaces the stages.
     pub fn with_stages(mut self, stages: Vec<Stage>) -> Optimizer {
-        self.stages = stages;
+        self.stages = Stages::Given(stages);
         self
     }
 
     /// Adds `rule` to the stage named `stage`; an error naming the stages there are when
-    /// there is no such stage (add one with [`Optimizer::with_stage`]).
+    /// there is no such stage (add one with [`Optimizer::with_stage`]). A rule added to a
+    /// default stage runs wherever that stage runs (`parallelize` only with autotuning on).
     pub fn with_rule(mut self, stage: &str, rule: Rule) -> Result<Optimizer> {
-        let names: Vec<&str> = self.stages.iter().map(|s| s.name.as_str()).collect();
-        let Some(found) = self.stages.iter().position(|s| s.name == stage) else {
+        let current = self.stages();
+        if !current.iter().any(|s| s.name == stage) {
+            let names: Vec<&str> = current.iter().map(|s| s.name.as_str()).collect();
             return Err(Error::plan(
                 "optimizer",
                 format!("no stage named {stage:?} to add rule {} to (stages: {})", rule.name, names.join(", ")),
             ));
-        };
-        self.stages[found].rules.push(rule);
+        }
+        match &mut self.stages {
+            Stages::Default { rules, after } => match after.iter_mut().find(|s| s.name == stage) {
+                Some(s) => s.rules.push(rule),
+                None => rules.push((stage.to_string(), rule)),
+            },
+            Stages::Given(stages) => {
+                stages.iter_mut().filter(|s| s.name == stage).for_each(|s| s.rules.push(rule.clone()))
+            }
+        }
         Ok(self)
     }
 
     /// Adds `stage` after the others; an error when a stage of that name exists.
     pub fn with_stage(mut self, stage: Stage) -> Result<Optimizer> {
-        if self.stages.iter().any(|s| s.name == stage.name) {
+        if self.stages().iter().any(|s| s.name == stage.name) {
             return Err(Error::plan("optimizer", format!("there is already a stage named {:?}", stage.name)));
         }
-        self.stages.push(stage);
+        match &mut self.stages {
+            Stages::Default { after, .. } => after.push(stage),
+            Stages::Given(stages) => stages.push(stage),
+        }
         Ok(self)
     }
 
@@ -227,9 +253,24 @@ impl Optimizer {
         self
     }
 
-    /// The stages as configured.
-    pub fn stages(&self) -> &[Stage] {
-        &self.stages
+    /// The stages it runs under the configuration it was made with.
+    pub fn stages(&self) -> Vec<Stage> {
+        self.stages_under(&self.config)
+    }
+
+    /// The stages it runs under `config`: flumen's default ones are made for it.
+    fn stages_under(&self, config: &OptimizerConfig) -> Vec<Stage> {
+        match &self.stages {
+            Stages::Given(stages) => stages.clone(),
+            Stages::Default { rules, after } => {
+                let mut stages = default_stages(config);
+                for (name, rule) in rules {
+                    stages.iter_mut().filter(|s| &s.name == name).for_each(|s| s.rules.push(rule.clone()));
+                }
+                stages.extend(after.iter().cloned());
+                stages
+            }
+        }
     }
 
     /// The configuration it was made with.
@@ -243,13 +284,14 @@ impl Optimizer {
     }
 
     /// Optimizes `plan` with these stages and cost model under `config` (whether to run at
-    /// all, rules switched off by name, limits), as a dataset does under its options.
+    /// all, rules switched off by name, limits, and, for flumen's default stages, whether
+    /// autotuning adds the parallelize stage), as a dataset does under its options.
     pub fn optimize_with(&self, plan: &Plan, config: &OptimizerConfig) -> Result<Report> {
         let start = Instant::now();
         let mut current = plan.clone();
         let mut stages = Vec::new();
         if config.enabled {
-            for stage in &self.stages {
+            for stage in &self.stages_under(config) {
                 let rules: Vec<&Rule> =
                     stage.rules.iter().filter(|r| !config.disabled.contains(r.name.as_str())).collect();
                 let report = self.run_stage(&stage.name, &rules, &current, config)?;
@@ -276,7 +318,7 @@ impl Optimizer {
         // clock (quanta's) calibrates the CPU's counter against the OS clock for about 2 ms
         // on first use in a process, so the runner reads one that stands still instead.
         let (still, _) = quanta::Clock::mock();
-        let runner = quanta::with_clock(&still, || runner.run(rules.iter().copied()));
+        let mut runner = quanta::with_clock(&still, || runner.run(rules.iter().copied()));
         let mut rules_fired = BTreeMap::new();
         for it in &runner.iterations {
             for (rule, n) in &it.applied {
@@ -285,8 +327,8 @@ impl Optimizer {
                 }
             }
         }
+        let Notes { spec_changes: refused, errors } = std::mem::take(&mut runner.egraph.analysis.notes);
         let egraph = &runner.egraph;
-        let Notes { spec_changes: refused, errors } = egraph.analysis.notes.clone();
         if !errors.is_empty() {
             return Err(Error::plan("optimizer", format!("stage {name}: {}", errors.join("; "))));
         }

@@ -254,25 +254,29 @@ fn interleave(plan: &Plan, ctx: &ExecContext) -> Result<InterleaveOp> {
 }
 
 /// How many rows an operator that gathers its output chunks row by row from its inputs
-/// (shuffle, interleave, `sample_from_datasets`) puts in one: the chunk size, or one where
-/// how far an input is read changes results (`Plan::depends_on_demand`, or a dataset
-/// function that keeps state). A larger chunk would read that input ahead of what is asked
-/// for, by as much as the chunk size: a shuffle refills its buffer once per row it hands out.
+/// (shuffle, interleave, `sample_from_datasets`; zip, for its first input) puts in one: the
+/// chunk size, or one where [`reads_on_demand`]. A larger chunk would read such an input
+/// ahead of what is asked for, by as much as the chunk size: a shuffle refills its buffer
+/// once per row it hands out, and a zip reads its other inputs as far as its first.
 fn gathered_rows(plan: &Plan, ctx: &ExecContext) -> usize {
-    let demand =
-        plan.inputs().iter().any(Plan::depends_on_demand) || plan.op().closures().iter().any(|c| c.keeps_state());
-    if demand {
+    if reads_on_demand(plan) {
         1
     } else {
         ctx.options.chunk_rows
     }
 }
 
+/// Whether how far `plan`'s operator reads its inputs changes results: an input depends on
+/// demand (`Plan::depends_on_demand`), or the operator's own dataset function keeps state.
+fn reads_on_demand(plan: &Plan) -> bool {
+    plan.inputs().iter().any(Plan::depends_on_demand) || plan.op().closure().is_some_and(|c| c.keeps_state())
+}
+
 /// Whether `op` calls a closure that keeps state as its function (a map, filter,
 /// `map_and_batch` or `take_while`): it then runs as [`build_one_at_a_time`] builds it.
 pub(crate) fn runs_one_at_a_time(op: &Op) -> bool {
     matches!(op, Op::Map { .. } | Op::Filter { .. } | Op::MapAndBatch { .. } | Op::TakeWhile { .. })
-        && op.closures().iter().any(|c| c.keeps_state())
+        && op.closure().is_some_and(|c| c.keeps_state())
 }
 
 /// The operator of a map, filter, `map_and_batch` or `take_while` whose closure keeps state:
@@ -407,7 +411,10 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         Op::Skip { count } => Box::new(SkipOp::new(input()?, *count)),
         Op::Shard { num_shards, index } => Box::new(ShardOp::new(input()?, *num_shards, *index)),
         Op::Enumerate { start, .. } => Box::new(EnumerateOp::new(input()?, *start, schema)),
-        Op::Zip => Box::new(ZipOp::new(build_all(plan, ctx)?, schema)),
+        Op::Zip => {
+            let step = if reads_on_demand(plan) { 1 } else { usize::MAX };
+            Box::new(ZipOp::new(build_all(plan, ctx)?, schema).reading_at_most(step))
+        }
         Op::Concatenate => Box::new(ConcatenateOp::new(build_all(plan, ctx)?, schema)),
         Op::Prefetch { buffer_size } => {
             let knob = knob(plan, ctx, Param::Buffer, *buffer_size, BUFFER_START, MAX_BUFFER);
@@ -470,7 +477,8 @@ fn build_grouping(plan: &Plan, input: BoxOperator, keep: Option<MaskFn>, ctx: &E
 /// Where a `bucket_by_sequence_length` pads its batches: on the pool's workers when it has
 /// more than one, while the operator goes on grouping its input. That reads the input ahead
 /// of what is asked for, by as much as the workers are slow, so not where how far the input
-/// is read changes results (`Plan::depends_on_demand`): there it pads on its own thread.
+/// is read changes results (`Plan::depends_on_demand`): there it pads inline, on the
+/// iterator's thread.
 fn padding_pool(plan: &Plan, ctx: &ExecContext) -> Option<Arc<crate::pool::ThreadPool>> {
     (ctx.pool.size() > 1 && !plan.depends_on_demand()).then(|| ctx.pool.clone())
 }

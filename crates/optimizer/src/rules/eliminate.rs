@@ -1,6 +1,7 @@
 //! No-op elimination and simplification: operators that provably leave the element
-//! sequence unchanged are merged with their input (`take(-1)`, `skip(0)`, `repeat(1)`, `shard(1, 0)`, `prefetch(0)`, identity maps,
-//! `filter(true)`), and functions get their constant sub-expressions folded.
+//! sequence unchanged are merged with their input (`take(-1)`, `skip(0)`, `shard(1, 0)`,
+//! `prefetch(0)`, identity maps, `filter(true)`), and functions get their constant
+//! sub-expressions folded. `repeat(1)` stays: each epoch salts reshuffling seeds.
 
 use flumen_ir::{Expr, MapFn, Op, Predicate, Scalar, Tunable};
 

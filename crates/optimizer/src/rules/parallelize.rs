@@ -5,7 +5,8 @@
 //! Order is kept: the map's `deterministic` setting is left as it was.
 //!
 //! Neither reads ahead of a plan whose results depend on how far it is read
-//! (`Plan::depends_on_demand`: a closure that keeps state, a cache, a snapshot): a parallel
+//! (`Plan::depends_on_demand`: a closure that keeps state, a stateful generator, a cache, a
+//! snapshot): a parallel
 //! operator pulls its input ahead of its consumer, so the closure would be called for
 //! elements a later `take` or an early-stopping consumer never asks for, or the cache would
 //! complete where the written plan leaves it incomplete, and the next pass would differ.

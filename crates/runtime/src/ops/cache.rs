@@ -133,6 +133,13 @@ impl Operator for CacheOp {
             Mode::Write { input, recorded, rows, .. } => {
                 let state = OpState::new("cache").with("writing", true)?.with("rows", rows)?;
                 let state = match mode {
+                    // Completed by its known count, the pass handed its chunks to the shared
+                    // state (if another pass had not completed first, whose salt differs);
+                    // without them the restore would replay the input.
+                    SaveMode::Full if recorded.is_empty() && *rows > 0 => match self.ctx.shared.cached(&self.node) {
+                        Some(pass) if pass.salt == self.ctx.salt => state.with_chunks(pass.chunks.iter().cloned()),
+                        _ => state,
+                    },
                     SaveMode::Full => state.with_chunks(recorded.iter().cloned()),
                     SaveMode::Symbolic => state,
                 };

@@ -57,6 +57,9 @@ impl<T> Failure<T> {
         match self {
             Failure::Whole(e) => Err(e),
             Failure::AtRow { done, row, error } => Ok((done, row, error)),
+            // One element: it is the one that failed, and running it again would call a
+            // row-wise closure twice for it (one that keeps state gets one-row chunks).
+            Failure::Pure(chunk_error) if chunk.num_rows() == 1 => Ok((Vec::new(), 0, chunk_error)),
             Failure::Pure(chunk_error) => {
                 let mut done = Vec::new();
                 for row in 0..chunk.num_rows() {

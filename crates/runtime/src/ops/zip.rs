@@ -79,6 +79,9 @@ pub struct ZipOp {
     lanes: Vec<Lane>,
     schema: SchemaRef,
     done: bool,
+    /// The most rows of the first input one output chunk takes (the other inputs are read
+    /// as far as it).
+    step: usize,
 }
 
 impl ZipOp {
@@ -88,7 +91,13 @@ impl ZipOp {
             .into_iter()
             .map(|i| Lane { reader: RowReader::new(i), rows: VecDeque::new(), len: 0, tail: None })
             .collect();
-        ZipOp { lanes, schema, done: false }
+        ZipOp { lanes, schema, done: false, step: usize::MAX }
+    }
+
+    /// The same zip taking at most `rows` rows of its first input into one output chunk.
+    pub fn reading_at_most(mut self, rows: usize) -> Self {
+        self.step = rows.max(1);
+        self
     }
 
     /// The element at the front of every lane when some lane's tail is there: an error or the
@@ -139,7 +148,7 @@ impl Operator for ZipOp {
         // The first input sets the chunk size, so its chunks pass through uncopied.
         let first = &mut self.lanes[0];
         if first.len == 0 && first.tail.is_none() {
-            first.read(usize::MAX);
+            first.read(self.step);
         }
         let n = first.len;
         for lane in &mut self.lanes[1..] {

@@ -15,8 +15,8 @@
 //! computes every row, including those a filter drops, so an operation failing on any row
 //! (an overflow, say) hands the chunk back, as do inputs with nulls; the caller then runs
 //! the chain link by link, which gives the values, or the error and its row, exactly. A map
-//! output that a later map drops without reading it is computed all the same (and not
-//! written out): run link by link it is computed, and may fail.
+//! output that a later map drops without reading it is computed all the same (written for
+//! the kept rows, then discarded): run link by link it is computed, and may fail.
 
 use std::sync::OnceLock;
 
