@@ -271,7 +271,7 @@ fn a_corrupt_tfrecord_names_file_and_offset_and_ignore_errors_skips_the_record()
         let ds = ds.with_options(Options::default().with_map_files(map));
         let errors: Vec<String> = ds.iter().filter_map(|e| e.err()).map(|e| e.to_string()).collect();
         assert_eq!(errors.len(), 1, "{errors:?}");
-        assert!(errors[0].contains("a.tfrecord") && errors[0].contains("record 2 at byte 21"), "{}", errors[0]);
+        assert!(errors[0].contains("a.tfrecord") && errors[0].contains("record index 1 at byte 21"), "{}", errors[0]);
         assert_eq!(records(&ds.ignore_errors().unwrap()), vec!["rec-0", "rec-2", "rec-3"]);
     }
 }

@@ -175,6 +175,11 @@ impl CsvReader {
             .collect::<Result<Vec<_>>>()?;
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let len = file_len(&file, path)?;
+        // tf.data's CsvDataset refuses it too ("can't read header"): a file that was to start
+        // with a header and has nothing is not an empty table.
+        if format.header && len == 0 {
+            return Err(Error::data(Location::new(path, "line 1"), "the file is empty: it has no header line"));
+        }
         let read_schema = Arc::new(Schema::new(read_fields));
         let chunk_rows = chunk_rows.max(1);
         let decoder = decoder(&read_schema, delimiter, &projection, format.header, chunk_rows);
@@ -784,11 +789,17 @@ mod tests {
     }
 
     #[test]
-    fn empty_file_has_no_chunks() {
+    fn a_header_only_file_has_no_chunks_and_an_empty_one_no_header() {
         let dir = tempfile::tempdir().unwrap();
         let format = infer_csv(&write(&dir, "good.csv", "a\n1\n"), true, ',').unwrap();
         assert!(read_all(&write(&dir, "header_only.csv", "a\n"), &format, 10).unwrap().is_empty());
         assert!(matches!(infer_csv(&write(&dir, "empty.csv", ""), false, ','), Err(Error::Data { .. })));
+        // An empty file read as having a header: an error naming it, as tf.data's "can't read
+        // header" (it read as a table of no rows).
+        let empty = write(&dir, "no_header.csv", "");
+        expect_data_error(CsvReader::open(&empty, &format, 10).err().expect("no header"), &empty, 1);
+        let headless = CsvFormat { header: false, ..format };
+        assert!(read_all(&empty, &headless, 10).unwrap().is_empty());
     }
 
     #[test]
@@ -954,7 +965,7 @@ mod tests {
     fn positions_resume_exactly() {
         let dir = tempfile::tempdir().unwrap();
         // The file, whether it has a header, and the number of errors reading it gives.
-        let cases: [(&[u8], bool, usize); 8] = [
+        let cases: [(&[u8], bool, usize); 9] = [
             // Bad records between good ones, adjacent, and last.
             (b"a,b\n1,x\n2,x\n3\n4,x\nfive,x\n6,x\n7,x\n", true, 2),
             (b"a,b\nx,1\n1,x\n2,x,9\n3\n4,x\n\nlast,x", true, 4),
@@ -965,7 +976,8 @@ mod tests {
             (b"a\n1,x\n2,x\n", true, 1),
             (b"x,1\n1,y\n2,2\nz,3\n", false, 2),
             (b"1,ok\nbad,ok\n3,ok\n", false, 1),
-            (b"", true, 0),
+            (b"", false, 0),
+            (b"a,b\n", true, 0),
         ];
         for (i, (bytes, header, errors)) in cases.into_iter().enumerate() {
             let path = dir.path().join(format!("{i}.csv"));

@@ -53,7 +53,14 @@ pub fn row_group_count(path: &str) -> Result<usize> {
 /// Reads the projected columns of chosen row groups of a Parquet file in chunks, keeping
 /// only the rows that pass the format's predicate when it has one.
 pub struct ParquetReader {
-    reader: ParquetRecordBatchReader,
+    /// The decoder of the row group being read (`row_groups[group]`), made when it is first
+    /// read: a row group at a time, so that a decoding error is that row group's, and the
+    /// reader goes on with the next one.
+    reader: Option<ParquetRecordBatchReader>,
+    /// The row group being read, among `row_groups`.
+    group: usize,
+    /// Rows of it to skip when its decoder is made (a seek into it).
+    skip: u64,
     /// How to build another decoder of the file, to seek.
     decoding: Decoding,
     /// The length of the file when it was opened.
@@ -87,10 +94,12 @@ enum Pending {
     BatchError { error: Error, after: u64 },
 }
 
-/// What building a decoder of a Parquet file takes, kept to build another one when seeking.
+/// What building a decoder of a Parquet file takes: one is built per row group.
 struct Decoding {
     footer: ArrowReaderMetadata,
     mask: ProjectionMask,
+    /// The decoded columns: their indices among the file's root columns, and names.
+    columns: Vec<(usize, String)>,
     chunk_rows: usize,
 }
 
@@ -117,6 +126,30 @@ impl Decoding {
             || Location::source(path),
             || builder.build().map_err(|e| Error::data(Location::source(path), e.to_string())),
         )
+    }
+
+    /// The first decoded column that fails to decode alone in row group `row_group` of
+    /// `path` (the column a decoding error of the whole row group came from), if one does.
+    fn failing_column(&self, path: &str, row_group: usize) -> Option<&str> {
+        self.columns.iter().find_map(|(index, name)| {
+            let file = File::open(path).ok()?;
+            let mask = ProjectionMask::roots(self.footer.parquet_schema(), [*index]);
+            let decoded = guarded(
+                || Location::source(path),
+                || {
+                    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.footer.clone())
+                        .with_projection(mask)
+                        .with_row_groups(vec![row_group])
+                        .with_batch_size(self.chunk_rows);
+                    let reader = builder.build().map_err(|e| Error::data(Location::source(path), e.to_string()))?;
+                    for batch in reader {
+                        batch.map_err(|e| Error::data(Location::source(path), e.to_string()))?;
+                    }
+                    Ok(())
+                },
+            );
+            decoded.is_err().then_some(name.as_str())
+        })
     }
 }
 
@@ -198,13 +231,17 @@ impl ParquetReader {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let mask = ProjectionMask::roots(footer.parquet_schema(), indices);
+        let mask = ProjectionMask::roots(footer.parquet_schema(), indices.iter().copied());
+        let columns = indices.iter().map(|&i| (i, roots[i].name().to_string())).collect();
         let sizes = row_groups.iter().map(|&i| (i, metadata.row_group(i).num_rows().max(0) as u64)).collect();
-        let decoding = Decoding { footer, mask, chunk_rows: chunk_rows.max(1) };
-        let reader = decoding.build(path, file, row_groups, 0, 0)?;
-        let conformer = Conformer::new(&reader.schema(), read_schema, path)?;
+        let decoding = Decoding { footer, mask, columns, chunk_rows: chunk_rows.max(1) };
+        // A decoder of no row group, for the decoded schema.
+        let schema = decoding.build(path, file, vec![], 0, 0)?.schema();
+        let conformer = Conformer::new(&schema, read_schema, path)?;
         Ok(ParquetReader {
-            reader,
+            reader: None,
+            group: 0,
+            skip: 0,
             decoding,
             len,
             conformer,
@@ -282,6 +319,31 @@ impl ParquetReader {
         with_schema(output.clone(), columns, kept.num_rows()).map(Some)
     }
 
+    /// The decoder of row group `row_group` (of `rows` rows), the one being read; made now
+    /// when it has not been yet.
+    fn decoder(&mut self, row_group: usize, rows: u64) -> Result<&mut ParquetRecordBatchReader> {
+        if self.reader.is_none() {
+            let file = File::open(&self.path).map_err(|e| Error::io(self.path.as_str(), e))?;
+            let location = || Location::new(&self.path, format!("row group {row_group}"));
+            let reader =
+                self.decoding.build(&self.path, file, vec![row_group], self.skip, rows).map_err(|e| match e {
+                    Error::Data { message, .. } => Error::data(location(), message),
+                    other => other,
+                })?;
+            self.reader = Some(reader);
+            self.skip = 0;
+        }
+        Ok(self.reader.as_mut().expect("made"))
+    }
+
+    /// Moves on to the next row group, its first row next.
+    fn next_group(&mut self) {
+        self.reader = None;
+        self.skip = 0;
+        self.group += 1;
+        self.rows_read = self.row_groups[..self.group.min(self.row_groups.len())].iter().map(|&(_, rows)| rows).sum();
+    }
+
     /// Where row `row` of the rows read is: its row group and its row within the group.
     fn row_location(&self, row: u64) -> Location {
         match self.group_row(row) {
@@ -348,9 +410,33 @@ impl ChunkReader for ParquetReader {
             if self.done {
                 return Ok(None);
             }
-            let location = locate(&self.path, &self.row_groups, self.rows_read);
-            let Some(batch) = next_batch(&mut self.reader, &location, &mut self.done)? else {
-                continue;
+            let Some(&(row_group, rows)) = self.row_groups.get(self.group) else {
+                self.done = true;
+                return Ok(None);
+            };
+            let location = Location::new(&self.path, format!("row group {row_group}"));
+            let batch = match self.decoder(row_group, rows).and_then(|reader| next_batch(reader, &location, &mut false))
+            {
+                Ok(Some(batch)) => batch,
+                Ok(None) => {
+                    self.next_group();
+                    continue;
+                }
+                // What is left of the row group cannot be decoded: its error, naming the
+                // column that fails, and the next row group after it.
+                Err(error) => {
+                    self.next_group();
+                    return Err(match self.decoding.failing_column(&self.path, row_group) {
+                        Some(column) => match error {
+                            Error::Data { message, .. } => Error::data(
+                                Location::new(&self.path, format!("row group {row_group}, column '{column}'")),
+                                message,
+                            ),
+                            other => other,
+                        },
+                        None => error,
+                    });
+                }
             };
             let first = self.rows_read;
             self.rows_read += batch.num_rows() as u64;
@@ -398,11 +484,7 @@ impl ChunkReader for ParquetReader {
                         ),
                     ));
                 }
-                let rest = &self.row_groups[group..];
-                let rows = rest.iter().map(|&(_, rows)| rows).sum();
-                let row_groups = rest.iter().map(|&(index, _)| index).collect();
-                let file = File::open(&self.path).map_err(|e| Error::io(self.path.as_str(), e))?;
-                self.reader = self.decoding.build(&self.path, file, row_groups, row, rows)?;
+                (self.reader, self.group, self.skip) = (None, group, row);
                 self.rows_read = self.row_groups[..group].iter().map(|&(_, rows)| rows).sum::<u64>() + row;
                 self.done = false;
                 self.rows_read
@@ -630,6 +712,47 @@ mod tests {
     }
 
     #[test]
+    fn a_corrupt_page_is_its_row_group_s_error_and_reading_goes_on() {
+        // 9 row groups of 1,000 rows; the page header of row group 3's column `b` is broken.
+        // The error named row group 2 (the start of a chunk spanning both), and reading
+        // stopped there: 2,048 of the 8,000 good rows came out.
+        let dir = tempfile::tempdir().unwrap();
+        let ids: Vec<i64> = (0..9000).collect();
+        let batch = RecordBatch::try_from_iter([
+            ("a", Arc::new(Int64Array::from(ids.clone())) as ArrayRef),
+            ("b", Arc::new(Float64Array::from_iter_values(ids.iter().map(|&i| i as f64 * 0.5))) as ArrayRef),
+        ])
+        .unwrap();
+        let path = dir.path().join("groups.parquet");
+        let props = WriterProperties::builder().set_max_row_group_row_count(Some(1000)).build();
+        let mut writer = ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let path = path.to_str().unwrap().to_string();
+        let (_, footer) = open_footer(&path).unwrap();
+        let (start, _) = footer.metadata().row_group(3).column(1).byte_range();
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[start as usize..start as usize + 16].fill(0xff);
+        std::fs::write(&path, &bytes).unwrap();
+        let format = parquet_format(&path).unwrap();
+        for chunk_rows in [100, 1024, 4096] {
+            let mut reader = ParquetReader::open(&path, &format, None, chunk_rows).unwrap();
+            let (mut ids, mut errors) = (vec![], vec![]);
+            loop {
+                match reader.next_chunk() {
+                    Ok(Some(chunk)) => ids.extend(column_ints(&[chunk], "a")),
+                    Ok(None) => break,
+                    Err(e) => errors.push(e.to_string()),
+                }
+            }
+            let expected: Vec<i64> = (0..9000).filter(|i| !(3000..4000).contains(i)).collect();
+            assert_eq!(ids, expected, "chunks of {chunk_rows}");
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert!(errors[0].contains("row group 3, column 'b'"), "{}", errors[0]);
+        }
+    }
+
+    #[test]
     fn corrupt_pages_do_not_panic() {
         let dir = tempfile::tempdir().unwrap();
         let path = write(&dir, "a.parquet", &sample());
@@ -642,14 +765,15 @@ mod tests {
     }
 
     #[test]
-    fn pulling_after_an_error_ends() {
+    fn pulling_after_errors_ends() {
         let dir = tempfile::tempdir().unwrap();
         let path = write(&dir, "a.parquet", &sample());
         let format = parquet_format(&path).unwrap();
         scramble_pages(&path);
         let mut reader = ParquetReader::open(&path, &format, None, 4).unwrap();
+        // At most one error per row group: the rest of a group that fails is skipped.
         let (ended, errors) = crate::reader::testing::pull_to_end(&mut reader, 100);
-        assert!(ended && errors <= 1, "ended: {ended}, errors: {errors}");
+        assert!(ended && errors <= 3, "ended: {ended}, errors: {errors}");
         assert!(reader.next_chunk().unwrap().is_none());
     }
 
@@ -940,7 +1064,7 @@ mod tests {
         let mut reader = ParquetReader::open(&path, &format, None, 4).unwrap();
         reader.next_chunk().unwrap();
         // As if the predicate had failed on rows 4-7 though on none of them alone.
-        reader.rows_read += reader.reader.next().unwrap().unwrap().num_rows() as u64;
+        reader.rows_read += reader.reader.as_mut().unwrap().next().unwrap().unwrap().num_rows() as u64;
         let error = Error::data(Location::new(&path, "row group 0"), "the batch failed");
         reader.pending.push_back(Pending::BatchError { error, after: 8 });
         let position = reader.position().unwrap();
@@ -951,7 +1075,8 @@ mod tests {
                 reader.next_chunk().unwrap_err().to_string(),
                 format!("bad input in {path} at row group 0: the batch failed")
             );
-            assert_eq!(column_ints(&[reader.next_chunk().unwrap().unwrap()], "id"), vec![8, 9, 10, 11]);
+            // The rest of row group 0 (chunks end at row groups).
+            assert_eq!(column_ints(&[reader.next_chunk().unwrap().unwrap()], "id"), vec![8, 9]);
         }
     }
 
@@ -968,7 +1093,8 @@ mod tests {
             encode("parquet", &ParquetPosition { len, at: Some(GroupRow { group, row_group, row }), error: None })
                 .unwrap()
         };
-        assert_eq!(position, at(1, 1, 6));
+        // Chunks end at row groups: 4, 4 and 2 rows of group 0, then 4 of group 1.
+        assert_eq!(position, at(1, 1, 4));
         let open = |groups: Option<Vec<usize>>| {
             let format = format.clone();
             let path = path.clone();

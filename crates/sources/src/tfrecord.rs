@@ -106,6 +106,10 @@ pub struct TfRecordReader {
     hi: usize,
     /// Whether the stream has ended (everything in the window is all there is).
     eof: bool,
+    /// Why the stream ended early, when it failed (a cut or corrupt compressed stream):
+    /// the records before the failure are all in the window, and the failure is the error of
+    /// the record it cuts.
+    failed: Option<String>,
     /// A bad record's error, returned after the records before it, with whether the file
     /// ends there (its framing is lost) and the record's own position, where a position
     /// taken before the error was returned resumes (so that the error comes again).
@@ -197,13 +201,16 @@ impl TfRecordReader {
             lo: 0,
             hi: 0,
             eof: false,
+            failed: None,
             pending: None,
             done: false,
         })
     }
 
     fn error(&self, start: u64, what: String) -> Error {
-        Error::data(Location::new(self.path.as_str(), format!("record {} at byte {start}", self.records)), what)
+        // `records` counts the record being read: its index (from 0) is one less.
+        let at = format!("record index {} at byte {start}", self.records - 1);
+        Error::data(Location::new(self.path.as_str(), at), what)
     }
 
     /// Makes sure the window holds at least `need` unframed bytes, unless the stream ends
@@ -221,18 +228,27 @@ impl TfRecordReader {
     }
 
     /// Reads the next window from the stream: the unframed rest of the old one, then up to
-    /// a window's size (at least `need` bytes) in all.
+    /// a window's size (at least `need` bytes) in all. Memory grows as bytes arrive: `need`
+    /// comes from a record's length field, which a corrupt file can make anything. A stream
+    /// that fails (a cut or corrupt compressed file) ends the window with what it gave.
     fn read(&mut self, need: usize) -> Result<usize> {
         let size = self.window_size.max(need);
+        let rest = self.hi - self.lo;
         let Input::Read(stream) = &mut self.input else { unreachable!("only a stream's windows are read") };
-        let mut next = Vec::with_capacity(size);
+        let mut next = Vec::with_capacity(self.window_size.max(rest));
         next.extend_from_slice(&self.window[self.lo..self.hi]);
         // `read_to_end` reads into the spare capacity without zeroing it first. It reads in
         // pieces growing from 8 KiB, six system calls to a window, and was still faster than
         // zeroing the window for one call (w2: 0.53 against 0.50 of the limit).
         let want = (size - next.len()) as u64;
-        let got = stream.take(want).read_to_end(&mut next).map_err(|e| Error::io(self.path.as_str(), e))?;
-        self.eof = (got as u64) < want;
+        match stream.take(want).read_to_end(&mut next) {
+            Ok(got) => self.eof = (got as u64) < want,
+            // The bytes read before the failure are in `next`.
+            Err(e) => {
+                self.eof = true;
+                self.failed = Some(e.to_string());
+            }
+        }
         (self.lo, self.hi) = (0, next.len());
         self.window = Buffer::from_vec(next);
         self.windows += 1;
@@ -288,13 +304,13 @@ impl TfRecordReader {
         // Counted before its bytes are asked for, so that an error getting them names it.
         self.records += 1;
         let got = self.fill(HEADER)?;
-        if got == 0 {
+        if got == 0 && self.failed.is_none() {
             self.records -= 1;
             return Ok(Record::End);
         }
         if got < HEADER {
             let why = format!("the file ends inside a record header ({got} of {HEADER} bytes)");
-            return Ok(Record::Bad(self.error(start, why), true));
+            return Ok(Record::Bad(self.error(start, self.failure_or(why)), true));
         }
         let header = &self.window[self.lo..self.lo + HEADER];
         let length_bytes: [u8; 8] = header[..8].try_into().expect("8 bytes");
@@ -303,8 +319,9 @@ impl TfRecordReader {
             return Ok(Record::Bad(self.error(start, "the length's checksum does not match".into()), true));
         }
         let length = u64::from_le_bytes(length_bytes);
-        // A length beyond what an uncompressed file holds is a corrupt length, not a record.
-        let limit = if self.compression == RecordCompression::None { self.len } else { u64::MAX };
+        // A length beyond what the file can hold is a corrupt length, not a record: an
+        // uncompressed file holds its length, a deflate stream at most 1,032 times it.
+        let limit = if self.compression == RecordCompression::None { self.len } else { self.len.saturating_mul(1032) };
         let size = usize::try_from(length).ok().filter(|_| start + HEADER as u64 + length <= limit);
         let Some(size) = size.filter(|s| s.checked_add(HEADER + 4).is_some()) else {
             let why = format!("a record of {length} bytes does not fit in the file");
@@ -313,7 +330,7 @@ impl TfRecordReader {
         let framed = HEADER + size + 4;
         if self.fill(framed)? < framed {
             let why = format!("the file ends inside a record of {length} bytes");
-            return Ok(Record::Bad(self.error(start, why), true));
+            return Ok(Record::Bad(self.error(start, self.failure_or(why)), true));
         }
         let data = self.lo + HEADER;
         let stored = u32::from_le_bytes(self.window[data + size..data + size + 4].try_into().expect("4 bytes"));
@@ -326,11 +343,22 @@ impl TfRecordReader {
         Ok(Record::Data { start: data, end: data + size })
     }
 
+    /// Why the data ends where it does: the stream's failure when it failed, else `why`.
+    fn failure_or(&self, why: String) -> String {
+        let Some(e) = &self.failed else { return why };
+        let what = match self.compression {
+            RecordCompression::Gzip => "the GZIP stream fails",
+            RecordCompression::Zlib => "the ZLIB stream fails",
+            RecordCompression::None => "reading the file fails",
+        };
+        format!("{what} after byte {}: {e}", self.offset + (self.hi - self.lo) as u64)
+    }
+
     /// Forgets what the window holds, to read `input` next (a mapped file from the
     /// `window_at` the caller sets, a stream from where it is).
     fn reset_input(&mut self, input: Input) {
         self.input = input;
-        (self.lo, self.hi, self.eof) = (0, 0, false);
+        (self.lo, self.hi, self.eof, self.failed) = (0, 0, false, None);
     }
 }
 
@@ -720,7 +748,7 @@ mod tests {
             let err = reader.next_chunk().unwrap_err();
             assert!(
                 matches!(&err, Error::Data { location, .. } if location.source == path
-                    && location.position.as_deref() == Some("record 1 at byte 0")),
+                    && location.position.as_deref() == Some("record index 0 at byte 0")),
                 "{err}"
             );
             assert!(err.to_string().contains("data's checksum"), "{err}");
@@ -750,7 +778,7 @@ mod tests {
         std::fs::write(path, &bytes).unwrap();
         let expected: Vec<std::result::Result<Vec<u8>, String>> = (0..sample.len())
             .map(|i| match bad.contains(&i) {
-                true => Err(format!("record {} at byte {}", i + 1, starts[i])),
+                true => Err(format!("record index {i} at byte {}", starts[i])),
                 false => Ok(sample[i].clone()),
             })
             .collect();
@@ -779,6 +807,91 @@ mod tests {
             };
             let outcomes = check_resume(rows, open);
             assert_eq!(outcomes.iter().filter(|o| matches!(o, Outcome::Error(_))).count(), bad.len(), "{outcomes:?}");
+        }
+    }
+
+    /// Every record a reader of `path` gives before its first error, and that error.
+    fn records_then_error(
+        path: &str,
+        compression: RecordCompression,
+        chunk_rows: usize,
+    ) -> (Vec<Vec<u8>>, Option<Error>) {
+        let mut reader = TfRecordReader::open(path, compression, opts(chunk_rows, true)).unwrap();
+        let mut got = vec![];
+        loop {
+            match reader.next_chunk() {
+                Ok(Some(c)) => got.extend(c.column(0).as_binary_view().iter().map(|r| r.unwrap().to_vec())),
+                Ok(None) => return (got, None),
+                Err(e) => return (got, Some(e)),
+            }
+        }
+    }
+
+    /// `records` framed as TFRecord, uncompressed.
+    fn framed(records: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = vec![];
+        for r in records {
+            let len = (r.len() as u64).to_le_bytes();
+            out.extend_from_slice(&len);
+            out.extend_from_slice(&masked_crc32c(&len).to_le_bytes());
+            out.extend_from_slice(r);
+            out.extend_from_slice(&masked_crc32c(r).to_le_bytes());
+        }
+        out
+    }
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut encoder = GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    #[test]
+    fn a_huge_length_in_a_compressed_file_is_an_error_after_the_records_before() {
+        // A length of 2^60 with a valid checksum: the reader had allocated a window of that
+        // size and aborted the process.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("huge.tfrecord.gz");
+        let path = path.to_str().unwrap();
+        let good = vec![b"first".to_vec(), b"second".to_vec()];
+        let mut bytes = framed(&good);
+        let huge = (1u64 << 60).to_le_bytes();
+        bytes.extend_from_slice(&huge);
+        bytes.extend_from_slice(&masked_crc32c(&huge).to_le_bytes());
+        bytes.extend_from_slice(&[7; 100]);
+        std::fs::write(path, gzip(&bytes)).unwrap();
+        for chunk_rows in [1, 1000] {
+            let (got, error) = records_then_error(path, RecordCompression::Gzip, chunk_rows);
+            assert_eq!(got, good);
+            let error = error.expect("an error").to_string();
+            assert!(error.contains(path) && error.contains("does not fit"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_cut_compressed_file_gives_every_complete_record_before_the_cut() {
+        // The stream's failure had lost the window it was filling: 755 of 999 records came
+        // out, and the error named neither record nor offset.
+        let dir = tempfile::tempdir().unwrap();
+        let records: Vec<Vec<u8>> =
+            (0..999u32).map(|i| format!("record {i} {}", "x".repeat((i % 300) as usize)).into_bytes()).collect();
+        let whole = gzip(&framed(&records));
+        for cut in [whole.len() / 3, whole.len() * 2 / 3, whole.len() - 9] {
+            let path = dir.path().join(format!("cut-{cut}.tfrecord.gz"));
+            let path = path.to_str().unwrap();
+            std::fs::write(path, &whole[..cut]).unwrap();
+            // What the cut stream still holds: the records wholly inside it.
+            let mut prefix = vec![];
+            let _ = MultiGzDecoder::new(&whole[..cut]).read_to_end(&mut prefix);
+            let complete = (0..=records.len()).rev().find(|n| framed(&records[..*n]).len() <= prefix.len()).unwrap();
+            for chunk_rows in [1, 7, 1000] {
+                let (got, error) = records_then_error(path, RecordCompression::Gzip, chunk_rows);
+                assert_eq!(got.len(), complete, "cut at {cut}, chunks of {chunk_rows}");
+                assert_eq!(got, records[..complete]);
+                let error = error.expect("the cut is an error").to_string();
+                let at = format!("record index {complete} at byte {}", framed(&records[..complete]).len());
+                assert!(error.contains(path) && error.contains(&at) && error.contains("GZIP stream fails"), "{error}");
+            }
         }
     }
 
@@ -902,7 +1015,7 @@ mod tests {
             let err = reader.next_chunk().unwrap_err();
             // The first record not delivered is where its window could not be mapped.
             let at: usize = records[..delivered].iter().map(|r| r.len() + 16).sum();
-            let position = format!("record {} at byte {at}", delivered + 1);
+            let position = format!("record index {delivered} at byte {at}");
             assert!(
                 matches!(&err, Error::Data { location, .. } if location.source == path
                     && location.position.as_deref() == Some(position.as_str())),
