@@ -1,8 +1,11 @@
 //! The `flumen` command: run and explain serialized pipelines.
 //!
 //! `flumen run PIPELINE.json` iterates a pipeline and reports what it delivered and how fast;
-//! with `--save-every N --checkpoint FILE` it saves an iterator checkpoint every N elements,
-//! and `--restore FILE` continues a run from one (in this process or a later one);
+//! `--output FILE` writes the elements (Arrow IPC stream, Parquet or JSON lines) and
+//! `--checksum` prints a hash of their values, so that runs can be compared; `--threads`,
+//! `--ram-budget`, `--chunk-rows`, `--no-optimize` and `--rule NAME=off` set the options it
+//! runs under; with `--save-every N --checkpoint FILE` it saves an iterator checkpoint every
+//! N elements, and `--restore FILE` continues a run from one (in this process or a later one);
 //! `flumen explain PIPELINE.json [--verbose] [--format text|json|dot]` prints the logical plan,
 //! what each optimizer stage did, the optimized plan and the physical operators. Pipelines are the JSON documents
 //! that `Dataset::serialize` writes (see `flumen_ir::json`); closures cannot be registered
@@ -36,8 +39,10 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench;
 mod gen_data;
 mod limit;
+mod output;
 mod workload_data;
 use flumen::{Checkpoint, Dataset, ExplainFormat, Registry, SaveMode};
+use output::{json_line, Checksum, Output, OutputFormat};
 
 #[derive(Parser)]
 #[command(name = "flumen", version, about = "Run and explain flumen input pipelines")]
@@ -75,6 +80,18 @@ enum Command {
         /// when), and the bottleneck.
         #[arg(long)]
         analyze: bool,
+        /// Write every element, as the iterator delivers it, to this file.
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// The output's form (default: from its extension: .arrows, .parquet, .jsonl).
+        #[arg(long, value_enum)]
+        output_format: Option<OutputFormat>,
+        /// Print a hash of the elements' values (the same for the same elements, however
+        /// they were computed), to compare runs.
+        #[arg(long)]
+        checksum: bool,
+        #[command(flatten)]
+        options: OptionArgs,
     },
     /// Run a reference workload of `../shared/bench/WORKLOADS.md` once over the files under
     /// `--data` and print its JSON line (rows, seconds, checksum, peak RSS).
@@ -116,7 +133,79 @@ enum Command {
         /// Also print the plan after each optimizer stage ("unchanged" when it is).
         #[arg(long)]
         verbose: bool,
+        #[command(flatten)]
+        options: OptionArgs,
     },
+}
+
+/// The options a pipeline runs under (`flumen::Options`), where the defaults will not do.
+#[derive(clap::Args)]
+struct OptionArgs {
+    /// Worker threads of the iterator's pool (default: the cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// The most bytes buffers may hold, e.g. 256M or 2GiB (default: half the memory).
+    #[arg(long, value_parser = parse_bytes)]
+    ram_budget: Option<u64>,
+    /// Rows per chunk the executor aims for.
+    #[arg(long)]
+    chunk_rows: Option<usize>,
+    /// Run the plan as written: no optimizer, no stage fusion.
+    #[arg(long)]
+    no_optimize: bool,
+    /// Switch an optimizer rule on or off, as NAME=on or NAME=off (repeatable).
+    #[arg(long = "rule", value_name = "NAME=on|off")]
+    rules: Vec<String>,
+}
+
+impl OptionArgs {
+    /// `ds` under these options.
+    fn apply(&self, ds: Dataset) -> Result<Dataset, String> {
+        let mut options = ds.options().clone();
+        if let Some(threads) = self.threads {
+            options = options.with_threads(threads);
+        }
+        if let Some(bytes) = self.ram_budget {
+            options = options.with_ram_budget(bytes);
+        }
+        if let Some(rows) = self.chunk_rows {
+            options = options.with_chunk_rows(rows);
+        }
+        let known: Vec<String> =
+            flumen::crates::optimizer::rule_names().into_iter().flat_map(|(_, names)| names).collect();
+        for rule in &self.rules {
+            let (name, on) = match rule.split_once('=') {
+                Some((name, "on")) => (name, true),
+                Some((name, "off")) => (name, false),
+                _ => return Err(format!("--rule {rule}: expected NAME=on or NAME=off")),
+            };
+            if !known.iter().any(|k| k == name) {
+                return Err(format!("--rule {rule}: no rule named {name} (rules: {})", known.join(", ")));
+            }
+            options = options.with_optimization_rule(name, on);
+        }
+        if self.no_optimize {
+            options = options.without_optimizations();
+        }
+        Ok(ds.with_options(options))
+    }
+}
+
+/// A number of bytes: digits, then optionally K, M, G or T (powers of 1,024, with or without
+/// a trailing `B` or `iB`).
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &text[digits.len()..];
+    let value: u64 = digits.trim().parse().map_err(|_| format!("not a number of bytes: {text}"))?;
+    let shift = match unit.trim_end_matches("iB").trim_end_matches('B').to_ascii_uppercase().as_str() {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return Err(format!("not a unit of bytes in {text}: K, M, G or T")),
+    };
+    value.checked_mul(1 << shift).ok_or_else(|| format!("too many bytes: {text}"))
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -155,16 +244,32 @@ fn load(path: &PathBuf) -> Result<Dataset, String> {
     Dataset::deserialize(&json, Registry::default()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn run(
-    pipeline: &PathBuf,
+/// What `run` does besides iterating.
+struct Effects<'a> {
     show: usize,
     limit: Option<u64>,
-    saving: Option<Saving>,
-    restore: Option<&PathBuf>,
+    saving: Option<Saving<'a>>,
+    restore: Option<&'a PathBuf>,
     analyze: bool,
-) -> Result<(), String> {
-    let ds = load(pipeline)?;
+    output: Option<(&'a PathBuf, OutputFormat)>,
+    checksum: bool,
+}
+
+fn run(pipeline: &PathBuf, options: &OptionArgs, effects: Effects) -> Result<(), String> {
+    let Effects { show, limit, saving, restore, analyze, output, checksum } = effects;
+    let ds = options.apply(load(pipeline)?)?;
     let batched = ds.element_spec().batch_dims > 0;
+    // An element comes as the rows of its batch: the schema of the element spec less one
+    // batch dimension.
+    let delivered = match batched {
+        true => ds.element_spec().unbatched("output").map_err(|e| e.to_string())?.arrow_schema(),
+        false => ds.element_spec().arrow_schema(),
+    };
+    let mut sink = match output {
+        Some((path, format)) => Some((Output::create(path, format, &delivered)?, path)),
+        None => None,
+    };
+    let mut hash = Checksum::default();
     let progress = std::io::stderr().is_terminal();
     let start = Instant::now();
     let mut last_report = start;
@@ -185,12 +290,20 @@ fn run(
                 .map_err(|e| e.to_string())?;
             println!("element {elements}:\n{text}");
         }
+        if sink.is_some() || checksum {
+            let line = json_line(&element, batched)?;
+            if let Some((sink, path)) = &mut sink {
+                sink.write(&element, &line).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            }
+            hash.add(&line);
+        }
         elements += 1;
         // An element is delivered as a batch of its rows: one row, or b rows when batched.
         rows += element.num_rows() as u64;
         if progress && last_report.elapsed() > Duration::from_millis(200) {
             last_report = Instant::now();
-            eprint!("\r{elements} elements, {rows} rows, {:.1}s", start.elapsed().as_secs_f64());
+            let secs = start.elapsed().as_secs_f64();
+            eprint!("\r{elements} elements, {rows} rows, {:.0} rows/s, {secs:.1}s", rows as f64 / secs);
             let _ = std::io::stderr().flush();
         }
         if let Some(saving) = &saving {
@@ -207,14 +320,20 @@ fn run(
     let unit = if batched { "batches" } else { "elements" };
     let elements = elements - first;
     println!("{elements} {unit}, {rows} rows in {secs:.3}s ({per_s:.0} rows/s)");
+    if let Some((sink, path)) = sink {
+        sink.finish().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    if checksum {
+        println!("checksum {}", hash.hex());
+    }
     if analyze {
         print!("{}", it.analyze().map_err(|e| e.to_string())?);
     }
     Ok(())
 }
 
-fn explain(pipeline: &PathBuf, format: Format, verbose: bool) -> Result<(), String> {
-    let ds = load(pipeline)?;
+fn explain(pipeline: &PathBuf, format: Format, verbose: bool, options: &OptionArgs) -> Result<(), String> {
+    let ds = options.apply(load(pipeline)?)?;
     let format = match format {
         Format::Text => ExplainFormat::Text,
         Format::Json => ExplainFormat::Json,
@@ -227,16 +346,44 @@ fn explain(pipeline: &PathBuf, format: Format, verbose: bool) -> Result<(), Stri
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Run { pipeline, show, limit, save_every, checkpoint, checkpoint_mode, restore, analyze } => {
+        Command::Run {
+            pipeline,
+            show,
+            limit,
+            save_every,
+            checkpoint,
+            checkpoint_mode,
+            restore,
+            analyze,
+            output,
+            output_format,
+            checksum,
+            options,
+        } => {
             let mode = match checkpoint_mode {
                 Mode::Symbolic => SaveMode::Symbolic,
                 Mode::Full => SaveMode::Full,
             };
             let saving =
                 save_every.zip(checkpoint.as_ref()).map(|(every, path)| Saving { every: every.max(1), path, mode });
-            run(pipeline, *show, *limit, saving, restore.as_ref(), *analyze)
+            let output = output
+                .as_ref()
+                .map(|path| Ok::<_, String>((path, output_format.map_or_else(|| OutputFormat::of(path), Ok)?)))
+                .transpose();
+            output.and_then(|output| {
+                let effects = Effects {
+                    show: *show,
+                    limit: *limit,
+                    saving,
+                    restore: restore.as_ref(),
+                    analyze: *analyze,
+                    output,
+                    checksum: *checksum,
+                };
+                run(pipeline, options, effects)
+            })
         }
-        Command::Explain { pipeline, format, verbose } => explain(pipeline, *format, *verbose),
+        Command::Explain { pipeline, format, verbose, options } => explain(pipeline, *format, *verbose, options),
         Command::Bench { workload, data, limit, rounds, analyze } => {
             bench::bench(*workload, data, *limit, *rounds, *analyze)
         }

@@ -421,3 +421,60 @@ fn gen_data_writes_what_flumen_and_the_hand_written_limits_agree_on() {
     assert_eq!(summary["checksums_agree"], true, "{summary}");
     assert!(summary["fraction_of_limit"].as_f64().unwrap() > 0.0, "{summary}");
 }
+
+/// The value of the `checksum` line of `stdout`.
+fn checksum(stdout: &str) -> String {
+    stdout.lines().find_map(|l| l.strip_prefix("checksum ")).expect("a checksum line").to_string()
+}
+
+#[test]
+fn run_writes_every_element_and_a_checksum_that_only_the_values_decide() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let pipeline = "examples/pipelines/figure4_csv.json";
+    let (ok, stdout, stderr) = flumen(&["run", pipeline, "--checksum", "--output", &path("out.jsonl")]);
+    assert!(ok, "{stderr}");
+    let sum = checksum(&stdout);
+    // 17 batches of up to 32 rows: one JSON object per batch, each field an array of rows.
+    let text = std::fs::read_to_string(path("out.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 17);
+    let rows: usize = lines.iter().map(|l| l["label"].as_array().unwrap().len()).sum();
+    assert_eq!(rows, 543);
+    assert!(lines.iter().all(|l| l["x"].as_array().unwrap().len() == l["label"].as_array().unwrap().len()));
+    // The same values however they are computed: one thread, small chunks, no optimizer.
+    for options in [&["--no-optimize"][..], &["--threads", "1", "--chunk-rows", "7"], &["--rule", "map-fusion=off"]] {
+        let (ok, stdout, stderr) = flumen(&[&["run", pipeline, "--checksum"][..], options].concat());
+        assert!(ok, "{stderr}");
+        assert_eq!(checksum(&stdout), sum, "{options:?}");
+    }
+    let (_, other, _) = flumen(&["run", "examples/pipelines/map_chain.json", "--checksum"]);
+    assert_ne!(checksum(&other), sum);
+
+    // An IPC stream keeps one record batch per element; Parquet holds the rows.
+    let (ok, _, stderr) = flumen(&["run", pipeline, "--output", &path("out.arrows")]);
+    assert!(ok, "{stderr}");
+    let reader =
+        arrow::ipc::reader::StreamReader::try_new(std::fs::File::open(path("out.arrows")).unwrap(), None).unwrap();
+    let batches: Vec<_> = reader.map(|b| b.unwrap()).collect();
+    assert_eq!((batches.len(), batches.iter().map(|b| b.num_rows()).sum::<usize>()), (17, 543));
+    let (ok, _, stderr) = flumen(&["run", pipeline, "--output", &path("out.parquet")]);
+    assert!(ok, "{stderr}");
+    let file = std::fs::File::open(path("out.parquet")).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
+    assert_eq!(reader.map(|b| b.unwrap().num_rows()).sum::<usize>(), 543);
+}
+
+#[test]
+fn bad_option_values_are_errors_naming_them() {
+    let pipeline = "examples/pipelines/figure4_csv.json";
+    for (args, says) in [
+        (&["--rule", "no-such-rule=off"][..], "no rule named no-such-rule"),
+        (&["--rule", "map-fusion"], "expected NAME=on or NAME=off"),
+        (&["--ram-budget", "12X"], "not a unit of bytes"),
+        (&["--output", "out.unknown"], "cannot tell the output form"),
+    ] {
+        let (ok, _, stderr) = flumen(&[&["run", pipeline][..], args].concat());
+        assert!(!ok && stderr.contains(says), "{args:?}: {stderr}");
+    }
+}

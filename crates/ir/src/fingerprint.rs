@@ -11,7 +11,33 @@ const FNV_OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
 const FNV_PRIME: u128 = 0x0000000001000000000000000000013B;
 
 fn fnv1a(bytes: &[u8]) -> u128 {
-    bytes.iter().fold(FNV_OFFSET, |h, b| (h ^ u128::from(*b)).wrapping_mul(FNV_PRIME))
+    let mut hash = Fnv1a::default();
+    hash.update(bytes);
+    hash.value()
+}
+
+/// 128-bit FNV-1a over bytes fed in any pieces: the hash of fingerprints, and of anything
+/// else whose hash must be the same in every process and on every machine (the CLI's
+/// output checksum).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fnv1a(u128);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a(FNV_OFFSET)
+    }
+}
+
+impl Fnv1a {
+    /// Feeds `bytes`.
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0 = bytes.iter().fold(self.0, |h, b| (h ^ u128::from(*b)).wrapping_mul(FNV_PRIME));
+    }
+
+    /// The hash of everything fed so far.
+    pub fn value(&self) -> u128 {
+        self.0
+    }
 }
 
 /// The fingerprint of `plan` as 32 hex digits; seeds included.

@@ -1,7 +1,7 @@
 //! Arrow IPC files (with footer) and streams: their schema, and readers.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read, Seek, SeekFrom};
 
 use arrow::error::ArrowError;
 use arrow::ipc::reader::{FileReader, StreamReader};
@@ -35,12 +35,110 @@ fn open_ipc<R>(
 
 /// Opens the IPC file `path` (reads its footer and schema).
 fn open_file(path: &str) -> Result<(FileReader<BufReader<File>>, u64)> {
+    check_footer(path)?;
     open_ipc(path, "file", |r| FileReader::try_new(r, None))
 }
 
 /// Opens the IPC stream `path` (reads its schema message).
 fn open_stream(path: &str) -> Result<(StreamReader<BufReader<File>>, u64)> {
+    if let Some((0, error)) = first_bad_message(path)? {
+        return Err(error);
+    }
     open_ipc(path, "stream", |r| StreamReader::try_new(r, None))
+}
+
+// Arrow's IPC readers allocate what a length field of the file says before reading it (the
+// footer's length, a block's or a message's body): a corrupt length asked for gigabytes and
+// aborted the process. So the lengths are checked against the file first, reading only
+// the small metadata.
+
+/// An error of the IPC file or stream `path` at `at`.
+fn bad(path: &str, at: impl Into<String>, why: impl Into<String>) -> Error {
+    Error::data(Location::new(path, at), why.into())
+}
+
+/// Checks that the IPC file `path`'s footer, and every block it lists, lie within the file.
+fn check_footer(path: &str) -> Result<()> {
+    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let len = file_len(&file, path)?;
+    let io = |e| Error::io(path, e);
+    if len < 10 {
+        return Err(bad(path, "footer", format!("not a readable Arrow IPC file: it has only {len} bytes")));
+    }
+    let mut tail = [0u8; 10];
+    file.seek(SeekFrom::Start(len - 10)).map_err(io)?;
+    file.read_exact(&mut tail).map_err(io)?;
+    let footer_len = i32::from_le_bytes(tail[..4].try_into().expect("4 bytes"));
+    let footer_len = u64::try_from(footer_len).ok().filter(|n| *n <= len - 10).ok_or_else(|| {
+        bad(path, "footer", format!("not a readable Arrow IPC file: a footer of {footer_len} bytes in a file of {len}"))
+    })?;
+    let mut footer = vec![0u8; footer_len as usize];
+    file.seek(SeekFrom::Start(len - 10 - footer_len)).map_err(io)?;
+    file.read_exact(&mut footer).map_err(io)?;
+    // A footer that does not parse is the reader's to report, as before.
+    let Ok(footer) = arrow::ipc::root_as_footer(&footer) else { return Ok(()) };
+    let blocks = footer.recordBatches().into_iter().flatten().map(|b| ("batch", b));
+    let dictionaries = footer.dictionaries().into_iter().flatten().map(|b| ("dictionary", b));
+    for (i, (what, block)) in blocks.chain(dictionaries).enumerate() {
+        let (offset, meta, body) = (block.offset(), i64::from(block.metaDataLength()), block.bodyLength());
+        let end =
+            (offset >= 0 && meta >= 0 && body >= 0).then(|| offset.checked_add(meta)?.checked_add(body)).flatten();
+        if end.is_none_or(|end| end as u64 > len) {
+            let why =
+                format!("the footer puts {what} {i} at bytes {offset}+{meta}+{body}, past the file's {len} bytes");
+            return Err(bad(path, "footer", why));
+        }
+    }
+    Ok(())
+}
+
+/// The first message of the IPC stream `path` whose length fields reach past the file, as
+/// the number of record batches before it and its error; `None` when every message fits.
+fn first_bad_message(path: &str) -> Result<Option<(usize, Error)>> {
+    let mut file = BufReader::new(File::open(path).map_err(|e| Error::io(path, e))?);
+    let len = file_len(file.get_ref(), path)?;
+    let io = |e| Error::io(path, e);
+    let (mut at, mut batches) = (0u64, 0usize);
+    let mut word = [0u8; 4];
+    loop {
+        if len - at < 4 {
+            return Ok(None);
+        }
+        file.read_exact(&mut word).map_err(io)?;
+        let mut meta = u32::from_le_bytes(word);
+        let mut header = 4;
+        if meta == u32::MAX {
+            // The continuation marker, then the length.
+            if len - at < 8 {
+                return Ok(None);
+            }
+            file.read_exact(&mut word).map_err(io)?;
+            meta = u32::from_le_bytes(word);
+            header = 8;
+        }
+        let meta = u64::from(meta);
+        if meta == 0 {
+            return Ok(None);
+        }
+        let message = format!("message at byte {at}");
+        if meta > len - at - header {
+            let why = format!("a message header of {meta} bytes, past the file's {len} bytes");
+            return Ok(Some((batches, bad(path, message, why))));
+        }
+        let mut bytes = vec![0u8; meta as usize];
+        file.read_exact(&mut bytes).map_err(io)?;
+        // A header that does not parse is the reader's to report.
+        let Ok(parsed) = arrow::ipc::root_as_message(&bytes) else { return Ok(None) };
+        let body = parsed.bodyLength();
+        let rest = len - at - header - meta;
+        if body < 0 || body as u64 > rest {
+            let why = format!("a message body of {body} bytes, past the file's {len} bytes");
+            return Ok(Some((batches, bad(path, message, why))));
+        }
+        batches += usize::from(parsed.header_type() == arrow::ipc::MessageHeader::RecordBatch);
+        file.seek_relative(body).map_err(io)?;
+        at += header + meta + body as u64;
+    }
 }
 
 /// The element spec of the Arrow IPC file `path` (from its schema).
@@ -66,6 +164,9 @@ struct Batches<R> {
     /// The rest of a batch longer than `chunk_rows` (batch `index - 1`), and the row of that
     /// batch it starts at.
     pending: Option<(RecordBatch, usize)>,
+    /// A stream's first message whose lengths reach past the file: the batch index it would
+    /// have, and its error, which ends the reader there rather than be read.
+    bad: Option<(usize, Error)>,
     done: bool,
 }
 
@@ -98,6 +199,7 @@ impl<R: RecordBatchReader> Batches<R> {
             chunk_rows: chunk_rows.max(1),
             index: 0,
             pending: None,
+            bad: None,
             done: false,
         })
     }
@@ -129,6 +231,10 @@ impl<R: RecordBatchReader> Batches<R> {
     fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
         if self.done {
             return Ok(None);
+        }
+        if let Some((_, error)) = self.bad.take_if(|(at, _)| *at == self.index) {
+            self.done = true;
+            return Err(error);
         }
         let location = self.location();
         let batch = next_batch(&mut self.reader, &location, &mut self.done)?;
@@ -239,7 +345,9 @@ impl IpcStreamReader {
     /// an [`Error::Data`] naming the file; a truncated or corrupt batch names its index. (A
     /// stream cut exactly between two messages cannot be told from a shorter stream.)
     pub fn open(path: &str, spec: &ElementSpec, chunk_rows: usize) -> Result<Self> {
-        Ok(IpcStreamReader(Batches::new(open_stream(path)?, path, spec, chunk_rows)?))
+        let mut batches = Batches::new(open_stream(path)?, path, spec, chunk_rows)?;
+        batches.bad = first_bad_message(path)?;
+        Ok(IpcStreamReader(batches))
     }
 }
 
