@@ -880,3 +880,138 @@ fn maps_compute_one_hot_hash_buckets_axis_reductions_and_normalize() {
     // The same, element by element, without the optimizer.
     assert_eq!(collect(&ds.with_options(Options::default().without_optimizations())), want);
 }
+
+/// A chunk of `rows` elements with float32 tensor fields of the given shapes, field `name`'s
+/// value at row `r` and flat index `i` being `fill(name, r, i)`.
+fn tensor_fields(
+    rows: usize,
+    fields: &[(&str, &[usize])],
+    fill: impl Fn(&str, usize, usize) -> f32,
+) -> arrow::record_batch::RecordBatch {
+    use arrow::array::{ArrayRef, FixedSizeListArray, Float32Array};
+    use arrow::datatypes::Field;
+    let columns: Vec<(&str, ArrayRef)> = fields
+        .iter()
+        .map(|(name, shape)| {
+            let width: usize = shape.iter().product();
+            let values: Vec<f32> =
+                (0..rows).flat_map(|r| (0..width).map(move |i| (r, i))).map(|(r, i)| fill(name, r, i)).collect();
+            let mut array: ArrayRef = Arc::new(Float32Array::from(values));
+            for &size in shape.iter().rev() {
+                let item = Arc::new(Field::new("item", array.data_type().clone(), true));
+                let len = array.len() / size;
+                array = Arc::new(FixedSizeListArray::try_new_with_length(item, size as i32, array, None, len).unwrap());
+            }
+            (*name, array)
+        })
+        .collect();
+    arrow::record_batch::RecordBatch::try_from_iter(columns).unwrap()
+}
+
+/// Every float32 value of field `name`, element after element, flattened.
+fn flat_floats(ds: &Dataset, name: &str) -> Vec<f32> {
+    use arrow::array::{Array, AsArray};
+    let mut out = vec![];
+    for chunk in ds.iter_chunks() {
+        let chunk = chunk.unwrap();
+        let mut column = chunk.column_by_name(name).unwrap().clone();
+        while let Some(list) = column.as_fixed_size_list_opt() {
+            column = list.values().slice(0, list.len() * list.value_length() as usize);
+        }
+        out.extend(column.as_primitive::<arrow::datatypes::Float32Type>().values().iter().copied());
+    }
+    out
+}
+
+#[test]
+fn tensor_shapes_broadcast_as_in_numpy() {
+    // b: [4, 3], c: [1], v: [3], a: [4, 1], for 6 elements, each value distinct.
+    let rows = 6;
+    let chunk = tensor_fields(rows, &[("b", &[4, 3]), ("c", &[1]), ("v", &[3]), ("a", &[4, 1])], |name, r, i| {
+        let base = match name {
+            "b" => 0.0,
+            "c" => 1000.0,
+            "v" => 2000.0,
+            _ => 3000.0,
+        };
+        base + (r * 100 + i) as f32
+    });
+    let value = |name: &str, r: usize, i: usize| match name {
+        "b" => (r * 100 + i) as f32,
+        "c" => 1000.0 + (r * 100) as f32,
+        "v" => 2000.0 + (r * 100 + i) as f32,
+        _ => 3000.0 + (r * 100 + i) as f32,
+    };
+    for options in [Options::default(), Options::default().without_optimizations()] {
+        let ds = Dataset::from_batches(vec![chunk.slice(0, 4), chunk.slice(4, 2)])
+            .unwrap()
+            .with_options(options)
+            .map(MapFunction::select([
+                ("bc", col("b") * col("c")),
+                ("bv", col("b") - col("v")),
+                ("av", col("a") + col("v")),
+                ("cv", col("c") * col("v") + lit(1.0)),
+            ]))
+            .unwrap();
+        let spec = ds.element_spec();
+        let shape = |f: &str| spec.field(f).unwrap().shape.clone();
+        assert_eq!((shape("bc"), shape("bv"), shape("av"), shape("cv")), (vec![4, 3], vec![4, 3], vec![4, 3], vec![3]));
+        let (mut bc, mut bv, mut av, mut cv) = (vec![], vec![], vec![], vec![]);
+        for r in 0..rows {
+            for i in 0..4 {
+                for j in 0..3 {
+                    bc.push(value("b", r, 3 * i + j) * value("c", r, 0));
+                    bv.push(value("b", r, 3 * i + j) - value("v", r, j));
+                    av.push(value("a", r, i) + value("v", r, j));
+                }
+            }
+            for j in 0..3 {
+                cv.push(value("c", r, 0) * value("v", r, j) + 1.0);
+            }
+        }
+        assert_eq!(flat_floats(&ds, "bc"), bc);
+        assert_eq!(flat_floats(&ds, "bv"), bv);
+        assert_eq!(flat_floats(&ds, "av"), av);
+        assert_eq!(flat_floats(&ds, "cv"), cv);
+        // Reductions over a broadcast expression see every broadcast value.
+        let sums = ds.map(MapFunction::select([("s", reduce_sum(col("av")))])).unwrap();
+        let want: Vec<f32> = av.chunks(12).map(|t| t.iter().sum()).collect();
+        assert_eq!(flat_floats(&sums, "s"), want);
+    }
+    // Shapes that do not broadcast are a type error naming both fields.
+    let bad = tensor_fields(2, &[("p", &[4, 3]), ("q", &[4])], |_, r, i| (r + i) as f32);
+    let err =
+        Dataset::from_batches(vec![bad]).unwrap().map(MapFunction::select([("x", col("p") + col("q"))])).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("'p' [4, 3]") && msg.contains("'q' [4]") && msg.contains("do not broadcast"), "{msg}");
+}
+
+#[test]
+fn a_map_selecting_fields_passes_variable_length_fields_through() {
+    use arrow::array::AsArray;
+    let rows = vec![vec![1, 2, 3], vec![], vec![4, 5], vec![6]];
+    let ds = Dataset::from_batches(vec![ragged_batch("tokens", rows.clone())]).unwrap();
+    let spec = ds.element_spec().field("tokens").unwrap().clone();
+    for options in [Options::default(), Options::default().without_optimizations()] {
+        let selected = ds
+            .with_options(options)
+            .map(MapFunction::select([("ids", col("tokens")), ("n", length(col("tokens")))]))
+            .unwrap();
+        let ids = selected.element_spec().field("ids").unwrap().clone();
+        assert_eq!((ids.dtype, ids.shape.clone(), ids.kind), (spec.dtype, spec.shape.clone(), spec.kind));
+        let (mut got, mut lengths) = (vec![], vec![]);
+        for element in selected.iter() {
+            let element = element.unwrap();
+            let list = element.column_by_name("ids").unwrap().as_list::<i32>().value(0);
+            got.push(list.as_primitive::<arrow::datatypes::Int64Type>().values().to_vec());
+            lengths.extend(column_i64(&element, "n"));
+        }
+        assert_eq!(got, rows);
+        assert_eq!(lengths, rows.iter().map(|r| r.len() as i64).collect::<Vec<_>>());
+        // Later operators see the same field: padded_batch pads it.
+        let padded = selected.padded_batch(2, PaddedBatchOptions::default()).unwrap();
+        let first = padded.iter().next().unwrap().unwrap();
+        let ids = first.column_by_name("ids").unwrap();
+        assert_eq!(ids.len(), 2, "{ids:?}");
+    }
+}

@@ -79,5 +79,7 @@ fn every_target_keeps_its_properties_on_seeds_regressions_and_mutations() {
             }
         }
     }
+    // The default hook again, so that this test's own failure is printed.
+    drop(std::panic::take_hook());
     assert!(failures.is_empty(), "{} failing inputs:\n{}", failures.len(), failures.join("\n"));
 }

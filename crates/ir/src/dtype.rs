@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 /// The scalar type of a field's values (tf.data's `dtype`).
+///
+/// Pipeline JSON, specs, `explain` and error messages all spell a dtype as
+/// [`DType::name`] does (`uint8`, `string`, `bytes`); JSON written before these names were
+/// unified (`u_int8`, `utf8`, `binary`) still reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DType {
@@ -22,20 +26,26 @@ pub enum DType {
     /// Signed 64-bit integer.
     Int64,
     /// Unsigned 8-bit integer.
+    #[serde(rename = "uint8", alias = "u_int8")]
     UInt8,
     /// Unsigned 16-bit integer.
+    #[serde(rename = "uint16", alias = "u_int16")]
     UInt16,
     /// Unsigned 32-bit integer.
+    #[serde(rename = "uint32", alias = "u_int32")]
     UInt32,
     /// Unsigned 64-bit integer.
+    #[serde(rename = "uint64", alias = "u_int64")]
     UInt64,
     /// 32-bit float.
     Float32,
     /// 64-bit float.
     Float64,
     /// UTF-8 string (tf.string holding text).
+    #[serde(rename = "string", alias = "utf8")]
     Utf8,
     /// Bytes (tf.string holding binary data).
+    #[serde(rename = "bytes", alias = "binary")]
     Binary,
 }
 

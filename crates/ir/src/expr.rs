@@ -555,8 +555,9 @@ impl Expr {
     /// The type and tensor shape of this expression as a `map` output: besides scalar
     /// fields it may read fixed-shape tensor fields (every dim known) of unbatched elements,
     /// and then applies elementwise over the tensor's values, a scalar (a per-element field
-    /// or a literal) standing for every value (`features * weight`). The tensor fields it
-    /// reads must share one shape, which is the result's; the shape is empty otherwise.
+    /// or a literal) standing for every value (`features * weight`). The shapes of the tensor
+    /// fields it reads broadcast together as NumPy's do ([`crate::broadcast`]: `[33]` with
+    /// `[1]`, `[4, 1]` with `[3]`), and that shape is the result's; it is empty otherwise.
     ///
     /// A tensor function ([`Func::is_tensor_function`]: `one_hot`, an axis reduction,
     /// `normalize`) counts as a tensor field of the shape it gives (`one_hot(k, 3) * w` has
@@ -581,15 +582,19 @@ impl Expr {
                      take unbatched elements (map before batch)"
                 )));
             }
-            match &shape {
-                Some((other, dims)) if *dims != field.shape => {
-                    return Err(Error::Expr(format!(
-                        "tensor fields '{other}' {dims:?} and '{name}' {:?} have different shapes in {self}",
-                        field.shape
-                    )))
-                }
-                _ => shape = Some((name.clone(), field.shape.clone())),
-            }
+            shape = Some(match shape {
+                None => (name.clone(), field.shape.clone()),
+                Some((other, dims)) => match crate::broadcast::broadcast_shape(&dims, &field.shape) {
+                    Some(joint) => (other, joint),
+                    None => {
+                        return Err(Error::Expr(format!(
+                            "tensor fields '{other}' {dims:?} and '{name}' {:?} have different shapes that do \
+                             not broadcast (each dim, counted from the last, must be equal or 1) in {self}",
+                            field.shape
+                        )))
+                    }
+                },
+            });
             // Typed as one of its values.
             elements.fields[i].shape = Vec::new();
         }

@@ -32,8 +32,20 @@ pub fn decode_batches(text: &str) -> Result<Vec<RecordBatch>> {
         return Ok(Vec::new());
     }
     let bytes = base64_decode(text)?;
-    let reader = StreamReader::try_new(Cursor::new(bytes), None)?;
-    reader.map(|b| b.map_err(Error::from)).collect()
+    // Arrow's IPC decoder can still panic on some corrupt messages (a buffer slice past its
+    // body, a type it does not know); a hand-edited or damaged plan is an error, not a crash.
+    let decoded = std::panic::catch_unwind(move || -> Result<Vec<RecordBatch>> {
+        let reader = StreamReader::try_new(Cursor::new(bytes), None)?;
+        reader.map(|b| b.map_err(Error::from)).collect()
+    });
+    decoded.unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(Error::Serde(format!("in_memory data is not a valid Arrow IPC stream: {message}")))
+    })
 }
 
 fn base64_encode(bytes: &[u8]) -> String {

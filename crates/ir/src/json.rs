@@ -6,6 +6,15 @@
 //! Specs of inner nodes are not stored: they are recomputed, and so re-checked, on load.
 //! Closures and generators appear by registry name; a plan holding an anonymous one cannot
 //! be serialized.
+//!
+//! The vocabulary is the one `explain`, specs and error messages use: operators by their
+//! tf.data names (`padded_batch`), file formats by [`crate::FileFormat::name`] (`tfrecord`,
+//! `text_lines`, `ipc_file`), dtypes by [`crate::DType::name`] (`int64`, `uint8`, `float32`,
+//! `string`, `bytes`), functions by [`crate::Func::name`]. Documents written before these
+//! were unified spelled some of them differently (`u_int8`, `utf8`, `binary`, `tf_record`);
+//! those still read, and are written back in the names above. A plan's fingerprint is over
+//! the document as written now, so a snapshot keyed by an earlier spelling is not found
+//! again: it is written afresh under the new key.
 
 use std::collections::HashMap;
 

@@ -12,6 +12,7 @@
 
 #![warn(missing_docs)]
 
+pub mod broadcast;
 pub mod cardinality;
 pub mod display;
 pub mod dtype;

@@ -646,10 +646,21 @@ fn map_output(func: &MapFn, input: &ElementSpec) -> Result<ElementSpec> {
                     return Err(Error::plan("map", format!("field '{}' is assigned twice", o.name)));
                 }
                 seen.push(&o.name);
-                let (t, tensor) =
-                    o.expr.value_type(input).map_err(|e| Error::plan("map", format!("field '{}': {e}", o.name)))?;
-                let shape = if tensor.is_empty() { expr_shape(&o.expr, input) } else { tensor };
-                let field = FieldSpec { name: o.name.clone(), dtype: t, shape, kind: FieldKind::Dense };
+                let field = match &o.expr {
+                    // A field passed through is the same field, whatever its shape or kind
+                    // (a variable-length, ragged or sparse one too), under its new name.
+                    Expr::Column(from) if input.field(from).is_some() => {
+                        FieldSpec { name: o.name.clone(), ..input.field(from).expect("checked").clone() }
+                    }
+                    _ => {
+                        let (t, tensor) = o
+                            .expr
+                            .value_type(input)
+                            .map_err(|e| Error::plan("map", format!("field '{}': {e}", o.name)))?;
+                        let shape = if tensor.is_empty() { expr_shape(&o.expr, input) } else { tensor };
+                        FieldSpec { name: o.name.clone(), dtype: t, shape, kind: FieldKind::Dense }
+                    }
+                };
                 match fields.iter_mut().find(|f| f.name == o.name) {
                     Some(slot) => *slot = field,
                     None => fields.push(field),

@@ -78,6 +78,7 @@ pub enum FileFormat {
     /// One element per line, field `line` (string), without the line terminator.
     TextLines,
     /// TFRecord files, one element per record, field `record` (bytes).
+    #[serde(rename = "tfrecord", alias = "tf_record")]
     TfRecord {
         /// Whole-file compression.
         #[serde(default)]

@@ -120,7 +120,7 @@ fn first_bad_message(path: &str) -> Result<Option<(usize, Error)>> {
         if meta == 0 {
             return Ok(None);
         }
-        let message = format!("message at byte {at}");
+        let message = format!("batch {batches} (the message at byte {at})");
         if meta > len - at - header {
             let why = format!("a message header of {meta} bytes, past the file's {len} bytes");
             return Ok(Some((batches, bad(path, message, why))));

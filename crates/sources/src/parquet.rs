@@ -13,7 +13,7 @@ use ::parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
 };
 use ::parquet::arrow::ProjectionMask;
-use arrow::compute::filter_record_batch;
+use arrow::compute::{concat_batches, filter_record_batch};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::{RecordBatch, RecordBatchReader};
 use flumen_ir::{DType, ElementSpec, Error, Expr, FileFormat, Location, ParquetFormat, Result};
@@ -113,11 +113,12 @@ impl Decoding {
         row_groups: Vec<usize>,
         skip: u64,
         rows: u64,
+        batch_rows: usize,
     ) -> Result<ParquetRecordBatchReader> {
         let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.footer.clone())
             .with_projection(self.mask.clone())
             .with_row_groups(row_groups)
-            .with_batch_size(self.chunk_rows);
+            .with_batch_size(batch_rows);
         if skip > 0 {
             let selectors = vec![RowSelector::skip(skip as usize), RowSelector::select((rows - skip) as usize)];
             builder = builder.with_row_selection(RowSelection::from(selectors));
@@ -126,6 +127,20 @@ impl Decoding {
             || Location::source(path),
             || builder.build().map_err(|e| Error::data(Location::source(path), e.to_string())),
         )
+    }
+
+    /// The rows of row group `row_group` (of `rows` rows) of `path` from row `from` on that
+    /// decode before its first failing row, decoded one at a time: what a chunk that failed
+    /// as a whole held that was good, so that no good row is lost to the chunk size.
+    fn rows_before_error(&self, path: &str, row_group: usize, from: u64, rows: u64) -> Vec<RecordBatch> {
+        let mut good = Vec::new();
+        let Ok(file) = File::open(path) else { return good };
+        let Ok(mut reader) = self.build(path, file, vec![row_group], from, rows, 1) else { return good };
+        let location = Location::new(path, format!("row group {row_group}"));
+        while let Ok(Some(batch)) = next_batch(&mut reader, &location, &mut false) {
+            good.push(batch);
+        }
+        good
     }
 
     /// The first decoded column that fails to decode alone in row group `row_group` of
@@ -236,7 +251,7 @@ impl ParquetReader {
         let sizes = row_groups.iter().map(|&i| (i, metadata.row_group(i).num_rows().max(0) as u64)).collect();
         let decoding = Decoding { footer, mask, columns, chunk_rows: chunk_rows.max(1) };
         // A decoder of no row group, for the decoded schema.
-        let schema = decoding.build(path, file, vec![], 0, 0)?.schema();
+        let schema = decoding.build(path, file, vec![], 0, 0, 1)?.schema();
         let conformer = Conformer::new(&schema, read_schema, path)?;
         Ok(ParquetReader {
             reader: None,
@@ -325,8 +340,10 @@ impl ParquetReader {
         if self.reader.is_none() {
             let file = File::open(&self.path).map_err(|e| Error::io(self.path.as_str(), e))?;
             let location = || Location::new(&self.path, format!("row group {row_group}"));
-            let reader =
-                self.decoding.build(&self.path, file, vec![row_group], self.skip, rows).map_err(|e| match e {
+            let reader = self
+                .decoding
+                .build(&self.path, file, vec![row_group], self.skip, rows, self.decoding.chunk_rows)
+                .map_err(|e| match e {
                     Error::Data { message, .. } => Error::data(location(), message),
                     other => other,
                 })?;
@@ -424,9 +441,13 @@ impl ChunkReader for ParquetReader {
                 }
                 // What is left of the row group cannot be decoded: its error, naming the
                 // column that fails, and the next row group after it.
+                // The rows before the failing one come out first, whatever the chunk size.
                 Err(error) => {
-                    self.next_group();
-                    return Err(match self.decoding.failing_column(&self.path, row_group) {
+                    let group_start: u64 = self.row_groups[..self.group].iter().map(|&(_, rows)| rows).sum();
+                    let from = self.rows_read - group_start;
+                    let good = self.decoding.rows_before_error(&self.path, row_group, from, rows);
+                    let first = self.rows_read;
+                    let error = match self.decoding.failing_column(&self.path, row_group) {
                         Some(column) => match error {
                             Error::Data { message, .. } => Error::data(
                                 Location::new(&self.path, format!("row group {row_group}, column '{column}'")),
@@ -435,7 +456,16 @@ impl ChunkReader for ParquetReader {
                             other => other,
                         },
                         None => error,
-                    });
+                    };
+                    self.next_group();
+                    if !good.is_empty() {
+                        let batch = concat_batches(&good[0].schema(), &good)
+                            .map_err(|e| Error::data(location.clone(), e.to_string()))?;
+                        let batch = self.conformer.apply(&batch, || location.clone())?;
+                        self.pending.push_back(Pending::Rows { batch, first });
+                    }
+                    self.pending.push_back(Pending::BatchError { error, after: self.rows_read });
+                    continue;
                 }
             };
             let first = self.rows_read;
@@ -711,24 +741,41 @@ mod tests {
         std::fs::write(path, &bytes).unwrap();
     }
 
+    /// A file of `rows` rows (`a`: the row index, `b`: half of it) written with `props`.
+    fn write_ids(dir: &tempfile::TempDir, name: &str, rows: i64, props: WriterProperties) -> String {
+        let ids: Vec<i64> = (0..rows).collect();
+        let batch = RecordBatch::try_from_iter([
+            ("a", Arc::new(Int64Array::from(ids.clone())) as ArrayRef),
+            ("b", Arc::new(Float64Array::from_iter_values(ids.iter().map(|&i| i as f64 * 0.5))) as ArrayRef),
+        ])
+        .unwrap();
+        let path = dir.path().join(name);
+        let mut writer = ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        path.to_str().unwrap().to_string()
+    }
+
+    /// Every value of `a` a reader gives, and its errors with the count of values before each.
+    fn ids_and_errors(mut reader: ParquetReader) -> (Vec<i64>, Vec<(usize, String)>) {
+        let (mut ids, mut errors) = (vec![], vec![]);
+        loop {
+            match reader.next_chunk() {
+                Ok(Some(chunk)) => ids.extend(column_ints(&[chunk], "a")),
+                Ok(None) => return (ids, errors),
+                Err(e) => errors.push((ids.len(), e.to_string())),
+            }
+        }
+    }
+
     #[test]
     fn a_corrupt_page_is_its_row_group_s_error_and_reading_goes_on() {
         // 9 row groups of 1,000 rows; the page header of row group 3's column `b` is broken.
         // The error named row group 2 (the start of a chunk spanning both), and reading
         // stopped there: 2,048 of the 8,000 good rows came out.
         let dir = tempfile::tempdir().unwrap();
-        let ids: Vec<i64> = (0..9000).collect();
-        let batch = RecordBatch::try_from_iter([
-            ("a", Arc::new(Int64Array::from(ids.clone())) as ArrayRef),
-            ("b", Arc::new(Float64Array::from_iter_values(ids.iter().map(|&i| i as f64 * 0.5))) as ArrayRef),
-        ])
-        .unwrap();
-        let path = dir.path().join("groups.parquet");
         let props = WriterProperties::builder().set_max_row_group_row_count(Some(1000)).build();
-        let mut writer = ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(props)).unwrap();
-        writer.write(&batch).unwrap();
-        writer.close().unwrap();
-        let path = path.to_str().unwrap().to_string();
+        let path = write_ids(&dir, "groups.parquet", 9000, props);
         let (_, footer) = open_footer(&path).unwrap();
         let (start, _) = footer.metadata().row_group(3).column(1).byte_range();
         let mut bytes = std::fs::read(&path).unwrap();
@@ -736,19 +783,43 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let format = parquet_format(&path).unwrap();
         for chunk_rows in [100, 1024, 4096] {
-            let mut reader = ParquetReader::open(&path, &format, None, chunk_rows).unwrap();
-            let (mut ids, mut errors) = (vec![], vec![]);
-            loop {
-                match reader.next_chunk() {
-                    Ok(Some(chunk)) => ids.extend(column_ints(&[chunk], "a")),
-                    Ok(None) => break,
-                    Err(e) => errors.push(e.to_string()),
-                }
-            }
+            let (ids, errors) = ids_and_errors(ParquetReader::open(&path, &format, None, chunk_rows).unwrap());
             let expected: Vec<i64> = (0..9000).filter(|i| !(3000..4000).contains(i)).collect();
             assert_eq!(ids, expected, "chunks of {chunk_rows}");
             assert_eq!(errors.len(), 1, "{errors:?}");
-            assert!(errors[0].contains("row group 3, column 'b'"), "{}", errors[0]);
+            assert!(errors[0].1.contains("row group 3, column 'b'"), "{}", errors[0].1);
+        }
+    }
+
+    #[test]
+    fn the_rows_before_a_corrupt_page_come_out_whatever_the_chunk_size() {
+        // 3 row groups of 1,000 rows in pages of 100; the header of row group 1's fifth page
+        // of column `b` is broken. A chunk spanning that page failed as a whole, so the rows
+        // before the page came out or not depending on the chunk size.
+        let dir = tempfile::tempdir().unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(1000))
+            .set_data_page_row_count_limit(100)
+            .set_write_batch_size(100)
+            .build();
+        let path = write_ids(&dir, "pages.parquet", 3000, props);
+        let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new()
+            .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Required);
+        let footer = ArrowReaderMetadata::load(&File::open(&path).unwrap(), options).unwrap();
+        let pages = footer.metadata().offset_index().expect("an offset index")[1][1].page_locations().clone();
+        assert_eq!(pages.len(), 10, "pages of 100 rows");
+        let start = pages[4].offset as usize;
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[start..start + 16].fill(0xff);
+        std::fs::write(&path, &bytes).unwrap();
+        let format = parquet_format(&path).unwrap();
+        let expected: Vec<i64> = (0..1400).chain(2000..3000).collect();
+        for chunk_rows in [1, 100, 350, 4096] {
+            let (ids, errors) = ids_and_errors(ParquetReader::open(&path, &format, None, chunk_rows).unwrap());
+            assert_eq!(ids, expected, "chunks of {chunk_rows}");
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert_eq!(errors[0].0, 1400, "the error comes after the rows before the page");
+            assert!(errors[0].1.contains("row group 1, column 'b'"), "{}", errors[0].1);
         }
     }
 

@@ -31,6 +31,7 @@ use arrow::datatypes::{
 };
 use arrow::error::ArrowError;
 use arrow::util::display::FormatOptions;
+use flumen_ir::broadcast::broadcast_shape;
 use flumen_ir::expr::common_type;
 use flumen_ir::UNKNOWN;
 use flumen_ir::{BinaryOp, DType, ElementSpec, Error, Expr, FieldSpec, Func, NamedExpr, Result, Scalar, UnaryOp};
@@ -317,8 +318,7 @@ impl Tensors {
         if refs.iter().any(|(_, counted)| *counted) {
             return Ok(None);
         }
-        let mut levels: Option<Vec<Level>> = None;
-        let mut columns: Vec<(&str, FlatColumn)> = Vec::new();
+        let mut tensors: Vec<(&str, Vec<Level>, ArrayRef, Vec<usize>)> = Vec::new();
         let mut scalars: Vec<(&str, FlatColumn)> = Vec::new();
         for (name, _) in &refs {
             let Some(array) = batch.column_by_name(name) else {
@@ -326,28 +326,41 @@ impl Tensors {
             };
             match list_depth(array.data_type()) {
                 0 => scalars.push((name, FlatColumn::Repeated(array.clone()))),
-                d if d == dims && fixed_only(array.data_type()) => {
-                    let (these, values) = peel(array, dims).expect("a fixed-size list of that depth");
-                    match &levels {
-                        Some(first) if !same_levels(first, &these) => {
-                            return Err(Error::Expr(format!("tensor fields of different shapes in {expr}")))
-                        }
-                        Some(_) => {}
-                        None => levels = Some(these),
-                    }
-                    columns.push((name, FlatColumn::Values(values)));
+                d if d <= dims && fixed_only(array.data_type()) => {
+                    let (levels, values) = peel(array, d).expect("a fixed-size list of that depth");
+                    let shape = fixed_sizes(&levels);
+                    tensors.push((name, levels, values, shape));
                 }
                 _ => return Ok(None),
             }
         }
-        let Some(levels) = levels else { return Ok(None) };
-        let width: usize = levels
-            .iter()
-            .map(|l| match l {
-                Level::Fixed { size, .. } => *size as usize,
-                Level::List { .. } => unreachable!("fixed-size levels only"),
-            })
-            .product();
+        let mut joint: Vec<i64> = Vec::new();
+        for (_, _, _, shape) in &tensors {
+            let shape: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+            joint = broadcast_shape(&joint, &shape)
+                .ok_or_else(|| Error::Expr(format!("tensor fields of different shapes in {expr}")))?;
+        }
+        if tensors.is_empty() || joint.len() != dims {
+            return Ok(None);
+        }
+        let joint: Vec<usize> = joint.into_iter().map(|d| d as usize).collect();
+        let rows = batch.num_rows();
+        // The result takes the levels (and so the null tensors) of a field of its shape; when
+        // none has it (`[4, 1] * [3]`), plain levels of that shape.
+        let levels = match tensors.iter_mut().find(|t| t.3 == joint) {
+            Some(t) => std::mem::take(&mut t.1),
+            None => joint_levels(&joint, rows),
+        };
+        let width: usize = joint.iter().product();
+        let mut columns: Vec<(&str, FlatColumn)> = Vec::with_capacity(tensors.len() + scalars.len());
+        for (name, own, values, shape) in tensors {
+            let values = if shape == joint {
+                values
+            } else {
+                stretch(&values, &own, &shape, &joint, rows).map_err(|e| at(e, expr))?
+            };
+            columns.push((name, FlatColumn::Values(values)));
+        }
         columns.extend(scalars);
         let fields: Vec<Field> = columns
             .iter()
@@ -358,7 +371,7 @@ impl Tensors {
             .collect();
         let columns = columns.into_iter().map(|(_, c)| c).collect();
         let schema = Arc::new(arrow::datatypes::Schema::new(fields));
-        Ok(Some(Tensors { schema, columns, width, rows: batch.num_rows(), batch: OnceLock::new(), levels }))
+        Ok(Some(Tensors { schema, columns, width, rows, batch: OnceLock::new(), levels }))
     }
 
     /// The flat chunk's schema: a column per field the expression reads.
@@ -464,6 +477,82 @@ fn fixed_only(dt: &DataType) -> bool {
         DataType::List(_) => false,
         _ => true,
     }
+}
+
+/// The sizes of fixed-size list levels: a tensor's shape.
+fn fixed_sizes(levels: &[Level]) -> Vec<usize> {
+    levels
+        .iter()
+        .map(|l| match l {
+            Level::Fixed { size, .. } => *size as usize,
+            Level::List { .. } => unreachable!("fixed-size levels only"),
+        })
+        .collect()
+}
+
+/// Fixed-size levels of `shape` over `rows` rows, with no null tensors.
+fn joint_levels(shape: &[usize], rows: usize) -> Vec<Level> {
+    let mut len = rows;
+    shape
+        .iter()
+        .map(|&size| {
+            let level = Level::Fixed { size: size as i32, len, nulls: None };
+            len *= size;
+            level
+        })
+        .collect()
+}
+
+/// The flat `values` of tensors of `shape` (levels `levels`, one tensor per row) broadcast
+/// to `joint`: each value repeated along the dims where `shape` has 1 or lacks the dim. A
+/// value under a null tensor (at any level) comes out null.
+fn stretch(
+    values: &ArrayRef,
+    levels: &[Level],
+    shape: &[usize],
+    joint: &[usize],
+    rows: usize,
+) -> std::result::Result<ArrayRef, ArrowError> {
+    let width: usize = shape.iter().product();
+    let joint_width: usize = joint.iter().product();
+    // How far one step along each joint dim moves in a tensor of `shape`: 0 where it stretches.
+    let mut strides = vec![0usize; joint.len()];
+    let mut stride = 1;
+    for (i, &size) in shape.iter().enumerate().rev() {
+        if size != 1 {
+            strides[i + joint.len() - shape.len()] = stride;
+        }
+        stride *= size;
+    }
+    // Where each value of one joint tensor comes from in one tensor of `shape`.
+    let mut within = vec![0usize; joint_width];
+    for (o, from) in within.iter_mut().enumerate() {
+        let mut rest = o;
+        for k in (0..joint.len()).rev() {
+            *from += rest % joint[k] * strides[k];
+            rest /= joint[k];
+        }
+    }
+    // The null slots of each level, with how many values lie below one slot.
+    let nulls: Vec<(&NullBuffer, usize)> = levels
+        .iter()
+        .enumerate()
+        .filter_map(|(j, l)| match l {
+            Level::Fixed { nulls: Some(n), .. } if n.null_count() > 0 => {
+                Some((n, shape[j..].iter().product::<usize>().max(1)))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut index = Vec::with_capacity(rows * joint_width);
+    for row in 0..rows {
+        let base = row * width;
+        index.extend(within.iter().map(|&from| {
+            let at = base + from;
+            nulls.iter().all(|(n, below)| n.is_valid(at / below)).then_some(at as u64)
+        }));
+    }
+    take(values, &UInt64Array::from(index), None)
 }
 
 /// The field of `out_schema` that map output `out` fills.
