@@ -1,11 +1,11 @@
 //! libFuzzer target `csv`: see `flumen_fuzzing::targets::csv`.
 #![no_main]
 
-use flumen_fuzzing::alloc::{cap_for, with_cap, CappedAlloc};
+use flumen_fuzzing::alloc::CappedAlloc;
 
 #[global_allocator]
 static ALLOC: CappedAlloc = CappedAlloc;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    with_cap(cap_for(data.len()), || flumen_fuzzing::targets::csv(data));
+    flumen_fuzzing::harness::run(flumen_fuzzing::targets::csv, data);
 });

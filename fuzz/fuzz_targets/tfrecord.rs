@@ -1,11 +1,11 @@
 //! libFuzzer target `tfrecord`: see `flumen_fuzzing::targets::tfrecord`.
 #![no_main]
 
-use flumen_fuzzing::alloc::{cap_for, with_cap, CappedAlloc};
+use flumen_fuzzing::alloc::CappedAlloc;
 
 #[global_allocator]
 static ALLOC: CappedAlloc = CappedAlloc;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    with_cap(cap_for(data.len()), || flumen_fuzzing::targets::tfrecord(data));
+    flumen_fuzzing::harness::run(flumen_fuzzing::targets::tfrecord, data);
 });

@@ -221,12 +221,20 @@ struct Saving<'a> {
     mode: SaveMode,
 }
 
-/// Writes `checkpoint` to `path` through a temporary file and a rename, so a crash while
-/// writing leaves the previous checkpoint intact.
+/// Writes `checkpoint` to `path` through a synced temporary file and a rename, so a crash
+/// (or a full disk) while writing leaves the previous checkpoint intact; a failed write
+/// removes its temporary file.
 fn write_checkpoint(it: &flumen::DatasetIterator, saving: &Saving) -> Result<(), String> {
     let bytes = it.save(saving.mode).and_then(|c| c.to_bytes()).map_err(|e| e.to_string())?;
     let tmp = saving.path.with_extension("tmp");
-    std::fs::write(&tmp, &bytes).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    let written = std::fs::File::create(&tmp).and_then(|mut file| {
+        file.write_all(&bytes)?;
+        file.sync_all()
+    });
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!("cannot write {}: {e}", tmp.display()));
+    }
     std::fs::rename(&tmp, saving.path).map_err(|e| format!("cannot write {}: {e}", saving.path.display()))?;
     eprintln!("checkpoint after {} elements: {} ({} bytes)", it.position(), saving.path.display(), bytes.len());
     Ok(())
@@ -284,7 +292,16 @@ fn run(pipeline: &PathBuf, options: &OptionArgs, effects: Effects) -> Result<(),
     let first = elements;
     while limit.is_none_or(|l| elements < l) {
         let Some(element) = it.next() else { break };
-        let element = element.map_err(|e| e.to_string())?;
+        let element = match element {
+            Ok(element) => element,
+            Err(e) => {
+                // The elements before the error stay in the output, which is completed.
+                if let Some((sink, path)) = sink {
+                    sink.finish().map_err(|w| format!("{e}; then cannot write {}: {w}", path.display()))?;
+                }
+                return Err(e.to_string());
+            }
+        };
         if ((elements - first) as usize) < show {
             let text = arrow::util::pretty::pretty_format_batches(std::slice::from_ref(&element))
                 .map_err(|e| e.to_string())?;

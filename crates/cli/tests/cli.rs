@@ -2,6 +2,9 @@
 
 use std::process::Command;
 
+mod common;
+use common::snapshot_metadata;
+
 fn flumen(args: &[&str]) -> (bool, String, String) {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     let out = Command::new(env!("CARGO_BIN_EXE_flumen")).args(args).current_dir(root).output().expect("runs");
@@ -167,15 +170,6 @@ fn snapshot_pipeline(dir: &std::path::Path, file: &std::path::Path, rows: i64, e
         .batch(1000)
         .unwrap();
     std::fs::write(file, ds.serialize().unwrap()).unwrap();
-}
-
-/// The snapshot metadata documents under `dir`.
-fn snapshot_metadata(dir: &std::path::Path) -> Vec<serde_json::Value> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return vec![] };
-    entries
-        .filter_map(|e| std::fs::read_to_string(e.unwrap().path().join("snapshot.metadata")).ok())
-        .map(|t| serde_json::from_str(&t).unwrap())
-        .collect()
 }
 
 #[test]

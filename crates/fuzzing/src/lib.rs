@@ -16,6 +16,7 @@
 //! ([`mutate`]) and the crashing inputs kept under `regressions/`).
 
 pub mod alloc;
+pub mod harness;
 pub mod mutate;
 pub mod seeds;
 pub mod targets;

@@ -15,7 +15,7 @@ use flumen_ir::{CsvFormat, DType, ElementSpec, Error, FieldSpec, FileFormat, Loc
 use serde::{Deserialize, Serialize};
 
 use crate::conform::with_schema;
-use crate::position::{check_len, decode, encode, file_len, HeldError};
+use crate::position::{check_len, cut_error, decode, encode, file_len, HeldError};
 use crate::reader::{ChunkReader, ReaderPosition};
 
 /// How many records schema inference looks at.
@@ -102,6 +102,9 @@ pub struct CsvReader {
     scan: RecordScan,
     /// The records of a failed chunk being read again one at a time.
     retry: Option<Retry>,
+    /// Why the file cannot be read past `pos` (a read error, or the file is shorter than when
+    /// it was opened): returned after the complete records before it, and then the end.
+    ended: Option<Error>,
     done: bool,
 }
 
@@ -139,7 +142,8 @@ struct Retry {
 
 /// Why the fast path failed.
 enum ReadError {
-    Io(std::io::Error),
+    /// The file cannot be read further.
+    Ended(Error),
     Decode(ArrowError),
 }
 
@@ -200,6 +204,7 @@ impl CsvReader {
             header: format.header,
             scan: RecordScan::new(delimiter, 1),
             retry: None,
+            ended: None,
             done: false,
         })
     }
@@ -240,7 +245,11 @@ impl CsvReader {
     /// arrow-csv's `Reader`, keeping count of the bytes consumed.
     fn read_batch(&mut self) -> std::result::Result<Option<RecordBatch>, ReadError> {
         loop {
-            let buf = self.reader.fill_buf().map_err(ReadError::Io)?;
+            let buf = self.reader.fill_buf().map_err(|e| ReadError::Ended(Error::io(self.path.as_str(), e)))?;
+            if buf.is_empty() && self.pos < self.len {
+                // Decoding on would end the cut record as if it were complete.
+                return Err(ReadError::Ended(cut_error(&self.path, self.pos, self.len)));
+            }
             let decoded = self.decoder.decode(buf).map_err(ReadError::Decode)?;
             self.scan.line += buf[..decoded].iter().filter(|&&b| b == b'\n').count();
             self.reader.consume(decoded);
@@ -271,13 +280,24 @@ impl CsvReader {
     }
 
     /// The bytes of the next record (its terminator included) and the line it starts on;
-    /// `None` at the end of the file.
+    /// `None` at the end of the file, or where it cannot be read further (`ended` says why).
     fn next_record(&mut self) -> Result<Option<(Vec<u8>, usize)>> {
         let mut record = Vec::new();
         let mut line = 0;
         loop {
-            let buf = self.reader.fill_buf().map_err(|e| Error::io(self.path.as_str(), e))?;
+            let buf = match self.reader.fill_buf() {
+                Ok(buf) => buf,
+                Err(e) => {
+                    self.ended = Some(Error::io(self.path.as_str(), e));
+                    return Ok(None);
+                }
+            };
             if buf.is_empty() {
+                if self.pos < self.len {
+                    // The file was cut: what was read of this record is not a record.
+                    self.ended = Some(cut_error(&self.path, self.pos, self.len));
+                    return Ok(None);
+                }
                 break;
             }
             let mut used = 0;
@@ -403,6 +423,10 @@ impl CsvReader {
                     None => continue,
                 }
             }
+            if let Some(e) = self.ended.take() {
+                self.done = true;
+                return Err(e);
+            }
             (self.chunk_start, self.chunk_line) = (self.pos, self.scan.line);
             match self.read_batch() {
                 Ok(None) => break,
@@ -412,7 +436,17 @@ impl CsvReader {
                         return self.output(batch).map(Some);
                     }
                 }
-                Err(ReadError::Io(e)) => return Err(Error::io(self.path.as_str(), e)),
+                Err(ReadError::Ended(e)) if self.pos == self.chunk_start => {
+                    self.done = true;
+                    return Err(e);
+                }
+                Err(ReadError::Ended(e)) => {
+                    // The chunk's complete records come out one at a time, then `e`.
+                    self.move_to(self.chunk_start, self.chunk_line)?;
+                    self.retry = Some(Retry { header: self.header, left: self.chunk_rows, error: None });
+                    self.header = false;
+                    self.ended = Some(e);
+                }
                 Err(ReadError::Decode(e)) => self.start_retry(e)?,
             }
         }
@@ -459,6 +493,7 @@ impl ChunkReader for CsvReader {
         }
         self.move_to(at.offset, at.line)?;
         self.done = false;
+        self.ended = None;
         self.retry = at.retry.map(|rest| Retry {
             header: at.header,
             left: rest.left,
@@ -621,6 +656,34 @@ mod tests {
 
     fn ints(chunks: &[RecordBatch], column: usize) -> Vec<i64> {
         chunks.iter().flat_map(|c| c.column(column).as_primitive::<Int64Type>().values().to_vec()).collect()
+    }
+
+    #[test]
+    fn a_file_cut_while_read_is_an_error_after_its_complete_records() {
+        // The cut record's first bytes came out as a record (`1500,7` of `1500,750.5`).
+        let dir = tempfile::tempdir().unwrap();
+        let body: String = std::iter::once("id,half\n".to_string())
+            .chain((0..3000).map(|i| format!("{i:04},{:06.1}\n", i as f64 / 2.0)))
+            .collect();
+        let path = write(&dir, "cut.csv", &body);
+        let format = infer_csv(&path, true, ',').unwrap();
+        for chunk_rows in [1, 100, 1000] {
+            fs::write(&path, &body).unwrap();
+            let mut reader = CsvReader::open(&path, &format, chunk_rows).unwrap();
+            let mut chunks = vec![reader.next_chunk().unwrap().unwrap()];
+            // The header and 1,500 records of 12 bytes, then 6 bytes of the next.
+            fs::File::options().write(true).open(&path).unwrap().set_len(8 + 1500 * 12 + 6).unwrap();
+            let err = loop {
+                match reader.next_chunk() {
+                    Ok(Some(chunk)) => chunks.push(chunk),
+                    Ok(None) => panic!("no error after {} rows", chunks.iter().map(|c| c.num_rows()).sum::<usize>()),
+                    Err(e) => break e,
+                }
+            };
+            assert_eq!(ints(&chunks, 0), (0..1500).collect::<Vec<i64>>(), "chunks of {chunk_rows}");
+            assert!(err.to_string().contains(&format!("{path} at byte {}", 8 + 1500 * 12 + 6)), "{err}");
+            assert!(reader.next_chunk().unwrap().is_none());
+        }
     }
 
     fn strings(chunks: &[RecordBatch], column: usize) -> Vec<Option<String>> {

@@ -96,6 +96,9 @@ enum Pending {
 
 /// What building a decoder of a Parquet file takes: one is built per row group.
 struct Decoding {
+    /// The file as opened: decoders read it through clones of this handle, never by path
+    /// again, so a file deleted or replaced while being read is still the file that was opened.
+    file: File,
     footer: ArrowReaderMetadata,
     mask: ProjectionMask,
     /// The decoded columns: their indices among the file's root columns, and names.
@@ -134,7 +137,7 @@ impl Decoding {
     /// as a whole held that was good, so that no good row is lost to the chunk size.
     fn rows_before_error(&self, path: &str, row_group: usize, from: u64, rows: u64) -> Vec<RecordBatch> {
         let mut good = Vec::new();
-        let Ok(file) = File::open(path) else { return good };
+        let Ok(file) = self.file.try_clone() else { return good };
         let Ok(mut reader) = self.build(path, file, vec![row_group], from, rows, 1) else { return good };
         let location = Location::new(path, format!("row group {row_group}"));
         while let Ok(Some(batch)) = next_batch(&mut reader, &location, &mut false) {
@@ -147,7 +150,7 @@ impl Decoding {
     /// `path` (the column a decoding error of the whole row group came from), if one does.
     fn failing_column(&self, path: &str, row_group: usize) -> Option<&str> {
         self.columns.iter().find_map(|(index, name)| {
-            let file = File::open(path).ok()?;
+            let file = self.file.try_clone().ok()?;
             let mask = ProjectionMask::roots(self.footer.parquet_schema(), [*index]);
             let decoded = guarded(
                 || Location::source(path),
@@ -249,9 +252,10 @@ impl ParquetReader {
         let mask = ProjectionMask::roots(footer.parquet_schema(), indices.iter().copied());
         let columns = indices.iter().map(|&i| (i, roots[i].name().to_string())).collect();
         let sizes = row_groups.iter().map(|&i| (i, metadata.row_group(i).num_rows().max(0) as u64)).collect();
-        let decoding = Decoding { footer, mask, columns, chunk_rows: chunk_rows.max(1) };
+        let decoding = Decoding { file, footer, mask, columns, chunk_rows: chunk_rows.max(1) };
         // A decoder of no row group, for the decoded schema.
-        let schema = decoding.build(path, file, vec![], 0, 0, 1)?.schema();
+        let handle = decoding.file.try_clone().map_err(|e| Error::io(path, e))?;
+        let schema = decoding.build(path, handle, vec![], 0, 0, 1)?.schema();
         let conformer = Conformer::new(&schema, read_schema, path)?;
         Ok(ParquetReader {
             reader: None,
@@ -338,7 +342,7 @@ impl ParquetReader {
     /// when it has not been yet.
     fn decoder(&mut self, row_group: usize, rows: u64) -> Result<&mut ParquetRecordBatchReader> {
         if self.reader.is_none() {
-            let file = File::open(&self.path).map_err(|e| Error::io(self.path.as_str(), e))?;
+            let file = self.decoding.file.try_clone().map_err(|e| Error::io(self.path.as_str(), e))?;
             let location = || Location::new(&self.path, format!("row group {row_group}"));
             let reader = self
                 .decoding

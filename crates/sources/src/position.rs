@@ -49,6 +49,15 @@ pub(crate) fn file_len(file: &File, path: &str) -> Result<u64> {
     Ok(file.metadata().map_err(|e| Error::io(path, e))?.len())
 }
 
+/// The error of a file that ends at byte `at` although it had `len` bytes when it was
+/// opened: it was cut while being read, and what was being read at its end is incomplete.
+pub(crate) fn cut_error(path: &str, at: u64, len: u64) -> Error {
+    Error::data(
+        Location::new(path, format!("byte {at}")),
+        format!("the file ends here, but had {len} bytes when it was opened (cut while being read?)"),
+    )
+}
+
 /// Fails unless the file `path`, `len` bytes long, is as long as when a position in it
 /// was taken (`recorded`): a changed file would silently give other rows.
 pub(crate) fn check_len(path: &str, recorded: u64, len: u64) -> Result<()> {

@@ -10,7 +10,7 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, FileFormat, Location, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::position::{check_len, decode, encode, file_len};
+use crate::position::{check_len, cut_error, decode, encode, file_len};
 use crate::reader::{ChunkReader, ReaderPosition};
 
 /// Reads a text file as one element per line, without the terminator (`\n` or `\r\n`).
@@ -48,7 +48,9 @@ impl TextLineReader {
     /// Opens `path` to read its lines in chunks of at most `chunk_rows` rows.
     ///
     /// Invalid UTF-8 is an [`Error::Data`] at `line N` (1-based) of the file, returned after
-    /// the lines before it; reading goes on with the next line. A read error ends the reader.
+    /// the lines before it; reading goes on with the next line. A read error, or the file
+    /// ending before the length it had when opened (it was cut), ends the reader after the
+    /// lines before.
     pub fn open(path: &str, chunk_rows: usize) -> Result<Self> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         Ok(TextLineReader {
@@ -74,10 +76,28 @@ impl ChunkReader for TextLineReader {
         let mut builder = StringBuilder::new();
         while !self.done && builder.len() < self.chunk_rows {
             self.buf.clear();
-            let n = self.reader.read_until(b'\n', &mut self.buf).map_err(|e| {
-                self.done = true;
-                Error::io(self.path.as_str(), e)
-            })?;
+            let read = self.reader.read_until(b'\n', &mut self.buf);
+            let ended = matches!(read, Ok(n) if n == 0 || self.buf.last() != Some(&b'\n'));
+            let n = match read {
+                Err(e) => Err(Error::io(self.path.as_str(), e)),
+                // A file shorter than when it was opened was cut while being read: its last
+                // line is not a line.
+                Ok(n) if ended && self.offset + (n as u64) < self.len => {
+                    Err(cut_error(&self.path, self.offset + n as u64, self.len))
+                }
+                Ok(n) => Ok(n),
+            };
+            let n = match n {
+                Ok(n) => n,
+                Err(error) => {
+                    self.done = true;
+                    if builder.is_empty() {
+                        return Err(error);
+                    }
+                    self.pending = Some((error, self.offset));
+                    break;
+                }
+            };
             if n == 0 {
                 self.done = true;
                 break;
@@ -196,6 +216,32 @@ mod tests {
         // Reading goes on with the next line.
         let rest = reader.next_chunk().unwrap().unwrap();
         assert_eq!(rest.column(0).as_string::<i32>().value(0), "later");
+        assert!(reader.next_chunk().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_file_cut_while_read_is_an_error_after_its_complete_lines() {
+        // A cut file's last partial line came out as a line ("line 1" of "line 1500").
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cut.txt");
+        let body: String = (0..3000).map(|i| format!("line {i:04}\n")).collect();
+        fs::write(&path, &body).unwrap();
+        let path = path.to_str().unwrap();
+        let mut reader = TextLineReader::open(path, 100).unwrap();
+        let mut count = reader.next_chunk().unwrap().unwrap().num_rows();
+        fs::File::options().write(true).open(path).unwrap().set_len(15_006).unwrap();
+        let err = loop {
+            match reader.next_chunk() {
+                Ok(Some(chunk)) => count += chunk.num_rows(),
+                Ok(None) => panic!("no error after {count} lines"),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(count, 1500, "every complete line");
+        assert!(
+            matches!(&err, Error::Data { location, .. } if location.source == path && location.position.as_deref() == Some("byte 15006")),
+            "{err}"
+        );
         assert!(reader.next_chunk().unwrap().is_none());
     }
 
