@@ -239,6 +239,18 @@ impl ElementSpec {
         })
     }
 
+    /// The bytes of one element's values when every field is a dense tensor of a fixed
+    /// shape and a fixed-width dtype; `None` when any field's size varies (bytes, strings,
+    /// ragged or sparse fields, unknown dimensions).
+    pub fn fixed_row_bytes(&self) -> Option<u64> {
+        self.fields.iter().try_fold(0u64, |sum, f| {
+            // Booleans are bits in Arrow; a byte each bounds them.
+            let width = if f.dtype == DType::Bool { 1 } else { f.dtype.to_arrow().primitive_width()? as u64 };
+            let dims = f.shape.iter().try_fold(1u64, |n, &d| u64::try_from(d).ok().map(|d| n * d))?;
+            (f.kind == FieldKind::Dense).then_some(sum + width * dims)
+        })
+    }
+
     /// The field names in order.
     pub fn field_names(&self) -> Vec<String> {
         self.fields.iter().map(|f| f.name.clone()).collect()
@@ -326,5 +338,28 @@ impl fmt::Display for ElementSpec {
             write!(f, "{field}")?;
         }
         f.write_str("}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_row_bytes_only_when_every_field_has_a_fixed_size() {
+        let spec = |fields| ElementSpec::new(fields).unwrap();
+        let fixed = spec(vec![
+            FieldSpec::scalar("id", DType::Int64),
+            FieldSpec::tensor("x", DType::Float32, vec![3, 4]),
+            FieldSpec::scalar("ok", DType::Bool),
+        ]);
+        assert_eq!(fixed.fixed_row_bytes(), Some(8 + 48 + 1));
+        for varying in [
+            FieldSpec::scalar("s", DType::Utf8),
+            FieldSpec::tensor("x", DType::Float32, vec![UNKNOWN]),
+            FieldSpec::ragged("r", DType::Int64, vec![UNKNOWN]),
+        ] {
+            assert_eq!(spec(vec![FieldSpec::scalar("id", DType::Int64), varying]).fixed_row_bytes(), None);
+        }
     }
 }

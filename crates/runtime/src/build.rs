@@ -116,7 +116,8 @@ fn parallel_map(
     let knob = knob(plan, ctx, Param::Parallelism, calls, ctx.options.cores, max);
     let stats = ctx.metrics.stats(StatsKey::Node(plan.node_id()));
     let ordered = deterministic.unwrap_or(ctx.options.deterministic);
-    Box::new(ParallelMapOp::new(input, func, ctx.pool.clone(), knob, size, ordered, stats, ctx.budget.clone()))
+    let map = ParallelMapOp::new(input, func, ctx.pool.clone(), knob, size, ordered, stats, ctx.budget.clone());
+    Box::new(map.with_output_row_bytes(plan.spec().fixed_row_bytes()))
 }
 
 /// The operator of a stage (see `crate::stage`): its members' functions chained in each task,

@@ -81,6 +81,17 @@ pub enum TaskSize {
     Rows(usize),
 }
 
+/// What a map knows of its output rows' size before any task has finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OutputSize {
+    /// Nothing said (a map built outside `build`): tasks are cut by their input.
+    Unstated,
+    /// Every row has these bytes (fixed-size fields).
+    Fixed(u64),
+    /// The size varies: learnt from the first task, which runs alone.
+    Variable,
+}
+
 /// One result of a task: an output chunk (none when a filter kept nothing) or an error,
 /// and how many of the task's input rows it accounts for.
 struct Segment {
@@ -359,6 +370,8 @@ pub struct ParallelMapOp {
     tracking: std::cell::Cell<bool>,
     /// The estimate of the last task dispatched: the next one's, until its rows are pulled.
     last_estimate: u64,
+    /// What is known of the output rows' size from their spec.
+    output: OutputSize,
 }
 
 impl ParallelMapOp {
@@ -414,6 +427,7 @@ impl ParallelMapOp {
             restored: VecDeque::new(),
             tracking: std::cell::Cell::new(false),
             last_estimate: 0,
+            output: OutputSize::Unstated,
         }
     }
 
@@ -423,6 +437,22 @@ impl ParallelMapOp {
 
     fn outstanding(&self) -> usize {
         self.starts.len()
+    }
+
+    /// Whether the first task runs alone: the output's size is not known from its spec, and
+    /// no task has finished yet to tell it (restored results and input errors say nothing
+    /// of what a task makes).
+    fn learning(&self) -> bool {
+        self.output == OutputSize::Variable && self.completions.finished.lock().expect("map results").completed == 0
+    }
+
+    /// The same map told what its output rows are from their spec: `Some` bytes a row
+    /// when every field has a fixed size, `None` when their size varies. Tasks are then
+    /// cut and reserved by output from the first, and where the size varies, the first task
+    /// runs alone and one row long.
+    pub fn with_output_row_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.output = bytes.map_or(OutputSize::Variable, OutputSize::Fixed);
+        self
     }
 
     /// Pulls the input once: its chunk or error becomes an undispatched item.
@@ -478,7 +508,9 @@ impl ParallelMapOp {
         // A task finishing from here on frees a call this pass may not see: `wait_next`
         // comes back for it.
         self.completed_seen = self.completions.finished.lock().expect("map results").completed;
-        while self.has_room() && (self.outstanding() == 0 || self.budget.fits(self.next_estimate())) {
+        while self.has_room()
+            && (self.outstanding() == 0 || (!self.learning() && self.budget.fits(self.next_estimate())))
+        {
             let Some((start, first)) = self.next_undispatched()? else {
                 return Ok(());
             };
@@ -527,7 +559,22 @@ impl ParallelMapOp {
                 // output is large but cheap to make stay at least a task's work together.
                 pulled.div_ceil(parts).max(work_rows).clamp(1, n.max(1))
             }
-            TaskSize::Split => pulled().div_ceil(self.parallelism()).max(1),
+            TaskSize::Split => {
+                let even = pulled().div_ceil(self.parallelism()).max(1);
+                // Cut by output too, at most about [`TASK_BYTES`] a task at the mean output
+                // per row so far or the spec's; one row while a variable size is unknown: the
+                // input's bytes say nothing of what a function makes of them (8-byte `range`
+                // values became 4 MiB elements, and tasks of 100 rows each held 400 MB
+                // before the first could be counted).
+                let finished = self.completions.finished.lock().expect("map results");
+                let per_row = match (finished.out_rows, self.output) {
+                    (0, OutputSize::Fixed(bytes)) => bytes,
+                    (0, OutputSize::Variable) => return 1,
+                    (0, OutputSize::Unstated) => return even,
+                    (rows, _) => finished.out_bytes.div_ceil(rows),
+                };
+                even.min(usize::try_from(self.task_bytes / per_row.max(1)).unwrap_or(usize::MAX).max(1))
+            }
             TaskSize::Rows(r) => r.max(1),
         }
     }
@@ -548,6 +595,10 @@ impl ParallelMapOp {
     /// and the output expected of it.
     fn estimate(&self, input: u64, rows: usize) -> u64 {
         let per_row = self.completions.finished.lock().expect("map results").out_per_row;
+        let per_row = per_row.or(match self.output {
+            OutputSize::Fixed(bytes) => Some(bytes),
+            _ => None,
+        });
         input + per_row.map_or(input, |p| p.saturating_mul(rows as u64))
     }
 

@@ -1,0 +1,148 @@
+//! The RAM budget bounds what a process holds (its peak resident set, `VmHWM`), whatever the
+//! element size, and whether parallelism and buffers are autotuned or set large by hand.
+//!
+//! Each case runs in a process of its own: this test binary again, running
+//! `one_pipeline_in_its_own_process` with the case in `FLUMEN_MEMORY_CASE`. The child reads
+//! its peak RSS once the pipeline is built (the idle process) and after it has been drained
+//! by a consumer slower than the producers (so that every buffer fills), and prints both.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use arrow::array::{BinaryArray, RecordBatch};
+use flumen::prelude::*;
+use flumen::{DType, ElementSpec, FieldSpec, Parallel, Tunable};
+
+/// One pipeline: `elements` elements of `bytes` bytes each, made by a per-element function
+/// behind a parallel map and a prefetch (both autotuned, or fixed large), under `budget`.
+#[derive(Debug, Clone, Copy)]
+struct Case {
+    bytes: usize,
+    elements: i64,
+    autotune: bool,
+    budget: u64,
+}
+
+impl Case {
+    fn encode(&self) -> String {
+        format!("{} {} {} {}", self.bytes, self.elements, self.autotune, self.budget)
+    }
+
+    fn decode(text: &str) -> Case {
+        let parts: Vec<&str> = text.split(' ').collect();
+        Case {
+            bytes: parts[0].parse().unwrap(),
+            elements: parts[1].parse().unwrap(),
+            autotune: parts[2].parse().unwrap(),
+            budget: parts[3].parse().unwrap(),
+        }
+    }
+
+    fn dataset(&self) -> Dataset {
+        let bytes = self.bytes;
+        let spec = ElementSpec::new(vec![FieldSpec::scalar("payload", DType::Binary)]).unwrap();
+        let schema = spec.arrow_schema();
+        let make = MapFunction::element(Some("payload"), spec, move |row| {
+            let value = row.column(0).as_any().downcast_ref::<arrow::array::Int64Array>().unwrap().value(0);
+            // Made in place: what a function allocates besides its output is its own.
+            let values = arrow::buffer::Buffer::from_vec(vec![value as u8; bytes]);
+            let payload = BinaryArray::new(arrow::buffer::OffsetBuffer::from_lengths([bytes]), values, None);
+            Ok(RecordBatch::try_new(schema.clone(), vec![Arc::new(payload)])?)
+        });
+        let (calls, buffer) = match self.autotune {
+            true => (Tunable::Autotune, Tunable::Autotune),
+            false => (Tunable::Fixed(8), Tunable::Fixed(128)),
+        };
+        Dataset::range(0, self.elements)
+            .unwrap()
+            .map_with(make, Parallel { num_parallel_calls: calls, deterministic: None })
+            .unwrap()
+            .prefetch(buffer)
+            .unwrap()
+            .with_options(Options::default().with_ram_budget(self.budget))
+    }
+}
+
+/// This process's peak resident set so far, in bytes.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+#[test]
+#[ignore = "one case of the memory tests, run by them in a process of its own"]
+fn one_pipeline_in_its_own_process() {
+    let case = Case::decode(&std::env::var("FLUMEN_MEMORY_CASE").expect("a case"));
+    let ds = case.dataset();
+    let idle = peak_rss();
+    let mut count = 0;
+    let mut it = ds.iter();
+    for element in it.by_ref() {
+        let element = element.unwrap();
+        assert_eq!(element.column(0).as_any().downcast_ref::<BinaryArray>().unwrap().value(0).len(), case.bytes);
+        count += 1;
+        // A consumer slower than the producers, so that every buffer fills: 200 pauses
+        // of 2 ms in all.
+        if count % (case.elements / 200).max(1) == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+    assert_eq!(count, case.elements);
+    println!("memory-case idle {idle} peak {}", peak_rss());
+    if std::env::var_os("FLUMEN_MEMORY_ANALYZE").is_some() {
+        println!("{}", it.analyze().unwrap());
+    }
+}
+
+/// Runs `case` in a process of its own: its idle and peak RSS.
+fn measure(case: Case) -> (u64, u64) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "one_pipeline_in_its_own_process", "--ignored", "--nocapture", "--test-threads", "1"])
+        .env("FLUMEN_MEMORY_CASE", case.encode())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{case:?}: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let line = stdout.lines().find_map(|l| l.split("memory-case ").nth(1)).expect("the child's report");
+    let numbers: Vec<u64> = line.split(' ').filter_map(|w| w.parse().ok()).collect();
+    (numbers[0], numbers[1])
+}
+
+fn check(cases: &[Case]) {
+    let mut failures = vec![];
+    for &case in cases {
+        let (idle, peak) = measure(case);
+        let bound = idle + case.budget + case.budget / 10;
+        let line = format!("{case:?}: peak {} MiB, idle {} MiB, bound {} MiB", peak >> 20, idle >> 20, bound >> 20);
+        eprintln!("{line}");
+        if peak > bound {
+            failures.push(line);
+        }
+    }
+    assert!(failures.is_empty(), "over the budget:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn large_elements_stay_within_the_budget() {
+    let budget = 256 << 20;
+    let mut cases = vec![];
+    for (bytes, elements) in [(4 << 20, 200), (16 << 20, 60)] {
+        for autotune in [true, false] {
+            cases.push(Case { bytes, elements, autotune, budget });
+        }
+    }
+    check(&cases);
+}
+
+#[test]
+fn small_elements_stay_within_the_budget() {
+    let budget = 64 << 20;
+    let mut cases = vec![];
+    for (bytes, elements) in [(8, 20_000), (64 << 10, 4_000)] {
+        for autotune in [true, false] {
+            cases.push(Case { bytes, elements, autotune, budget });
+        }
+    }
+    check(&cases);
+}
