@@ -191,16 +191,10 @@ fn one_element_files(opens: Arc<AtomicUsize>, parallel: Parallel) -> Dataset {
 }
 
 #[test]
-fn a_parallel_interleave_opens_its_whole_cycle_up_front_with_errors_in_place() {
-    let opens = Arc::new(AtomicUsize::new(0));
-    let ds = one_element_files(opens.clone(), calls(3, Some(true)));
-    let mut it = ds.with_options(Options::default().with_chunk_rows(1)).iter();
-    assert!(it.next().expect("an element").is_ok());
-    // All three slots were opened (and their reads started) for the first element; a lazy
-    // cycle would have opened one.
-    assert_eq!(opens.load(Ordering::SeqCst), 3);
-    drop(it);
-
+fn a_parallel_interleave_keeps_errors_in_place() {
+    // Its inputs are opened ahead by their producers (see
+    // `an_input_slow_to_open_holds_back_only_what_must_come_from_it`); the order is the
+    // sequential interleave's, errors included.
     for chunk_rows in [1, 4, 1000] {
         let options = Options::default().with_chunk_rows(chunk_rows);
         let parallel = one_element_files(Arc::new(AtomicUsize::new(0)), calls(3, Some(true))).with_options(options);
@@ -324,4 +318,56 @@ fn fixed_parameters_are_reported_as_fixed() {
     let ds = range(0, 100).map_with(triple(false), calls(3, None)).unwrap().with_options(Options::default());
     let text = ds.explain_analyze().unwrap();
     assert!(text.contains("parallelism=3 (fixed: 3@0ms)"), "{text}");
+}
+
+/// An interleave (cycle 8, block 1, 8 parallel calls) of 8 inputs of 20 elements, input `i`
+/// holding `100 i .. 100 i + 20`, where input `slow` does not finish opening until the
+/// consumer has received `release_after` elements (or 30 s have passed): the elements
+/// received before the release, whether the open saw the release, and all the elements.
+fn interleave_with_a_slow_open(slow: i64, deterministic: bool, release_after: usize) -> (Vec<i64>, bool, Vec<i64>) {
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let released = std::sync::Mutex::new(released);
+    let in_time = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let flag = in_time.clone();
+    let f = DatasetFunction::closure(Some("inputs"), spec("value"), move |element| {
+        let i = column_i64(element, "value")[0];
+        if i == slow {
+            let waited = released.lock().unwrap().recv_timeout(std::time::Duration::from_secs(30));
+            flag.store(waited.is_ok(), Ordering::SeqCst);
+        }
+        Dataset::range(i * 100, i * 100 + 20)
+    });
+    let parallel = Parallel { num_parallel_calls: Tunable::Fixed(8), deterministic: Some(deterministic) };
+    let ds = range(0, 8).interleave_with(f, Tunable::Fixed(8), 1, parallel).unwrap();
+    let mut it = ds.iter();
+    let mut before = vec![];
+    while before.len() < release_after {
+        before.extend(column_i64(&it.next().unwrap().unwrap(), "value"));
+    }
+    release.send(()).unwrap();
+    let mut all = before.clone();
+    all.extend(items_of(it));
+    (before, in_time.load(Ordering::SeqCst), all)
+}
+
+#[test]
+fn an_input_slow_to_open_holds_back_only_what_must_come_from_it() {
+    // Opening input 4 took 3 s, and the first 48 elements, all from other inputs, came out
+    // only after it: the interleave opened its inputs on the consumer's thread.
+    let mut expected: Vec<i64> = (0..8).flat_map(|i| i * 100..i * 100 + 20).collect();
+    expected.sort_unstable();
+    for slow in 0..8 {
+        // Without determinism, the other inputs keep flowing.
+        let (before, in_time, mut all) = interleave_with_a_slow_open(slow, false, 48);
+        assert!(in_time, "input {slow}: the consumer waited for its open");
+        assert!(before.iter().all(|v| v / 100 != slow), "input {slow}: {before:?}");
+        all.sort_unstable();
+        assert_eq!(all, expected);
+        // In order, the elements before the slow input's first turn come out.
+        let (before, in_time, all) = interleave_with_a_slow_open(slow, true, slow as usize);
+        assert!(in_time, "input {slow}, in order: the consumer waited for its open");
+        assert_eq!(before, (0..slow).map(|i| i * 100).collect::<Vec<_>>());
+        let in_order: Vec<i64> = (0..20).flat_map(|k| (0..8).map(move |i| i * 100 + k)).collect();
+        assert_eq!(all, in_order, "input {slow}");
+    }
 }

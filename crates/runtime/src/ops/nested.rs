@@ -1,5 +1,6 @@
 //! `flat_map` and `interleave`: each input element becomes a dataset of its own.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Int64Array, StringArray};
@@ -52,6 +53,59 @@ impl Operator for SingleChunk {
             self.0 = None;
         }
         Ok(())
+    }
+}
+
+/// The dataset of one element, opened on its first use: a parallel interleave's inputs are
+/// opened by their producer threads, so that an input slow to open delays only what must
+/// come from it.
+struct LazyOpen {
+    datasets: Arc<ElementDatasets>,
+    element: RecordBatch,
+    index: u64,
+    dataset: Option<BoxOperator>,
+    /// Set when opening failed, for the interleave to tell an open's error from a read's.
+    failed: Arc<AtomicBool>,
+}
+
+impl LazyOpen {
+    fn dataset(&mut self) -> Result<&mut BoxOperator> {
+        if self.dataset.is_none() {
+            match self.datasets.open(&self.element, self.index) {
+                Ok(dataset) => self.dataset = Some(dataset),
+                Err(e) => {
+                    self.failed.store(true, Ordering::SeqCst);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(self.dataset.as_mut().expect("opened"))
+    }
+}
+
+impl Operator for LazyOpen {
+    fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
+        // A dataset that failed to open has ended with that error.
+        if self.failed.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        self.dataset()?.next_chunk()
+    }
+
+    fn save(&self, mode: SaveMode) -> Result<OpState> {
+        match &self.dataset {
+            Some(dataset) => dataset.save(mode),
+            None => OpState::new("unopened").with("failed", self.failed.load(Ordering::SeqCst)),
+        }
+    }
+
+    fn restore(&mut self, state: OpState) -> Result<()> {
+        if state.kind == "unopened" {
+            self.dataset = None;
+            self.failed.store(state.get("failed")?, Ordering::SeqCst);
+            return Ok(());
+        }
+        self.dataset()?.restore(state)
     }
 }
 
@@ -215,7 +269,7 @@ pub struct ParallelReads {
 
 /// An open dataset of an interleave: its reader, the element it was opened from (kept for
 /// checkpoints), its index, and when parallel its producer's probe.
-type Slot = (RowReader, RecordBatch, u64, Option<Probe>);
+type Slot = (RowReader, RecordBatch, u64, Option<(Probe, Arc<AtomicBool>)>);
 
 /// `interleave(cycle_length, block_length)` in tf.data's deterministic order: up to
 /// `cycle_length` element datasets are open; `block_length` elements are taken from one
@@ -226,7 +280,7 @@ type Slot = (RowReader, RecordBatch, u64, Option<Probe>);
 pub struct InterleaveOp {
     input: RowReader,
     input_done: bool,
-    datasets: ElementDatasets,
+    datasets: Arc<ElementDatasets>,
     slots: Vec<Option<Slot>>,
     parallel: Option<ParallelReads>,
     opened: u64,
@@ -255,7 +309,7 @@ impl InterleaveOp {
         InterleaveOp {
             input: RowReader::new(input),
             input_done: false,
-            datasets,
+            datasets: Arc::new(datasets),
             slots: (0..cycle_length.max(1)).map(|_| None).collect(),
             parallel: None,
             opened: 0,
@@ -288,17 +342,26 @@ impl InterleaveOp {
     /// Opens the dataset of `element`, the `index`-th, behind a producer when parallel, whose
     /// reads begin now when `start` (otherwise on the first pull, after any restore).
     fn open(&self, element: &RecordBatch, index: u64, start: bool) -> Result<Slot> {
-        let dataset = self.datasets.open(element, index)?;
         let Some(p) = &self.parallel else {
+            let dataset = self.datasets.open(element, index)?;
             return Ok((RowReader::new(dataset), element.clone(), index, None));
         };
+        // Opened by the producer, on its first pull.
+        let failed = Arc::new(AtomicBool::new(false));
+        let dataset = Box::new(LazyOpen {
+            datasets: self.datasets.clone(),
+            element: element.clone(),
+            index,
+            dataset: None,
+            failed: failed.clone(),
+        });
         let budget = self.datasets.ctx.budget.clone();
         let mut prefetch = PrefetchOp::new(dataset, p.buffer.clone(), budget, p.stats.clone(), Some(p.permits.clone()));
         if start {
             prefetch.start()?;
         }
         let probe = prefetch.probe();
-        Ok((RowReader::new(Box::new(prefetch)), element.clone(), index, Some(probe)))
+        Ok((RowReader::new(Box::new(prefetch)), element.clone(), index, Some((probe, failed))))
     }
 
     /// Parallel: opens every empty slot now, in the order the cycle will reach them, and starts
@@ -340,28 +403,44 @@ impl InterleaveOp {
 
     /// Without determinism: moves to the first slot from the current one that can deliver
     /// without waiting, if the current one cannot.
+    /// When every open slot is waiting, waits until one can deliver (rather than on the one
+    /// in turn, which may be the slowest: an input still opening).
     fn skip_waiting_slots(&mut self) {
-        if self.parallel.as_ref().is_none_or(|p| p.deterministic) {
+        let Some(permits) = self.parallel.as_ref().filter(|p| !p.deterministic).map(|p| p.permits.clone()) else {
             return;
-        }
+        };
         let ready = |slot: &Option<Slot>| match slot {
-            Some((reader, _, _, Some(probe))) => reader.has_rows() || probe.is_ready(),
+            Some((reader, _, _, Some((probe, _)))) => reader.has_rows() || probe.is_ready(),
             _ => false,
         };
         let n = self.slots.len();
-        if ready(&self.slots[self.cycle_index]) {
-            return;
-        }
-        if let Some(k) = (1..n).map(|k| (self.cycle_index + k) % n).find(|&i| ready(&self.slots[i])) {
-            self.cycle_index = k;
-            self.block_index = 0;
+        loop {
+            let seen = permits.deliveries();
+            if ready(&self.slots[self.cycle_index]) {
+                return;
+            }
+            if let Some(k) = (1..n).map(|k| (self.cycle_index + k) % n).find(|&i| ready(&self.slots[i])) {
+                self.cycle_index = k;
+                self.block_index = 0;
+                return;
+            }
+            // Wait for any slot only while every open one has its producer running (after a
+            // restore, a producer starts at its first pull).
+            let started = |slot: &Option<Slot>| match slot {
+                Some((_, _, _, Some((probe, _)))) => probe.is_started(),
+                _ => true,
+            };
+            if self.slots[self.cycle_index].is_none() || !self.slots.iter().all(started) {
+                return;
+            }
+            permits.wait_for_delivery(seen);
         }
     }
 
     /// Whether the slot in turn can deliver without waiting (always, when not parallel).
     fn current_ready(&self) -> bool {
         match &self.slots[self.cycle_index] {
-            Some((reader, _, _, Some(probe))) => reader.has_rows() || probe.is_ready(),
+            Some((reader, _, _, Some((probe, _)))) => reader.has_rows() || probe.is_ready(),
             _ => true,
         }
     }
@@ -418,9 +497,15 @@ impl InterleaveOp {
             if self.input_done || open == self.slots.len() {
                 self.skip_waiting_slots();
             }
-            if let Some((slot, _, _, _)) = &mut self.slots[self.cycle_index] {
+            if let Some((slot, _, _, lazy)) = &mut self.slots[self.cycle_index] {
                 let want = (self.block_length - self.block_index) as usize;
-                match slot.next_range(want)? {
+                let next = slot.next_range(want);
+                if next.is_err() && lazy.as_ref().is_some_and(|(_, failed)| failed.load(Ordering::SeqCst)) {
+                    // An input that failed to open is its slot's error at its turn; the slot
+                    // is refilled from the next input element, at the same place in the cycle.
+                    self.slots[self.cycle_index] = None;
+                }
+                match next? {
                     Some((offset, rows)) => {
                         let from = self.cycle_index;
                         self.block_index += rows as u64;

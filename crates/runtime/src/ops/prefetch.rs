@@ -42,12 +42,41 @@ pub struct Permits {
     knob: Arc<Knob>,
     in_use: Mutex<usize>,
     freed: Condvar,
+    /// Results the producers sharing the permits have buffered (or ends they reached) so
+    /// far, for a consumer that takes from whichever is ready to wait for the next.
+    deliveries: Mutex<u64>,
+    delivered: Condvar,
 }
 
 impl Permits {
     /// At most `knob` reads at once.
     pub fn new(knob: Arc<Knob>) -> Arc<Self> {
-        Arc::new(Permits { knob, in_use: Mutex::new(0), freed: Condvar::new() })
+        Arc::new(Permits {
+            knob,
+            in_use: Mutex::new(0),
+            freed: Condvar::new(),
+            deliveries: Mutex::new(0),
+            delivered: Condvar::new(),
+        })
+    }
+
+    /// How many results (or ends) the producers have buffered so far.
+    pub fn deliveries(&self) -> u64 {
+        *self.deliveries.lock().expect("deliveries")
+    }
+
+    /// Waits until a producer buffers a result or ends after [`Permits::deliveries`] said
+    /// `seen`.
+    pub fn wait_for_delivery(&self, seen: u64) {
+        let mut now = self.deliveries.lock().expect("deliveries");
+        while *now == seen {
+            now = self.delivered.wait(now).expect("deliveries");
+        }
+    }
+
+    fn deliver(&self) {
+        *self.deliveries.lock().expect("deliveries") += 1;
+        self.delivered.notify_all();
     }
 
     /// Waits for a permit; `None` once `stop` is set (and [`Permits::wake`] called).
@@ -107,6 +136,8 @@ struct Shared {
     buffer: Mutex<Buffer>,
     changed: Condvar,
     stop: AtomicBool,
+    /// The producer has been started.
+    started: AtomicBool,
     tracking: AtomicBool,
     knob: Arc<Knob>,
     budget: Arc<MemoryBudget>,
@@ -129,6 +160,12 @@ impl Probe {
     pub fn is_ready(&self) -> bool {
         let b = self.0.buffer.lock().expect("prefetch buffer");
         !b.items.is_empty() || b.done
+    }
+
+    /// Whether the producer has been started (it is not until the first pull after a
+    /// restore): one that has not will deliver nothing until pulled.
+    pub fn is_started(&self) -> bool {
+        self.0.started.load(Ordering::Acquire)
     }
 }
 
@@ -156,6 +193,7 @@ impl PrefetchOp {
             buffer: Mutex::default(),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
+            started: AtomicBool::new(false),
             tracking: AtomicBool::new(false),
             knob,
             budget,
@@ -182,6 +220,7 @@ impl PrefetchOp {
             .spawn(move || produce(&shared, &input))
             .map_err(|e| Error::execution("prefetch", format!("cannot start its thread: {e}")))?;
         self.producer = Some(handle);
+        self.shared.started.store(true, Ordering::Release);
         Ok(())
     }
 }
@@ -244,6 +283,9 @@ fn produce(shared: &Shared, input: &Mutex<BoxOperator>) {
         drop(input);
         if wake {
             shared.changed.notify_all();
+        }
+        if let Some(permits) = &shared.permits {
+            permits.deliver();
         }
         if done {
             return;
