@@ -32,6 +32,7 @@ pub fn decode_batches(text: &str) -> Result<Vec<RecordBatch>> {
         return Ok(Vec::new());
     }
     let bytes = base64_decode(text)?;
+    check_lengths(&bytes)?;
     // Arrow's IPC decoder can still panic on some corrupt messages (a buffer slice past its
     // body, a type it does not know); a hand-edited or damaged plan is an error, not a crash.
     let decoded = std::panic::catch_unwind(move || -> Result<Vec<RecordBatch>> {
@@ -46,6 +47,45 @@ pub fn decode_batches(text: &str) -> Result<Vec<RecordBatch>> {
             .unwrap_or_default();
         Err(Error::Serde(format!("in_memory data is not a valid Arrow IPC stream: {message}")))
     })
+}
+
+/// Checks that every message's lengths fit in `bytes` before anything is decoded: Arrow's
+/// stream reader allocates what a message's length fields say (800 MB for a damaged plan
+/// of a few kilobytes). A header that does not parse is left to the reader to report.
+fn check_lengths(bytes: &[u8]) -> Result<()> {
+    let word = |at: usize| bytes.get(at..at + 4).map(|w| u32::from_le_bytes(w.try_into().expect("4 bytes")));
+    let too_long = |at: usize, what: &str, len: u64| {
+        let message =
+            format!("a message at byte {at} has a {what} of {len} bytes, past the data's {} bytes", bytes.len());
+        Err(Error::Serde(format!("in_memory data is not a valid Arrow IPC stream: {message}")))
+    };
+    let mut at = 0;
+    loop {
+        let (meta, header) = match word(at) {
+            None => return Ok(()),
+            // The continuation marker, then the length.
+            Some(u32::MAX) => match word(at + 4) {
+                None => return Ok(()),
+                Some(len) => (len as usize, 8),
+            },
+            Some(len) => (len as usize, 4),
+        };
+        if meta == 0 {
+            return Ok(());
+        }
+        let rest = bytes.len() - at - header;
+        if meta > rest {
+            return too_long(at, "header", meta as u64);
+        }
+        let Ok(message) = arrow::ipc::root_as_message(&bytes[at + header..at + header + meta]) else {
+            return Ok(());
+        };
+        let body = message.bodyLength();
+        if body < 0 || body as u64 > (rest - meta) as u64 {
+            return too_long(at, "body", body.unsigned_abs());
+        }
+        at += header + meta + body as usize;
+    }
 }
 
 fn base64_encode(bytes: &[u8]) -> String {
