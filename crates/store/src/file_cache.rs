@@ -5,12 +5,13 @@
 //! iterations (in this process or another) find the file with [`FileCache::open`] and read
 //! it instead of recomputing. The file at the cache path is always complete:
 //!
-//! - the writer writes to a temporary file beside the path (`<path>.tmp-<pid>-<random>`) and
+//! - the writer writes to a temporary file beside the path (`<path>.tmp-<host>-<pid>-<random>`) and
 //!   [`finish`](FileCacheWriter::finish) syncs it and publishes it with a hard link, which
 //!   never replaces an existing file: when two writers race, the first to finish wins and the
 //!   other drops its copy (reported as [`CacheFinished::Lost`], not an error);
 //! - a writer dropped before `finish` (an iterator abandoned mid-pass, an error) removes its
-//!   temporary file; a killed process leaves only the temporary file, which no reader opens.
+//!   temporary file; a killed process leaves only the temporary file, which no reader opens
+//!   and the next writer or reader removes (`publish::reclaim`).
 //!
 //! A cache file that is damaged later (a flipped byte, a truncation) is reported by the
 //! reader as an [`Error::Data`](flumen_ir::Error::Data) naming the file and byte offset.
@@ -23,7 +24,7 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::Result;
 
 use crate::chunk_file::{ChunkFileReader, ChunkFileWriter, FileSummary};
-use crate::publish::{io_error, TempFile};
+use crate::publish::{io_error, reclaim, TempFile};
 use crate::Compression;
 
 /// What [`FileCache::open`] found at a cache path.
@@ -38,6 +39,7 @@ impl FileCache {
     /// Looks for a complete cache file at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<FileCache> {
         let path = path.as_ref();
+        reclaim(path);
         match std::fs::metadata(path) {
             Ok(_) => Ok(FileCache::Complete(ChunkFileReader::open(path)?)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(FileCache::Missing),

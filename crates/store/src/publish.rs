@@ -9,8 +9,12 @@
 //!   create, like `O_EXCL`, but of a complete file);
 //! - [`TempFile::publish_replace`] renames it over the final name.
 //!
-//! A temporary file that is never published is removed when dropped; a killed process leaves
-//! it behind under a name (`<final>.tmp-<pid>-<random>`) that no reader opens.
+//! A temporary file that is never published is removed when dropped. A killed process leaves
+//! it behind under a name (`<final>.tmp-<host>-<pid>-<random>`) that no reader opens, and
+//! the next writer or reader of the same final path removes it ([`reclaim`]): at once when
+//! its host is this one and its process no longer runs, or once it has not changed for the
+//! snapshot's default pending expiry (a day) when it belongs to another host, whose
+//! processes cannot be seen from here.
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
@@ -28,8 +32,9 @@ pub(crate) struct TempFile {
 impl TempFile {
     /// Creates a new, empty temporary file beside `target`.
     pub(crate) fn create(target: &Path) -> Result<(TempFile, File)> {
+        reclaim(target);
         let mut name = OsString::from(target.as_os_str());
-        name.push(format!(".tmp-{}-{:016x}", std::process::id(), rand::random::<u64>()));
+        name.push(format!(".tmp-{}-{}-{:016x}", host(), std::process::id(), rand::random::<u64>()));
         let path = PathBuf::from(name);
         let file = OpenOptions::new().write(true).create_new(true).open(&path).map_err(|e| io_error(&path, e))?;
         Ok((TempFile { path, published: false }, file))
@@ -77,6 +82,57 @@ impl Drop for TempFile {
     }
 }
 
+/// This host's name, as temporary files carry it ("localhost" where it cannot be read).
+fn host() -> String {
+    let name = fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let name = name.trim();
+    if name.is_empty() {
+        "localhost".to_string()
+    } else {
+        name.to_string()
+    }
+}
+
+/// Whether process `pid` of this host still runs (`true` where that cannot be told).
+fn alive(pid: u32) -> bool {
+    let proc = Path::new("/proc");
+    !proc.is_dir() || proc.join(pid.to_string()).exists()
+}
+
+/// Removes the temporary files beside `target` that their writers left when they were
+/// killed: those of this host whose process no longer runs, and those of other hosts
+/// unchanged for a day. Best effort: a file that cannot be removed is only wasted space.
+pub(crate) fn reclaim(target: &Path) {
+    let (Some(dir), Some(file)) = (target.parent(), target.file_name()) else { return };
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    let prefix = format!("{}.tmp-", file.to_string_lossy());
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    let this_host = host();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(&prefix) else { continue };
+        // `<host>-<pid>-<random>`, the host possibly holding dashes; `<pid>-<random>` from
+        // before hosts were named.
+        let mut parts = rest.rsplitn(3, '-');
+        let (_random, pid, owner) = (parts.next(), parts.next(), parts.next());
+        let (pid, owner) = match (pid, owner) {
+            (Some(pid), Some(owner)) => (pid, owner),
+            (Some(_), None) => (rest.split('-').next().unwrap_or(""), this_host.as_str()),
+            _ => continue,
+        };
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        let stale = if owner == this_host {
+            pid != std::process::id() && !alive(pid)
+        } else {
+            let age = entry.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok());
+            age.is_some_and(|age| age > crate::snapshot::DEFAULT_PENDING_EXPIRY)
+        };
+        if stale {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Makes a new or renamed directory entry durable: syncing a file does not sync its name.
 fn sync_parent(path: &Path) -> Result<()> {
     let parent = match path.parent() {
@@ -91,4 +147,40 @@ fn sync_parent(path: &Path) -> Result<()> {
 
 pub(crate) fn io_error(path: &Path, e: io::Error) -> Error {
     Error::io(path.display().to_string(), e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reclaim_removes_what_dead_writers_left_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("c.bin");
+        // A process that has ended: its pid no longer runs.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let me = std::process::id();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 24 * 3600);
+        let files = [
+            (format!("c.bin.tmp-{}-{dead}-00000000000000aa", host()), false),
+            (format!("c.bin.tmp-{dead}-00000000000000bb"), false),
+            (format!("c.bin.tmp-{}-{me}-00000000000000cc", host()), true),
+            ("c.bin.tmp-other-host-1-00000000000000dd".to_string(), true),
+            ("c.bin.tmp-old-host-1-00000000000000ee".to_string(), false),
+            ("d.bin.tmp-1-00000000000000ff".to_string(), true),
+            ("c.bin".to_string(), true),
+        ];
+        for (name, _) in &files {
+            let file = File::create(dir.path().join(name)).unwrap();
+            if name.contains("old-host") {
+                file.set_modified(old).unwrap();
+            }
+        }
+        reclaim(&target);
+        for (name, kept) in &files {
+            assert_eq!(dir.path().join(name).exists(), *kept, "{name}");
+        }
+    }
 }

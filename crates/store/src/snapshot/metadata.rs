@@ -99,6 +99,8 @@ impl SnapshotMetadata {
 
     /// Reads the metadata at `path`; `None` when there is none.
     pub(crate) fn read(path: &Path) -> Result<Option<SnapshotMetadata>> {
+        // Every run reads the metadata first: it removes what killed writers left beside it.
+        crate::publish::reclaim(path);
         let bytes = match fs::read(path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
