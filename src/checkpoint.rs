@@ -58,33 +58,12 @@ pub enum ExternalState {
 /// The names of the closures in `plan` that keep state or are not deterministic, and of the
 /// generators declared stateful.
 fn stateful_closures(plan: &Plan, out: &mut Vec<String>) {
-    fn walk(value: &serde_json::Value, out: &mut Vec<String>) {
-        match value {
-            serde_json::Value::Object(map) => {
-                let flag = |k: &str| map.get(k).and_then(|v| v.as_bool());
-                if let (Some(name), Some(stateless), Some(deterministic)) =
-                    (map.get("name").and_then(|n| n.as_str()), flag("stateless"), flag("deterministic"))
-                {
-                    let pure = stateless && deterministic;
-                    if !pure && !out.iter().any(|n| n == name) {
-                        out.push(name.to_string());
-                    }
-                }
-                map.values().for_each(|v| walk(v, out));
-            }
-            serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
-            _ => {}
-        }
-    }
-    // Sources call no closure with state flags, and serializing in-memory data is costly.
-    if let flumen_ir::Op::Source(flumen_ir::SourceDesc::Generator { name, stateful: true, .. }) = plan.op() {
-        if !out.contains(name) {
-            out.push(name.clone());
-        }
-    } else if !matches!(plan.op(), flumen_ir::Op::Source(_)) {
-        if let Ok(op) = serde_json::to_value(plan.op()) {
-            walk(&op, out);
-        }
+    let name = match plan.op() {
+        flumen_ir::Op::Source(flumen_ir::SourceDesc::Generator { name, stateful: true, .. }) => Some(name),
+        op => op.closure().filter(|c| !(c.stateless && c.deterministic)).map(|c| &c.name),
+    };
+    if let Some(name) = name.filter(|n| !out.contains(n)) {
+        out.push(name.clone());
     }
     plan.inputs().iter().for_each(|i| stateful_closures(i, out));
 }

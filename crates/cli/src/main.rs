@@ -307,12 +307,14 @@ fn run(pipeline: &PathBuf, options: &OptionArgs, effects: Effects) -> Result<(),
                 .map_err(|e| e.to_string())?;
             println!("element {elements}:\n{text}");
         }
-        if sink.is_some() || checksum {
-            let line = json_line(&element, batched)?;
-            if let Some((sink, path)) = &mut sink {
-                sink.write(&element, &line).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            }
-            hash.add(&line);
+        // The JSON line only where something reads it: it costs more than the other outputs.
+        let wants_line = checksum || sink.as_ref().is_some_and(|(sink, _)| sink.writes_lines());
+        let line = if wants_line { Some(json_line(&element, batched)?) } else { None };
+        if let Some((sink, path)) = &mut sink {
+            sink.write(&element, line.as_deref()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        if let (true, Some(line)) = (checksum, &line) {
+            hash.add(line);
         }
         elements += 1;
         // An element is delivered as a batch of its rows: one row, or b rows when batched.

@@ -75,12 +75,21 @@ impl Output {
         })
     }
 
-    /// Writes one element; `line` is its JSON line (see [`json_line`]).
-    pub fn write(&mut self, element: &RecordBatch, line: &str) -> Result<(), String> {
+    /// Whether [`Output::write`] needs each element's JSON line.
+    pub fn writes_lines(&self) -> bool {
+        matches!(self, Output::Jsonl(_))
+    }
+
+    /// Writes one element; `line` is its JSON line (see [`json_line`]), which JSON-lines
+    /// output needs ([`Output::writes_lines`]).
+    pub fn write(&mut self, element: &RecordBatch, line: Option<&str>) -> Result<(), String> {
         match self {
             Output::Ipc(w) => w.write(element).map_err(|e| e.to_string()),
             Output::Parquet(w) => w.write(element).map_err(|e| e.to_string()),
-            Output::Jsonl(w) => writeln!(w, "{line}").map_err(|e| e.to_string()),
+            Output::Jsonl(w) => {
+                let line = line.ok_or("JSON-lines output needs each element's JSON line")?;
+                writeln!(w, "{line}").map_err(|e| e.to_string())
+            }
         }
     }
 

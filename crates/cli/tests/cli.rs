@@ -3,7 +3,7 @@
 use std::process::Command;
 
 mod common;
-use common::snapshot_metadata;
+use common::{checksum, snapshot_metadata};
 
 fn flumen(args: &[&str]) -> (bool, String, String) {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -414,11 +414,6 @@ fn gen_data_writes_what_flumen_and_the_hand_written_limits_agree_on() {
     let summary: serde_json::Value = serde_json::from_str(lines[4]).unwrap();
     assert_eq!(summary["checksums_agree"], true, "{summary}");
     assert!(summary["fraction_of_limit"].as_f64().unwrap() > 0.0, "{summary}");
-}
-
-/// The value of the `checksum` line of `stdout`.
-fn checksum(stdout: &str) -> String {
-    stdout.lines().find_map(|l| l.strip_prefix("checksum ")).expect("a checksum line").to_string()
 }
 
 #[test]

@@ -74,7 +74,7 @@ impl Run {
 
     /// The `checksum` line's value.
     fn checksum(&self) -> String {
-        self.stdout.lines().find_map(|l| l.strip_prefix("checksum ")).expect("a checksum line").to_string()
+        common::checksum(&self.stdout)
     }
 }
 

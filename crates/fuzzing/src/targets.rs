@@ -37,11 +37,6 @@ pub const TARGETS: &[Target] = &[
     Target { name: "plan_json", run: plan_json, seeds: crate::seeds::plan_json },
 ];
 
-/// The target named `name`.
-pub fn target(name: &str) -> Option<&'static Target> {
-    TARGETS.iter().find(|t| t.name == name)
-}
-
 /// At most this many items are read from a pipeline: targets read small inputs, and a plan
 /// from `plan_json` may be endless.
 const MAX_ITEMS: usize = 10_000;

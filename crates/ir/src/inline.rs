@@ -7,6 +7,7 @@ use arrow::ipc::writer::StreamWriter;
 use arrow::record_batch::RecordBatch;
 
 use crate::error::{Error, Result};
+use crate::ipc_lengths::{first_long_message, LongMessage};
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -50,41 +51,16 @@ pub fn decode_batches(text: &str) -> Result<Vec<RecordBatch>> {
 }
 
 /// Checks that every message's lengths fit in `bytes` before anything is decoded: Arrow's
-/// stream reader allocates what a message's length fields say (800 MB for a damaged plan
-/// of a few kilobytes). A header that does not parse is left to the reader to report.
+/// stream reader allocates what they say (800 MB for a damaged plan of a few kilobytes).
 fn check_lengths(bytes: &[u8]) -> Result<()> {
-    let word = |at: usize| bytes.get(at..at + 4).map(|w| u32::from_le_bytes(w.try_into().expect("4 bytes")));
-    let too_long = |at: usize, what: &str, len: u64| {
-        let message =
-            format!("a message at byte {at} has a {what} of {len} bytes, past the data's {} bytes", bytes.len());
-        Err(Error::Serde(format!("in_memory data is not a valid Arrow IPC stream: {message}")))
-    };
-    let mut at = 0;
-    loop {
-        let (meta, header) = match word(at) {
-            None => return Ok(()),
-            // The continuation marker, then the length.
-            Some(u32::MAX) => match word(at + 4) {
-                None => return Ok(()),
-                Some(len) => (len as usize, 8),
-            },
-            Some(len) => (len as usize, 4),
-        };
-        if meta == 0 {
-            return Ok(());
-        }
-        let rest = bytes.len() - at - header;
-        if meta > rest {
-            return too_long(at, "header", meta as u64);
-        }
-        let Ok(message) = arrow::ipc::root_as_message(&bytes[at + header..at + header + meta]) else {
-            return Ok(());
-        };
-        let body = message.bodyLength();
-        if body < 0 || body as u64 > (rest - meta) as u64 {
-            return too_long(at, "body", body.unsigned_abs());
-        }
-        at += header + meta + body as usize;
+    let long = first_long_message(&mut Cursor::new(bytes), bytes.len() as u64)
+        .map_err(|e| Error::Serde(format!("in_memory data is not a valid Arrow IPC stream: {e}")))?;
+    match long {
+        None => Ok(()),
+        Some(LongMessage { at, part, len, .. }) => Err(Error::Serde(format!(
+            "in_memory data is not a valid Arrow IPC stream: a message at byte {at} has a {part} of {len} bytes, past the data's {} bytes",
+            bytes.len()
+        ))),
     }
 }
 

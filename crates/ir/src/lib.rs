@@ -22,6 +22,7 @@ pub mod expr;
 pub mod fingerprint;
 pub mod function;
 mod inline;
+pub mod ipc_lengths;
 pub mod json;
 pub mod op;
 pub mod plan;

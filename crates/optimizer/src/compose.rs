@@ -55,21 +55,8 @@ fn same_types(before: &Expr, before_spec: &ElementSpec, after: &Expr, after_spec
     if before.value_type(before_spec).ok() != after.value_type(after_spec).ok() {
         return false;
     }
-    let (b, a) = (children(before), children(after));
+    let (b, a) = (before.children(), after.children());
     b.len() == a.len() && b.iter().zip(&a).all(|(b, a)| same_types(b, before_spec, a, after_spec))
-}
-
-/// The direct sub-expressions of `e`, in a fixed order.
-fn children(e: &Expr) -> Vec<&Expr> {
-    match e {
-        Expr::Column(_) | Expr::Literal(_) => vec![],
-        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } => vec![arg],
-        Expr::Binary { left, right, .. } => vec![left, right],
-        Expr::Case { branches, otherwise } => {
-            branches.iter().flat_map(|(c, v)| [c, v]).chain(otherwise.as_deref()).collect()
-        }
-        Expr::Call { args, .. } => args.iter().collect(),
-    }
 }
 
 /// The single expression map equal to `f` then `g`, with the same output fields in the same

@@ -6,6 +6,7 @@ use std::io::{BufReader, Read, Seek, SeekFrom};
 use arrow::error::ArrowError;
 use arrow::ipc::reader::{FileReader, StreamReader};
 use arrow::record_batch::{RecordBatch, RecordBatchReader};
+use flumen_ir::ipc_lengths::first_long_message;
 use flumen_ir::{ElementSpec, Error, Location, Result};
 use serde::{Deserialize, Serialize};
 
@@ -39,12 +40,17 @@ fn open_file(path: &str) -> Result<(FileReader<BufReader<File>>, u64)> {
     open_ipc(path, "file", |r| FileReader::try_new(r, None))
 }
 
+/// An opened IPC stream: its reader and length, and its first message whose lengths reach
+/// past the file (see `first_bad_message`), which ends the reader there.
+type OpenedStream = ((StreamReader<BufReader<File>>, u64), Option<(usize, Error)>);
+
 /// Opens the IPC stream `path` (reads its schema message).
-fn open_stream(path: &str) -> Result<(StreamReader<BufReader<File>>, u64)> {
-    if let Some((0, error)) = first_bad_message(path)? {
+fn open_stream(path: &str) -> Result<OpenedStream> {
+    let bad = first_bad_message(path)?;
+    if let Some((0, error)) = bad {
         return Err(error);
     }
-    open_ipc(path, "stream", |r| StreamReader::try_new(r, None))
+    Ok((open_ipc(path, "stream", |r| StreamReader::try_new(r, None))?, bad))
 }
 
 // Arrow's IPC readers allocate what a length field of the file says before reading it (the
@@ -97,48 +103,11 @@ fn check_footer(path: &str) -> Result<()> {
 fn first_bad_message(path: &str) -> Result<Option<(usize, Error)>> {
     let mut file = BufReader::new(File::open(path).map_err(|e| Error::io(path, e))?);
     let len = file_len(file.get_ref(), path)?;
-    let io = |e| Error::io(path, e);
-    let (mut at, mut batches) = (0u64, 0usize);
-    let mut word = [0u8; 4];
-    loop {
-        if len - at < 4 {
-            return Ok(None);
-        }
-        file.read_exact(&mut word).map_err(io)?;
-        let mut meta = u32::from_le_bytes(word);
-        let mut header = 4;
-        if meta == u32::MAX {
-            // The continuation marker, then the length.
-            if len - at < 8 {
-                return Ok(None);
-            }
-            file.read_exact(&mut word).map_err(io)?;
-            meta = u32::from_le_bytes(word);
-            header = 8;
-        }
-        let meta = u64::from(meta);
-        if meta == 0 {
-            return Ok(None);
-        }
-        let message = format!("batch {batches} (the message at byte {at})");
-        if meta > len - at - header {
-            let why = format!("a message header of {meta} bytes, past the file's {len} bytes");
-            return Ok(Some((batches, bad(path, message, why))));
-        }
-        let mut bytes = vec![0u8; meta as usize];
-        file.read_exact(&mut bytes).map_err(io)?;
-        // A header that does not parse is the reader's to report.
-        let Ok(parsed) = arrow::ipc::root_as_message(&bytes) else { return Ok(None) };
-        let body = parsed.bodyLength();
-        let rest = len - at - header - meta;
-        if body < 0 || body as u64 > rest {
-            let why = format!("a message body of {body} bytes, past the file's {len} bytes");
-            return Ok(Some((batches, bad(path, message, why))));
-        }
-        batches += usize::from(parsed.header_type() == arrow::ipc::MessageHeader::RecordBatch);
-        file.seek_relative(body).map_err(io)?;
-        at += header + meta + body as u64;
-    }
+    let long = first_long_message(&mut file, len).map_err(|e| Error::io(path, e))?;
+    Ok(long.map(|m| {
+        let why = format!("a message {} of {} bytes, past the file's {len} bytes", m.part, m.len);
+        (m.batches, bad(path, format!("batch {} (the message at byte {})", m.batches, m.at), why))
+    }))
 }
 
 /// The element spec of the Arrow IPC file `path` (from its schema).
@@ -148,7 +117,7 @@ pub fn ipc_file_schema(path: &str) -> Result<ElementSpec> {
 
 /// The element spec of the Arrow IPC stream `path` (from its schema message).
 pub fn ipc_stream_schema(path: &str) -> Result<ElementSpec> {
-    file_spec(path, &open_stream(path)?.0.schema())
+    file_spec(path, &open_stream(path)?.0 .0.schema())
 }
 
 /// The batches of an IPC reader, fitted to a spec and cut to at most `chunk_rows` rows.
@@ -345,8 +314,9 @@ impl IpcStreamReader {
     /// an [`Error::Data`] naming the file; a truncated or corrupt batch names its index. (A
     /// stream cut exactly between two messages cannot be told from a shorter stream.)
     pub fn open(path: &str, spec: &ElementSpec, chunk_rows: usize) -> Result<Self> {
-        let mut batches = Batches::new(open_stream(path)?, path, spec, chunk_rows)?;
-        batches.bad = first_bad_message(path)?;
+        let (opened, bad) = open_stream(path)?;
+        let mut batches = Batches::new(opened, path, spec, chunk_rows)?;
+        batches.bad = bad;
         Ok(IpcStreamReader(batches))
     }
 }

@@ -83,14 +83,15 @@ impl Drop for TempFile {
 }
 
 /// This host's name, as temporary files carry it ("localhost" where it cannot be read).
-fn host() -> String {
-    let name = fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let name = name.trim();
-    if name.is_empty() {
-        "localhost".to_string()
-    } else {
-        name.to_string()
-    }
+fn host() -> &'static str {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        let name = fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        match name.trim() {
+            "" => "localhost".to_string(),
+            name => name.to_string(),
+        }
+    })
 }
 
 /// Whether process `pid` of this host still runs (`true` where that cannot be told).
@@ -117,7 +118,7 @@ pub(crate) fn reclaim(target: &Path) {
         let (_random, pid, owner) = (parts.next(), parts.next(), parts.next());
         let (pid, owner) = match (pid, owner) {
             (Some(pid), Some(owner)) => (pid, owner),
-            (Some(_), None) => (rest.split('-').next().unwrap_or(""), this_host.as_str()),
+            (Some(_), None) => (rest.split('-').next().unwrap_or(""), this_host),
             _ => continue,
         };
         let Ok(pid) = pid.parse::<u32>() else { continue };

@@ -79,8 +79,6 @@ pub fn tensors_of(spec: &ElementSpec, dtypes: &[DType]) -> Vec<String> {
 const INTS: &[DType] = &[DType::Int64, DType::Int32];
 const FLOATS: &[DType] = &[DType::Float64, DType::Float32];
 
-/// A fallible boolean over `spec`: a string field cast to float (bad strings fail), else a
-/// division by an int field (zeros fail).
 /// `f` and-ed or or-ed with the literal that decides the result whatever `f` gives (`k`
 /// picks which and on which side): both operands are evaluated, so `f`'s errors remain.
 fn decided_by_a_literal(f: Expr, k: i64) -> Expr {
@@ -92,6 +90,8 @@ fn decided_by_a_literal(f: Expr, k: i64) -> Expr {
     }
 }
 
+/// A fallible boolean over `spec`: a string field cast to float (bad strings fail), else a
+/// division by an int field (zeros fail).
 fn fallible_bool(spec: &ElementSpec, i: u8, k: i64) -> Option<Expr> {
     if let Some(s) = pick(&fields_of(spec, &[DType::Utf8]), i) {
         return Some(cast(col(s), DataType::Float64).gt(lit(0.0)));

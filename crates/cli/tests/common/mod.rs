@@ -8,3 +8,8 @@ pub fn snapshot_metadata(dir: &std::path::Path) -> Vec<serde_json::Value> {
         .map(|t| serde_json::from_str(&t).unwrap())
         .collect()
 }
+
+/// The value of the `checksum` line of a run's `stdout`.
+pub fn checksum(stdout: &str) -> String {
+    stdout.lines().find_map(|l| l.strip_prefix("checksum ")).expect("a checksum line").to_string()
+}

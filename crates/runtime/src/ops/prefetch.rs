@@ -23,7 +23,7 @@
 //! oldest buffered chunk: a restore rewinds the input there and the buffer refills by itself.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -43,8 +43,11 @@ pub struct Permits {
     in_use: Mutex<usize>,
     freed: Condvar,
     /// Results the producers sharing the permits have buffered (or ends they reached) so
-    /// far, for a consumer that takes from whichever is ready to wait for the next.
-    deliveries: Mutex<u64>,
+    /// far, for a consumer that takes from whichever is ready to wait for the next; the
+    /// producers wake it only while it waits (`waiting`), not on every chunk.
+    deliveries: AtomicU64,
+    waiting: AtomicUsize,
+    wait_lock: Mutex<()>,
     delivered: Condvar,
 }
 
@@ -55,28 +58,37 @@ impl Permits {
             knob,
             in_use: Mutex::new(0),
             freed: Condvar::new(),
-            deliveries: Mutex::new(0),
+            deliveries: AtomicU64::new(0),
+            waiting: AtomicUsize::new(0),
+            wait_lock: Mutex::new(()),
             delivered: Condvar::new(),
         })
     }
 
     /// How many results (or ends) the producers have buffered so far.
     pub fn deliveries(&self) -> u64 {
-        *self.deliveries.lock().expect("deliveries")
+        self.deliveries.load(Ordering::SeqCst)
     }
 
     /// Waits until a producer buffers a result or ends after [`Permits::deliveries`] said
     /// `seen`.
     pub fn wait_for_delivery(&self, seen: u64) {
-        let mut now = self.deliveries.lock().expect("deliveries");
-        while *now == seen {
-            now = self.delivered.wait(now).expect("deliveries");
+        let mut guard = self.wait_lock.lock().expect("deliveries");
+        // Counted as waiting before looking: a producer that delivers after the look sees
+        // the count, and its wake-up waits for the lock, which the wait below releases.
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        while self.deliveries.load(Ordering::SeqCst) == seen {
+            guard = self.delivered.wait(guard).expect("deliveries");
         }
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 
     fn deliver(&self) {
-        *self.deliveries.lock().expect("deliveries") += 1;
-        self.delivered.notify_all();
+        self.deliveries.fetch_add(1, Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            let _guard = self.wait_lock.lock().expect("deliveries");
+            self.delivered.notify_all();
+        }
     }
 
     /// Waits for a permit; `None` once `stop` is set (and [`Permits::wake`] called).
