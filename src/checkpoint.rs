@@ -185,11 +185,13 @@ impl<C: Cursor> Iter<C> {
     /// dataset needs to continue with exactly the items (elements or chunks, and errors)
     /// this one would produce next. See [`SaveMode`] for what each mode stores. An element
     /// iterator's checkpoint restores only into an element iterator, a chunk iterator's only
-    /// into a chunk iterator.
+    /// into a chunk iterator. A cancelled iterator cannot be saved ([`Error::Cancelled`]).
     pub fn save(&self, mode: SaveMode) -> Result<Checkpoint> {
         let (Ok(it), Some(ctx)) = (&self.inner, &self.ctx) else {
             return Err(Error::execution("save", "the pipeline failed to build: there is no iterator state to save"));
         };
+        // Cancelled producers leave work undone that no state records.
+        ctx.cancel.check()?;
         let plan = self.dataset.optimized_plan()?;
         if self.dataset.options().external_state == ExternalState::Fail {
             let mut names = Vec::new();

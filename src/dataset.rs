@@ -731,6 +731,11 @@ impl Dataset {
 /// outlives it; it therefore waits for the calls already running to return: a user function
 /// in a parallel map, a read or open in a producer. Dropping it while a 3 s closure runs
 /// takes 3 s.
+///
+/// To stop a running pipeline from another thread (a training loop's watchdog, a shutdown
+/// signal), take its [`CancelHandle`] ([`Iter::cancel_handle`]) and call
+/// [`CancelHandle::cancel`]: no new work starts, and the iterator's next item, or the one it
+/// is waiting for, is [`Error::Cancelled`], then it ends.
 pub struct Iter<C> {
     pub(crate) inner: std::result::Result<C, Option<Error>>,
     pub(crate) dataset: Dataset,
@@ -739,6 +744,27 @@ pub struct Iter<C> {
     pub(crate) ctx: Option<ExecContext>,
     /// Items delivered, errors included.
     pub(crate) delivered: u64,
+    /// The cancellation has been reported; the iterator has ended.
+    pub(crate) cancelled: bool,
+}
+
+/// Asks a running iterator to stop, from any thread (see [`Iter::cancel_handle`]).
+#[derive(Debug, Clone)]
+pub struct CancelHandle(Arc<flumen_runtime::cancel::Cancel>);
+
+impl CancelHandle {
+    /// Asks the iterator to stop: its producers start no more pulls, tasks or reads, and its
+    /// next item (or the one a `next` waiting now was waiting for) is [`Error::Cancelled`],
+    /// after which it ends. Calls already running (a user function, a read) finish first;
+    /// their results are dropped. Cancelling twice does nothing more.
+    pub fn cancel(&self) {
+        self.0.cancel();
+    }
+
+    /// Whether [`CancelHandle::cancel`] has been called.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.is_cancelled()
+    }
 }
 
 /// The element iterator of a dataset (see [`Dataset::iter`]).
@@ -748,6 +774,12 @@ pub type DatasetIterator = Iter<ElementIterator>;
 pub type ChunkIter = Iter<ChunkIterator>;
 
 impl<C> Iter<C> {
+    /// A handle that stops this iterator from another thread. An iterator that failed to
+    /// start gets a handle that affects nothing.
+    pub fn cancel_handle(&self) -> CancelHandle {
+        CancelHandle(self.ctx.as_ref().map_or_else(flumen_runtime::cancel::Cancel::new, |ctx| ctx.cancel.clone()))
+    }
+
     /// `explain analyze` of this iterator so far: each physical operator with the elements,
     /// chunks, errors and bytes it delivered, the time spent in it, its buffer occupancy,
     /// the parallelism and buffer sizes it ran with (and, when autotuned, every value the
@@ -776,7 +808,7 @@ impl<C: Cursor> Iter<C> {
             Ok((it, ctx)) => (Ok(it), Some(ctx)),
             Err(e) => (Err(Some(e)), None),
         };
-        Iter { inner, dataset, ctx, delivered: 0 }
+        Iter { inner, dataset, ctx, delivered: 0, cancelled: false }
     }
 }
 
@@ -784,8 +816,20 @@ impl<C: Iterator<Item = Result<RecordBatch>>> Iterator for Iter<C> {
     type Item = Result<RecordBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        let cancelled = self.ctx.as_ref().is_some_and(|ctx| ctx.cancel.is_cancelled());
         let next = match &mut self.inner {
-            Ok(it) => it.next(),
+            // Once cancelled, whatever the operators would give (an element produced before
+            // the request, an error of the input ending early) is replaced by one report.
+            _ if cancelled || self.cancelled => {
+                (!std::mem::replace(&mut self.cancelled, true)).then_some(Err(Error::Cancelled))
+            }
+            Ok(it) => match it.next() {
+                Some(Err(Error::Cancelled)) => {
+                    self.cancelled = true;
+                    Some(Err(Error::Cancelled))
+                }
+                next => next,
+            },
             Err(e) => e.take().map(Err),
         };
         self.delivered += next.is_some() as u64;

@@ -27,7 +27,9 @@ pub mod options;
 pub mod snapshot;
 
 pub use checkpoint::{Checkpoint, ExternalState, SaveMode};
-pub use dataset::{BucketOptions, ChunkIter, Dataset, DatasetIterator, Iter, PaddedBatchOptions, Parallel};
+pub use dataset::{
+    BucketOptions, CancelHandle, ChunkIter, Dataset, DatasetIterator, Iter, PaddedBatchOptions, Parallel,
+};
 pub use explain::ExplainFormat;
 pub use flumen_ir::{DType, ElementSpec, Error, FieldKind, FieldSpec, Plan, RecordCompression, Result, Tunable};
 pub use flumen_sources::tfrecord::TfRecordWriter;

@@ -14,18 +14,20 @@ use flumen::prelude::*;
 use flumen::{DType, ElementSpec, FieldSpec, Parallel, Tunable};
 
 /// One pipeline: `elements` elements of `bytes` bytes each, made by a per-element function
-/// behind a parallel map and a prefetch (both autotuned, or fixed large), under `budget`.
+/// behind a parallel map, a shuffle of `shuffle` elements when not 0, and a prefetch (map and
+/// prefetch autotuned, or fixed large), under `budget`.
 #[derive(Debug, Clone, Copy)]
 struct Case {
     bytes: usize,
     elements: i64,
     autotune: bool,
     budget: u64,
+    shuffle: u64,
 }
 
 impl Case {
     fn encode(&self) -> String {
-        format!("{} {} {} {}", self.bytes, self.elements, self.autotune, self.budget)
+        format!("{} {} {} {} {}", self.bytes, self.elements, self.autotune, self.budget, self.shuffle)
     }
 
     fn decode(text: &str) -> Case {
@@ -35,6 +37,7 @@ impl Case {
             elements: parts[1].parse().unwrap(),
             autotune: parts[2].parse().unwrap(),
             budget: parts[3].parse().unwrap(),
+            shuffle: parts[4].parse().unwrap(),
         }
     }
 
@@ -53,13 +56,14 @@ impl Case {
             true => (Tunable::Autotune, Tunable::Autotune),
             false => (Tunable::Fixed(8), Tunable::Fixed(128)),
         };
-        Dataset::range(0, self.elements)
+        let mut ds = Dataset::range(0, self.elements)
             .unwrap()
             .map_with(make, Parallel { num_parallel_calls: calls, deterministic: None })
-            .unwrap()
-            .prefetch(buffer)
-            .unwrap()
-            .with_options(Options::default().with_ram_budget(self.budget))
+            .unwrap();
+        if self.shuffle > 0 {
+            ds = ds.shuffle_with(self.shuffle, Some(7), false).unwrap();
+        }
+        ds.prefetch(buffer).unwrap().with_options(Options::default().with_ram_budget(self.budget))
     }
 }
 
@@ -129,8 +133,12 @@ fn large_elements_stay_within_the_budget() {
     let mut cases = vec![];
     for (bytes, elements) in [(4 << 20, 200), (16 << 20, 60)] {
         for autotune in [true, false] {
-            cases.push(Case { bytes, elements, autotune, budget });
+            cases.push(Case { bytes, elements, autotune, budget, shuffle: 0 });
         }
+    }
+    // A shuffle buffer of 150 MiB: the buffers around it hold back.
+    for autotune in [true, false] {
+        cases.push(Case { bytes: 1 << 20, elements: 400, autotune, budget, shuffle: 150 });
     }
     check(&cases);
 }
@@ -141,7 +149,7 @@ fn small_elements_stay_within_the_budget() {
     let mut cases = vec![];
     for (bytes, elements) in [(8, 20_000), (64 << 10, 4_000)] {
         for autotune in [true, false] {
-            cases.push(Case { bytes, elements, autotune, budget });
+            cases.push(Case { bytes, elements, autotune, budget, shuffle: 0 });
         }
     }
     check(&cases);

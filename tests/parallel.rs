@@ -371,3 +371,105 @@ fn an_input_slow_to_open_holds_back_only_what_must_come_from_it() {
         assert_eq!(all, in_order, "input {slow}");
     }
 }
+
+/// A gate that user functions wait at until the test opens it, telling the test each time
+/// one arrives.
+#[derive(Clone)]
+struct Gate {
+    open: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    arrived: std::sync::mpsc::Sender<()>,
+}
+
+impl Gate {
+    fn new() -> (Gate, std::sync::mpsc::Receiver<()>) {
+        let (arrived, arrivals) = std::sync::mpsc::channel();
+        (Gate { open: Arc::default(), arrived }, arrivals)
+    }
+
+    fn wait(&self) {
+        let _ = self.arrived.send(());
+        let (lock, opened) = &*self.open;
+        let mut open = lock.lock().unwrap();
+        while !*open {
+            open = opened.wait(open).unwrap();
+        }
+    }
+
+    fn open(&self) {
+        *self.open.0.lock().unwrap() = true;
+        self.open.1.notify_all();
+    }
+}
+
+/// Iterates `ds` on a thread of its own while every user function waits at `gate`, and
+/// cancels it once one has arrived: what the iterator then yields (before the gate opens)
+/// and what a save says.
+fn cancel_while_blocked(ds: Dataset, gate: Gate, arrivals: std::sync::mpsc::Receiver<()>) -> (Vec<String>, String) {
+    let mut it = ds.iter();
+    let handle = it.cancel_handle();
+    let (report, reports) = std::sync::mpsc::channel();
+    let consumer = std::thread::spawn(move || {
+        let items: Vec<String> = it.by_ref().map(|item| format!("{:?}", item.map(|c| c.num_rows()))).collect();
+        let save = format!("{:?}", it.save(SaveMode::Full).map(drop));
+        report.send((items, save)).unwrap();
+        // Dropped here: that waits for the calls still running, until the gate opens.
+    });
+    arrivals.recv().unwrap();
+    handle.cancel();
+    // Bounded only so that a missed wake-up fails the test instead of hanging it.
+    let got = reports.recv_timeout(std::time::Duration::from_secs(60));
+    gate.open();
+    consumer.join().unwrap();
+    got.expect("the consumer was not woken by the cancel")
+}
+
+#[test]
+fn cancelling_wakes_a_consumer_waiting_on_running_work_and_ends_the_iterator() {
+    let blocked_map = |gate: Gate| {
+        let f = MapFunction::element(Some("slow"), spec("value"), move |row| {
+            gate.wait();
+            Ok(row.clone())
+        });
+        range(0, 100).map_with(f, calls(2, None)).unwrap()
+    };
+    let blocked_interleave = |gate: Gate, deterministic: bool| {
+        let f = DatasetFunction::closure(Some("inputs"), spec("value"), move |element| {
+            gate.wait();
+            let i = column_i64(element, "value")[0];
+            Dataset::range(i * 100, i * 100 + 20)
+        });
+        let parallel = Parallel { num_parallel_calls: Tunable::Fixed(4), deterministic: Some(deterministic) };
+        range(0, 8).interleave_with(f, Tunable::Fixed(4), 1, parallel).unwrap()
+    };
+    type Pipeline = Box<dyn Fn(Gate) -> Dataset>;
+    let pipelines: Vec<(&str, Pipeline)> = vec![
+        ("parallel map", Box::new(blocked_map)),
+        ("prefetch over a parallel map", Box::new(move |g| blocked_map(g).prefetch(Tunable::Fixed(4)).unwrap())),
+        (
+            "ignore_errors over it",
+            Box::new(move |g| blocked_map(g).prefetch(Tunable::Fixed(4)).unwrap().ignore_errors().unwrap()),
+        ),
+        ("interleave, any order", Box::new(move |g| blocked_interleave(g, false))),
+        ("interleave, in order", Box::new(move |g| blocked_interleave(g, true))),
+    ];
+    let cancelled = format!("{:?}", Err::<usize, Error>(Error::Cancelled));
+    for (name, pipeline) in pipelines {
+        let (gate, arrivals) = Gate::new();
+        let (items, save) = cancel_while_blocked(pipeline(gate.clone()), gate, arrivals);
+        assert_eq!(items, vec![cancelled.clone()], "{name}");
+        assert_eq!(save, format!("{:?}", Err::<(), Error>(Error::Cancelled)), "{name}");
+    }
+}
+
+#[test]
+fn a_cancelled_iterator_reports_it_once_then_ends() {
+    let mut it =
+        range(0, 1000).map_with(triple(false), calls(2, None)).unwrap().prefetch(Tunable::Fixed(8)).unwrap().iter();
+    assert!(it.next().unwrap().is_ok());
+    let handle = it.cancel_handle();
+    handle.cancel();
+    assert!(handle.is_cancelled());
+    assert!(matches!(it.next(), Some(Err(Error::Cancelled))));
+    assert!(it.next().is_none());
+    assert!(it.next().is_none());
+}

@@ -88,6 +88,10 @@ pub enum Error {
     /// An error from an Arrow kernel that carries no more context.
     #[error("arrow: {0}")]
     Arrow(#[from] arrow::error::ArrowError),
+    /// The iterator was asked to stop (its cancel handle) before it ended. Not a failed
+    /// element: `ignore_errors` passes it on.
+    #[error("cancelled: the iterator was asked to stop")]
+    Cancelled,
 }
 
 impl Error {

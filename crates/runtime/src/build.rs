@@ -116,7 +116,17 @@ fn parallel_map(
     let knob = knob(plan, ctx, Param::Parallelism, calls, ctx.options.cores, max);
     let stats = ctx.metrics.stats(StatsKey::Node(plan.node_id()));
     let ordered = deterministic.unwrap_or(ctx.options.deterministic);
-    let map = ParallelMapOp::new(input, func, ctx.pool.clone(), knob, size, ordered, stats, ctx.budget.clone());
+    let map = ParallelMapOp::new(
+        input,
+        func,
+        ctx.pool.clone(),
+        knob,
+        size,
+        ordered,
+        stats,
+        ctx.budget.clone(),
+        ctx.cancel.clone(),
+    );
     Box::new(map.with_output_row_bytes(plan.spec().fixed_row_bytes()))
 }
 
@@ -182,7 +192,10 @@ fn build_stage(plan: &Plan, stage: &Stage, ctx: &ExecContext) -> Result<BoxOpera
                 let size = TaskSize::Rows(usize::try_from(*batch_size).unwrap_or(usize::MAX));
                 parallel_map(plan, ctx, input, func, calls, *deterministic, size)
             };
-            Box::new(BatchOp::new(map, *batch_size, *drop_remainder, plan.spec().arrow_schema()))
+            Box::new(
+                BatchOp::new(map, *batch_size, *drop_remainder, plan.spec().arrow_schema())
+                    .holding_in(ctx.budget.clone()),
+            )
         }
         Op::Map { deterministic, .. } | Op::Filter { deterministic, .. } if parallel => {
             parallel_map(plan, ctx, input, func, calls, *deterministic, TaskSize::Chunk)
@@ -246,7 +259,10 @@ fn interleave(plan: &Plan, ctx: &ExecContext) -> Result<InterleaveOp> {
     let reads = ParallelReads {
         // tf.data starts a tuned parallel interleave at its cycle length: every input read
         // ahead from the first element on.
-        permits: Permits::new(knob(plan, ctx, Param::Parallelism, *num_parallel_calls, cycle, cycle)),
+        permits: Permits::new(
+            knob(plan, ctx, Param::Parallelism, *num_parallel_calls, cycle, cycle),
+            ctx.cancel.clone(),
+        ),
         buffer: knob(plan, ctx, Param::Buffer, Tunable::Autotune, BUFFER_START, MAX_BUFFER),
         stats: ctx.metrics.stats(StatsKey::Node(plan.node_id())),
         deterministic: deterministic.unwrap_or(ctx.options.deterministic),
@@ -298,7 +314,7 @@ fn build_one_at_a_time(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         Op::MapAndBatch { func, batch_size, drop_remainder, vectorized, .. } => {
             let mapped = plan.spec().unbatched("map_and_batch")?.arrow_schema();
             let map = Box::new(MapOp::new(input, map_fn(func, mapped, &ctx.registry, *vectorized)?));
-            Box::new(BatchOp::new(map, *batch_size, *drop_remainder, schema))
+            Box::new(BatchOp::new(map, *batch_size, *drop_remainder, schema).holding_in(ctx.budget.clone()))
         }
         Op::TakeWhile { predicate } => {
             Box::new(TakeWhileOp::new(input, mask_fn(predicate, "take_while", &ctx.registry, true)?))
@@ -351,7 +367,7 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
             } else {
                 Box::new(MapOp::new(input()?, func))
             };
-            Box::new(BatchOp::new(map, *batch_size, *drop_remainder, schema))
+            Box::new(BatchOp::new(map, *batch_size, *drop_remainder, schema).holding_in(ctx.budget.clone()))
         }
         // Shuffle then repeat, each epoch reshuffled exactly as the unfused pair would be.
         Op::ShuffleAndRepeat { buffer_size, seed, reshuffle_each_iteration, count } => {
@@ -385,10 +401,10 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
             let gather: crate::ops::function::ChunkFn = Arc::new(|chunk| Ok(chunk.clone()));
             let size = TaskSize::Rows(usize::try_from(*batch_size).unwrap_or(usize::MAX));
             let rows = parallel_map(plan, ctx, input()?, gather, *num_parallel_calls, *deterministic, size);
-            Box::new(BatchOp::new(rows, *batch_size, *drop_remainder, schema))
+            Box::new(BatchOp::new(rows, *batch_size, *drop_remainder, schema).holding_in(ctx.budget.clone()))
         }
         Op::Batch { batch_size, drop_remainder, .. } => {
-            Box::new(BatchOp::new(input()?, *batch_size, *drop_remainder, schema))
+            Box::new(BatchOp::new(input()?, *batch_size, *drop_remainder, schema).holding_in(ctx.budget.clone()))
         }
         Op::PaddedBatch { batch_size, padded_shapes, padding_values, drop_remainder } => Box::new(PaddedBatchOp::new(
             input()?,
@@ -405,7 +421,7 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         }
         Op::Shuffle { buffer_size, seed, reshuffle_each_iteration } => {
             let seed = ctx.seed(plan, *seed, *reshuffle_each_iteration);
-            Box::new(ShuffleOp::new(input()?, *buffer_size, seed, chunk_rows))
+            Box::new(ShuffleOp::new(input()?, *buffer_size, seed, chunk_rows).holding_in(ctx.budget.clone()))
         }
         Op::Repeat { count } => Box::new(RepeatOp::new(plan.input().clone(), ctx.clone(), *count)),
         Op::Take { count } => Box::new(TakeOp::new(input()?, *count)),
@@ -420,7 +436,7 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         Op::Prefetch { buffer_size } => {
             let knob = knob(plan, ctx, Param::Buffer, *buffer_size, BUFFER_START, MAX_BUFFER);
             let stats = ctx.metrics.stats(StatsKey::Node(plan.node_id()));
-            Box::new(PrefetchOp::new(input()?, knob, ctx.budget.clone(), stats, None))
+            Box::new(PrefetchOp::new(input()?, knob, ctx.budget.clone(), ctx.cancel.clone(), stats, None))
         }
         Op::Cache { path: Some(path) } => Box::new(FileCacheOp::new(plan, path, ctx)?),
         Op::Snapshot { path, options } => Box::new(SnapshotOp::new(plan, path, options, ctx)?),

@@ -11,6 +11,7 @@ use flumen_udf::registry::Registry;
 
 use crate::autotune::AutotuneOptions;
 use crate::budget::MemoryBudget;
+use crate::cancel::Cancel;
 use crate::metrics::Metrics;
 use crate::pool::ThreadPool;
 
@@ -226,6 +227,8 @@ pub struct ExecContext {
     pub metrics: Arc<Metrics>,
     /// The bytes the iterator's buffers may hold.
     pub budget: Arc<MemoryBudget>,
+    /// The iterator's stop request.
+    pub cancel: Arc<Cancel>,
 }
 
 impl ExecContext {
@@ -236,6 +239,7 @@ impl ExecContext {
             pool: Arc::new(ThreadPool::new(options.threads)),
             metrics: Arc::default(),
             budget: Arc::new(MemoryBudget::new(options.autotune.ram_budget)),
+            cancel: Cancel::new(),
             registry,
             options,
             shared,

@@ -10,6 +10,7 @@
 //! - [`ops`]: the operators, one module per concept; [`iter`]: what users iterate.
 //! - [`checkpoint`]: saving and restoring a running operator tree (iterator checkpoints).
 //! - [`pool`]: the iterator's thread pool; [`budget`]: the bytes its buffers may hold;
+//!   [`cancel`]: asking a running pipeline to stop;
 //!   [`metrics`]: live counters and tunable knobs; [`autotune`]: the model and the tuner;
 //!   [`mod@analyze`]: `explain analyze`; [`stage`]: which maps and filters run as one operator.
 
@@ -19,6 +20,7 @@ pub mod analyze;
 pub mod autotune;
 pub mod budget;
 pub mod build;
+pub mod cancel;
 pub mod checkpoint;
 pub mod conform;
 pub mod context;

@@ -58,6 +58,8 @@ pub enum SavedError {
         /// The message.
         message: String,
     },
+    /// [`Error::Cancelled`].
+    Cancelled,
     /// [`Error::Arrow`]: the variant's name and its text.
     Arrow {
         /// The `ArrowError` variant.
@@ -87,6 +89,7 @@ impl From<&Error> for SavedError {
                 SavedError::Execution { operator: operator.clone(), message: message.clone() }
             }
             Error::Serde(message) => SavedError::Serde { message: message.clone() },
+            Error::Cancelled => SavedError::Cancelled,
             Error::Arrow(a) => {
                 let (variant, message) = arrow_parts(a);
                 SavedError::Arrow { variant: variant.to_string(), message }
@@ -132,6 +135,7 @@ impl SavedError {
             SavedError::Udf { operator, message } => Error::Udf { operator, message },
             SavedError::Execution { operator, message } => Error::Execution { operator, message },
             SavedError::Serde { message } => Error::Serde(message),
+            SavedError::Cancelled => Error::Cancelled,
             SavedError::Arrow { variant, message } => Error::Arrow(match variant.as_str() {
                 "not_yet_implemented" => ArrowError::NotYetImplemented(message),
                 "cast" => ArrowError::CastError(message),

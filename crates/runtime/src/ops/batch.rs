@@ -5,15 +5,21 @@
 //! children are slices of the input columns; only a batch that straddles input chunks is
 //! concatenated.
 //!
+//! The rows of a batch that straddles input chunks wait in the batcher until it is whole;
+//! the chunks they keep alive count against the iterator's RAM budget meanwhile.
+//!
 //! Input errors, as in tf.data's `batch_dataset_op.cc`: the error is returned at once and
 //! the elements already gathered for the batch it interrupts are discarded; the next batch
 //! starts after the failed element. Batches completed before it are delivered.
+
+use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result};
 
 use super::list_kernels::{uniform_runs, wrap};
+use crate::budget::{HeldBuffers, MemoryBudget};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
 use crate::operator::{BoxOperator, Operator};
@@ -38,6 +44,9 @@ pub(crate) struct Batcher {
     /// incomplete batch began in, and the rows of that slice before it.
     tracking: std::cell::Cell<bool>,
     partial_start: Option<(OpState, usize)>,
+    /// Where the pending rows' chunks are counted, and what they keep alive there.
+    budget: Option<Arc<MemoryBudget>>,
+    pending_held: Option<HeldBuffers>,
 }
 
 impl Batcher {
@@ -53,6 +62,8 @@ impl Batcher {
             failed: None,
             tracking: std::cell::Cell::new(false),
             partial_start: None,
+            budget: None,
+            pending_held: None,
         }
     }
 
@@ -71,6 +82,23 @@ impl Batcher {
     /// or one batch concatenated across chunk boundaries), or the last partial batch;
     /// `None` at the end.
     pub(crate) fn next_rows(&mut self) -> Result<Option<RecordBatch>> {
+        let rows = self.gather();
+        self.count_pending();
+        rows
+    }
+
+    /// Counts what the pending rows keep alive (whole allocations: a slice keeps them all).
+    fn count_pending(&mut self) {
+        self.pending_held = None;
+        if let (Some(budget), false) = (&self.budget, self.pending.is_empty()) {
+            let mut held = HeldBuffers::new(budget);
+            self.pending.iter().for_each(|c| held.add(c));
+            self.pending_held = Some(held);
+        }
+    }
+
+    /// [`Batcher::next_rows`], before the pending rows are counted.
+    fn gather(&mut self) -> Result<Option<RecordBatch>> {
         let b = self.batch_size;
         loop {
             if self.pending_rows > 0 {
@@ -185,6 +213,7 @@ impl Batcher {
                 self.pending = std::mem::take(&mut state.chunks);
             }
         }
+        self.count_pending();
         Ok(())
     }
 
@@ -211,6 +240,12 @@ impl BatchOp {
     /// Batches `input` by `batch_size` (> 0); `schema` is the output schema.
     pub fn new(input: BoxOperator, batch_size: u64, drop_remainder: bool, schema: SchemaRef) -> Self {
         BatchOp { batcher: Batcher::new(input, batch_size, drop_remainder), schema }
+    }
+
+    /// The same batch counting the rows it holds between pulls in `budget`.
+    pub fn holding_in(mut self, budget: Arc<MemoryBudget>) -> Self {
+        self.batcher.budget = Some(budget);
+        self
     }
 
     /// `window(size, shift = size)` of `input`: like `batch`, but an input error takes a slot
@@ -276,6 +311,25 @@ mod tests {
         let (mut op, schema) = batch_op(int_chunks("x", &values, &[3, 5, 1]), 4, false);
         let out = collect(&mut op, &schema).unwrap();
         assert_eq!(rows(&out, "x"), strs(&["[0, 1, 2, 3]", "[4, 5, 6, 7]", "[8]"]));
+    }
+
+    #[test]
+    fn rows_waiting_for_their_batch_count_in_the_budget() {
+        let values: Vec<i64> = (0..9).collect();
+        let chunks = int_chunks("x", &values, &[5, 4]);
+        let first = chunks[0].column(0).to_data().buffers()[0].capacity() as u64;
+        let (op, _) = batch_op(chunks, 4, false);
+        let budget = Arc::new(MemoryBudget::new(u64::MAX));
+        let mut op = op.holding_in(budget.clone());
+        // [0..3]; row 4 waits for its batch, keeping the first chunk's values alive.
+        op.next_chunk().unwrap().unwrap();
+        assert_eq!(budget.used(), first);
+        // [4..7]; row 8 is read with the end of the input and batched at once.
+        op.next_chunk().unwrap().unwrap();
+        assert_eq!(budget.used(), 0);
+        op.next_chunk().unwrap().unwrap();
+        assert_eq!(budget.used(), 0);
+        assert!(op.next_chunk().unwrap().is_none());
     }
 
     #[test]

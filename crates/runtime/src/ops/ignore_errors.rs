@@ -2,9 +2,10 @@
 //!
 //! Operators report a failed element as an `Err` and continue after it when pulled again
 //! (see `operator`); a source that cannot resume ends instead, so this loop terminates.
+//! A cancelled iterator's error is not a failed element: it is passed on.
 
 use arrow::record_batch::RecordBatch;
-use flumen_ir::Result;
+use flumen_ir::{Error, Result};
 
 use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::{BoxOperator, Operator};
@@ -24,8 +25,10 @@ impl IgnoreErrorsOp {
 impl Operator for IgnoreErrorsOp {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
         loop {
-            if let Ok(next) = self.input.next_chunk() {
-                return Ok(next);
+            match self.input.next_chunk() {
+                Ok(next) => return Ok(next),
+                Err(Error::Cancelled) => return Err(Error::Cancelled),
+                Err(_) => {}
             }
         }
     }

@@ -355,8 +355,15 @@ impl InterleaveOp {
             dataset: None,
             failed: failed.clone(),
         });
-        let budget = self.datasets.ctx.budget.clone();
-        let mut prefetch = PrefetchOp::new(dataset, p.buffer.clone(), budget, p.stats.clone(), Some(p.permits.clone()));
+        let ctx = &self.datasets.ctx;
+        let mut prefetch = PrefetchOp::new(
+            dataset,
+            p.buffer.clone(),
+            ctx.budget.clone(),
+            ctx.cancel.clone(),
+            p.stats.clone(),
+            Some(p.permits.clone()),
+        );
         if start {
             prefetch.start()?;
         }
@@ -405,9 +412,10 @@ impl InterleaveOp {
     /// without waiting, if the current one cannot.
     /// When every open slot is waiting, waits until one can deliver (rather than on the one
     /// in turn, which may be the slowest: an input still opening).
-    fn skip_waiting_slots(&mut self) {
+    /// [`Error::Cancelled`] if the iterator is cancelled while it waits.
+    fn skip_waiting_slots(&mut self) -> Result<()> {
         let Some(permits) = self.parallel.as_ref().filter(|p| !p.deterministic).map(|p| p.permits.clone()) else {
-            return;
+            return Ok(());
         };
         let ready = |slot: &Option<Slot>| match slot {
             Some((reader, _, _, Some((probe, _)))) => reader.has_rows() || probe.is_ready(),
@@ -417,12 +425,12 @@ impl InterleaveOp {
         loop {
             let seen = permits.deliveries();
             if ready(&self.slots[self.cycle_index]) {
-                return;
+                return Ok(());
             }
             if let Some(k) = (1..n).map(|k| (self.cycle_index + k) % n).find(|&i| ready(&self.slots[i])) {
                 self.cycle_index = k;
                 self.block_index = 0;
-                return;
+                return Ok(());
             }
             // Wait for any slot only while every open one has its producer running (after a
             // restore, a producer starts at its first pull).
@@ -431,9 +439,9 @@ impl InterleaveOp {
                 _ => true,
             };
             if self.slots[self.cycle_index].is_none() || !self.slots.iter().all(started) {
-                return;
+                return Ok(());
             }
-            permits.wait_for_delivery(seen);
+            permits.wait_for_delivery(seen)?;
         }
     }
 
@@ -495,7 +503,7 @@ impl InterleaveOp {
                 return Ok(None);
             }
             if self.input_done || open == self.slots.len() {
-                self.skip_waiting_slots();
+                self.skip_waiting_slots()?;
             }
             if let Some((slot, _, _, lazy)) = &mut self.slots[self.cycle_index] {
                 let want = (self.block_length - self.block_index) as usize;

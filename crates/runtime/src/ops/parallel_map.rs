@@ -61,6 +61,7 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result};
 
 use crate::budget::{slice_bytes, MemoryBudget};
+use crate::cancel::{Cancel, Wake};
 use crate::checkpoint::replay::skip_rows;
 use crate::checkpoint::saved_error::SavedError;
 use crate::checkpoint::{OpState, SaveMode};
@@ -234,6 +235,13 @@ struct Completions {
     changed: Condvar,
 }
 
+impl Wake for Completions {
+    fn wake(&self) {
+        let _finished = self.finished.lock().expect("map results");
+        self.changed.notify_all();
+    }
+}
+
 /// A dispatched task: its sequence number, input rows, and the bytes reserved for it.
 struct Job {
     seq: u64,
@@ -249,6 +257,8 @@ struct Runner {
     completions: Arc<Completions>,
     stats: Arc<OpStats>,
     budget: Arc<MemoryBudget>,
+    /// Once set, staged tasks are left for the operator's drop to discard.
+    cancel: Arc<Cancel>,
 }
 
 impl Runner {
@@ -279,7 +289,7 @@ impl Runner {
             finished.tasks.insert(seq, segments);
             finished.completed += 1;
             finished.recent.add(n, took);
-            let next = finished.staged.pop_front();
+            let next = if self.cancel.is_cancelled() { None } else { finished.staged.pop_front() };
             if next.is_none() {
                 finished.running -= 1;
             }
@@ -376,7 +386,7 @@ pub struct ParallelMapOp {
 
 impl ParallelMapOp {
     /// `func` over `input` on `pool`, with `knob` calls at once, cutting tasks by `size`;
-    /// results in input order when `ordered`.
+    /// results in input order when `ordered`. It starts no task once `cancel` is set.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         input: BoxOperator,
@@ -387,9 +397,11 @@ impl ParallelMapOp {
         ordered: bool,
         stats: Arc<OpStats>,
         budget: Arc<MemoryBudget>,
+        cancel: Arc<Cancel>,
     ) -> Self {
         stats.asynchronous.store(true, std::sync::atomic::Ordering::Relaxed);
         let completions = Arc::<Completions>::default();
+        cancel.register(Arc::downgrade(&completions) as std::sync::Weak<dyn Wake>);
         let whole = matches!(size, TaskSize::Rows(_));
         let runner = Arc::new(Runner {
             func,
@@ -397,6 +409,7 @@ impl ParallelMapOp {
             completions: completions.clone(),
             stats: stats.clone(),
             budget: budget.clone(),
+            cancel,
         });
         let deferred = input.defers();
         ParallelMapOp {
@@ -736,7 +749,7 @@ impl ParallelMapOp {
             // (Counted from `top_up`, not from here: a task finishing in between would
             // otherwise leave its call idle while this waits for an earlier one.)
             let freed = finished.completed > self.completed_seen;
-            if freed && more_input && self.starts.len() < window {
+            if (freed && more_input && self.starts.len() < window) || self.runner.cancel.is_cancelled() {
                 return None;
             }
             finished = self.completions.changed.wait(finished).expect("map results");
@@ -935,6 +948,7 @@ impl Operator for ParallelMapOp {
                     Err(e) => return Err(e),
                 }
             }
+            self.runner.cancel.check()?;
             self.top_up()?;
             match self.wait_next() {
                 Some((seq, segments)) => {
@@ -1075,7 +1089,7 @@ mod tests {
     fn columnar(input: BoxOperator, func: ChunkFn, calls: usize, budget: Arc<MemoryBudget>) -> ParallelMapOp {
         let knob = Knob::new(Param::Parallelism, calls, false, 1, calls);
         let pool = Arc::new(ThreadPool::new(calls));
-        ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget)
+        ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget, Cancel::new())
     }
 
     #[test]
@@ -1293,7 +1307,8 @@ mod tests {
         let knob = Knob::new(Param::Parallelism, 2, false, 1, 2);
         let pool = Arc::new(ThreadPool::new(2));
         let budget = Arc::new(MemoryBudget::new(u64::MAX));
-        let mut op = ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget);
+        let mut op =
+            ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget, Cancel::new());
         // Any function counts as cheap: every task past the first gathers the most chunks.
         op.task_work = Duration::MAX;
         let (mut got, mut errors) = (Vec::new(), Vec::new());
@@ -1434,7 +1449,8 @@ mod tests {
         let knob = Knob::new(Param::Parallelism, 2, false, 1, 2);
         let pool = Arc::new(ThreadPool::new(4));
         let budget = Arc::new(MemoryBudget::new(u64::MAX));
-        let mut op = ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget);
+        let mut op =
+            ParallelMapOp::new(input, func, pool, knob, TaskSize::Chunk, true, Arc::default(), budget, Cancel::new());
         // Every task counts as short, whatever its wait: staged from the first that ends;
         // and each is one chunk, so that a task waits on one gate.
         op.stage_under = Duration::MAX;
@@ -1519,7 +1535,17 @@ mod tests {
         let knob = Knob::new(Param::Parallelism, tasks, false, 1, tasks);
         let pool = Arc::new(ThreadPool::new(tasks));
         let budget = Arc::new(MemoryBudget::new(u64::MAX));
-        let map = ParallelMapOp::new(input, func, pool, knob, TaskSize::Rows(3), false, Arc::default(), budget);
+        let map = ParallelMapOp::new(
+            input,
+            func,
+            pool,
+            knob,
+            TaskSize::Rows(3),
+            false,
+            Arc::default(),
+            budget,
+            Cancel::new(),
+        );
         let completions = map.completions.clone();
         let op = flumen_ir::Op::Batch {
             batch_size: 3,

@@ -14,7 +14,8 @@
 //! [`Permits`] caps how many of the inputs are being read at once (`num_parallel_calls`).
 //!
 //! The producer starts on the first pull, so a restore happens before any read; it is
-//! stopped and joined when the operator is dropped. Errors travel through the buffer in
+//! stopped and joined when the operator is dropped. Once the iterator is cancelled it starts
+//! no more pulls, and a consumer waiting for a chunk gets [`Error::Cancelled`]. Errors travel through the buffer in
 //! order, and the producer keeps pulling after one, as a synchronous consumer would.
 //!
 //! Checkpoints: a save waits for the pull in progress, then stores the buffered results and
@@ -32,6 +33,7 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result};
 
 use crate::budget::MemoryBudget;
+use crate::cancel::{Cancel, Wake};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::metrics::{Knob, OpStats};
 use crate::operator::{BoxOperator, Operator};
@@ -49,12 +51,13 @@ pub struct Permits {
     waiting: AtomicUsize,
     wait_lock: Mutex<()>,
     delivered: Condvar,
+    cancel: Arc<Cancel>,
 }
 
 impl Permits {
-    /// At most `knob` reads at once.
-    pub fn new(knob: Arc<Knob>) -> Arc<Self> {
-        Arc::new(Permits {
+    /// At most `knob` reads at once, until `cancel`.
+    pub fn new(knob: Arc<Knob>, cancel: Arc<Cancel>) -> Arc<Self> {
+        let permits = Arc::new(Permits {
             knob,
             in_use: Mutex::new(0),
             freed: Condvar::new(),
@@ -62,7 +65,10 @@ impl Permits {
             waiting: AtomicUsize::new(0),
             wait_lock: Mutex::new(()),
             delivered: Condvar::new(),
-        })
+            cancel: cancel.clone(),
+        });
+        cancel.register(Arc::downgrade(&permits) as std::sync::Weak<dyn Wake>);
+        permits
     }
 
     /// How many results (or ends) the producers have buffered so far.
@@ -71,16 +77,17 @@ impl Permits {
     }
 
     /// Waits until a producer buffers a result or ends after [`Permits::deliveries`] said
-    /// `seen`.
-    pub fn wait_for_delivery(&self, seen: u64) {
+    /// `seen`; [`Error::Cancelled`] once the iterator is cancelled.
+    pub fn wait_for_delivery(&self, seen: u64) -> Result<()> {
         let mut guard = self.wait_lock.lock().expect("deliveries");
         // Counted as waiting before looking: a producer that delivers after the look sees
         // the count, and its wake-up waits for the lock, which the wait below releases.
         self.waiting.fetch_add(1, Ordering::SeqCst);
-        while self.deliveries.load(Ordering::SeqCst) == seen {
+        while self.deliveries.load(Ordering::SeqCst) == seen && !self.cancel.is_cancelled() {
             guard = self.delivered.wait(guard).expect("deliveries");
         }
         self.waiting.fetch_sub(1, Ordering::SeqCst);
+        self.cancel.check()
     }
 
     fn deliver(&self) {
@@ -91,11 +98,12 @@ impl Permits {
         }
     }
 
-    /// Waits for a permit; `None` once `stop` is set (and [`Permits::wake`] called).
+    /// Waits for a permit; `None` once `stop` is set (and [`Permits::wake`] called) or the
+    /// iterator is cancelled.
     fn acquire(&self, stop: &AtomicBool) -> Option<PermitGuard<'_>> {
         let mut in_use = self.in_use.lock().expect("permits");
         loop {
-            if stop.load(Ordering::Acquire) {
+            if stop.load(Ordering::Acquire) || self.cancel.is_cancelled() {
                 return None;
             }
             if *in_use < self.knob.get().max(1) {
@@ -110,6 +118,14 @@ impl Permits {
     fn wake(&self) {
         let _guard = self.in_use.lock().expect("permits");
         self.freed.notify_all();
+    }
+}
+
+impl Wake for Permits {
+    fn wake(&self) {
+        Permits::wake(self);
+        let _guard = self.wait_lock.lock().expect("deliveries");
+        self.delivered.notify_all();
     }
 }
 
@@ -155,9 +171,22 @@ struct Shared {
     budget: Arc<MemoryBudget>,
     stats: Arc<OpStats>,
     permits: Option<Arc<Permits>>,
+    cancel: Arc<Cancel>,
+}
+
+impl Wake for Shared {
+    fn wake(&self) {
+        let _b = self.buffer.lock().expect("prefetch buffer");
+        self.changed.notify_all();
+    }
 }
 
 impl Shared {
+    /// Whether the producer is to start no more pulls.
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire) || self.cancel.is_cancelled()
+    }
+
     /// Whether the producer may pull another chunk now.
     fn has_room(&self, b: &Buffer) -> bool {
         b.items.is_empty() || (b.rows < self.knob.get() && self.budget.fits(b.last_bytes))
@@ -191,12 +220,14 @@ pub struct PrefetchOp {
 }
 
 impl PrefetchOp {
-    /// Prefetches `input` into a buffer of `knob` rows, holding its bytes in `budget`;
-    /// `permits`, when given, limits concurrent reads across the producers sharing them.
+    /// Prefetches `input` into a buffer of `knob` rows, holding its bytes in `budget`, until
+    /// `cancel`; `permits`, when given, limits concurrent reads across the producers sharing
+    /// them.
     pub fn new(
         input: BoxOperator,
         knob: Arc<Knob>,
         budget: Arc<MemoryBudget>,
+        cancel: Arc<Cancel>,
         stats: Arc<OpStats>,
         permits: Option<Arc<Permits>>,
     ) -> Self {
@@ -211,8 +242,11 @@ impl PrefetchOp {
             budget,
             stats,
             permits,
+            cancel: cancel.clone(),
         };
-        PrefetchOp { shared: Arc::new(shared), input: Arc::new(Mutex::new(input)), producer: None, handed: 0 }
+        let shared = Arc::new(shared);
+        cancel.register(Arc::downgrade(&shared) as std::sync::Weak<dyn Wake>);
+        PrefetchOp { shared, input: Arc::new(Mutex::new(input)), producer: None, handed: 0 }
     }
 
     /// A handle that tells whether a pull would return without waiting.
@@ -241,7 +275,7 @@ fn produce(shared: &Shared, input: &Mutex<BoxOperator>) {
     loop {
         let estimate = {
             let mut b = shared.buffer.lock().expect("prefetch buffer");
-            while !shared.stop.load(Ordering::Acquire) && !shared.has_room(&b) {
+            while !shared.stopping() && !shared.has_room(&b) {
                 b.producer_waits = true;
                 b = shared.changed.wait(b).expect("prefetch buffer");
                 b.producer_waits = false;
@@ -255,7 +289,7 @@ fn produce(shared: &Shared, input: &Mutex<BoxOperator>) {
             },
             None => None,
         };
-        if shared.stop.load(Ordering::Acquire) {
+        if shared.stopping() {
             return;
         }
         // Reserved after the permit, not with the room check: a producer waiting for its turn
@@ -329,6 +363,7 @@ impl Operator for PrefetchOp {
             if b.done {
                 return Ok(None);
             }
+            shared.cancel.check()?;
             b.consumer_waits = true;
             b = shared.changed.wait(b).expect("prefetch buffer");
             b.consumer_waits = false;
@@ -436,7 +471,7 @@ mod tests {
         let input = Box::new(Gated { input, entered: entered_tx, go: go_rx });
         let budget = Arc::new(MemoryBudget::new(limit));
         let knob = Knob::new(Param::Buffer, 10_000, false, 1, 10_000);
-        let op = PrefetchOp::new(input, knob, budget.clone(), Arc::default(), None);
+        let op = PrefetchOp::new(input, knob, budget.clone(), Cancel::new(), Arc::default(), None);
         (op, budget, entered_rx, go_tx)
     }
 

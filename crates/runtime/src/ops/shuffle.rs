@@ -5,6 +5,14 @@
 //! the input is exhausted). Buffered elements stay inside the chunks they arrived in and are
 //! referenced by `(chunk, row)`; output chunks are gathered from them ([`gather`]).
 //!
+//! An output chunk is `chunk_rows` picks, or fewer once it holds about [`TASK_BYTES`]: a
+//! chunk of 1,024 picks of 1 MiB elements was a gigabyte copied out of a buffer that size.
+//!
+//! The chunks the buffer holds count against the iterator's RAM budget (the capacities of
+//! the allocations they keep alive, each once: [`HeldBuffers`]), so that the producers below hold back while the buffer is large; the buffer
+//! itself never waits for room, as its size is part of what the pipeline means. A buffer
+//! larger than the budget leaves every producer below one chunk at a time.
+//!
 //! Checkpoints. Full mode stores the buffered chunks. Symbolic mode stores no element: every
 //! input row has an index, and the operator keeps *marks*, the input's symbolic state taken
 //! at an input chunk boundary every `buffer_size / 2` rows or so. A symbolic checkpoint holds
@@ -25,11 +33,13 @@ use flumen_ir::Result;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::budget::{HeldBuffers, MemoryBudget};
 use crate::checkpoint::rng::RngState;
 use crate::checkpoint::state::mismatch;
 use crate::checkpoint::{OpState, SaveMode};
 use crate::operator::{BoxOperator, Operator};
 use crate::ops::gather::gather;
+use crate::ops::parallel_map::TASK_BYTES;
 use crate::rows::concat;
 
 /// An input chunk some of whose rows are buffered or still to be placed.
@@ -39,6 +49,8 @@ struct Held {
     live: usize,
     /// The input index of its first row.
     start: u64,
+    /// Its bytes per row, on average.
+    row_bytes: u64,
 }
 
 /// The buffered shuffle operator.
@@ -67,6 +79,8 @@ pub struct ShuffleOp {
     mark_every: u64,
     /// Why the input could not be marked: symbolic checkpoints are then refused with it.
     mark_error: Option<String>,
+    /// What the held chunks keep alive, in the iterator's budget.
+    holding: HeldBuffers,
 }
 
 impl ShuffleOp {
@@ -89,6 +103,27 @@ impl ShuffleOp {
             marks: VecDeque::new(),
             mark_every: (buffer_size as u64 / 2).max(chunk_rows as u64).max(1),
             mark_error: None,
+            holding: HeldBuffers::new(&Arc::new(MemoryBudget::new(u64::MAX))),
+        }
+    }
+
+    /// The same shuffle counting the chunks it holds in `budget`.
+    pub fn holding_in(mut self, budget: Arc<MemoryBudget>) -> Self {
+        self.holding = HeldBuffers::new(&budget);
+        self
+    }
+
+    /// Holds `chunk` as chunk `id`, from the input index `start`, with `live` rows buffered.
+    fn hold(&mut self, id: u64, chunk: RecordBatch, start: u64, live: usize) {
+        self.holding.add(&chunk);
+        let row_bytes = crate::budget::slice_bytes(&chunk) / chunk.num_rows().max(1) as u64;
+        self.chunks.insert(id, Held { chunk, live, start, row_bytes });
+    }
+
+    /// Lets go of every held chunk (before a restore fills them again).
+    fn let_go_all(&mut self) {
+        for (_, held) in std::mem::take(&mut self.chunks) {
+            self.holding.remove(&held.chunk);
         }
     }
 
@@ -121,7 +156,7 @@ impl ShuffleOp {
         let id = self.next_chunk_id;
         self.next_chunk_id += 1;
         let rows = chunk.num_rows() as u64;
-        self.chunks.insert(id, Held { chunk, live: 0, start: self.pulled });
+        self.hold(id, chunk, self.pulled, 0);
         self.pulled += rows;
         self.errors_after_pulled = 0;
         self.incoming = Some((id, 0));
@@ -156,13 +191,15 @@ impl ShuffleOp {
     fn release_if_dead(&mut self, id: u64) {
         let reading = self.incoming.is_some_and(|(c, _)| c == id);
         if !reading && self.chunks.get(&id).is_some_and(|h| h.live == 0) {
-            self.chunks.remove(&id);
+            if let Some(held) = self.chunks.remove(&id) {
+                self.holding.remove(&held.chunk);
+            }
         }
     }
 
     /// The number of input chunks held (with buffered rows, or being placed).
     #[cfg(test)]
-    fn held(&self) -> usize {
+    fn held_chunks(&self) -> usize {
         self.chunks.len()
     }
 
@@ -231,12 +268,10 @@ impl ShuffleOp {
         if chunks.len() != starts.len() {
             return Err(mismatch("shuffle: the saved chunks and their starts differ in number"));
         }
-        self.chunks = chunks
-            .into_iter()
-            .zip(starts)
-            .enumerate()
-            .map(|(i, (chunk, start))| (i as u64, Held { chunk, live: 0, start }))
-            .collect();
+        self.let_go_all();
+        for (i, (chunk, start)) in chunks.into_iter().zip(starts).enumerate() {
+            self.hold(i as u64, chunk, start, 0);
+        }
         self.next_chunk_id = self.chunks.len() as u64;
         let slots: Vec<(u64, u32)> = state.get("slots")?;
         for (id, row) in &slots {
@@ -330,13 +365,12 @@ impl ShuffleOp {
             }
         }
         let replayed_chunks = replayed.len() as u64;
-        self.chunks = replayed
-            .into_iter()
-            .zip(live)
-            .enumerate()
-            .filter(|(_, (_, live))| *live > 0)
-            .map(|(i, ((start, chunk), live))| (i as u64, Held { chunk, live, start }))
-            .collect();
+        self.let_go_all();
+        for (i, ((start, chunk), live)) in replayed.into_iter().zip(live).enumerate() {
+            if live > 0 {
+                self.hold(i as u64, chunk, start, live);
+            }
+        }
         self.buffer = buffer;
         self.next_chunk_id = replayed_chunks;
         self.pulled = at;
@@ -344,7 +378,7 @@ impl ShuffleOp {
         if let Some(chunk) = concat(&pending)? {
             let id = self.next_chunk_id;
             self.next_chunk_id += 1;
-            self.chunks.insert(id, Held { start: place_from, chunk, live: 0 });
+            self.hold(id, chunk, place_from, 0);
             self.incoming = Some((id, 0));
         }
         Ok(())
@@ -383,10 +417,13 @@ impl Operator for ShuffleOp {
                 None => break,
             }
         }
-        let mut picked: Vec<(u64, u32)> = Vec::with_capacity(self.chunk_rows);
-        while picked.len() < self.chunk_rows && !self.buffer.is_empty() {
+        let mut picked: Vec<(u64, u32)> = Vec::with_capacity(self.chunk_rows.min(self.buffer.len()));
+        let mut bytes = 0;
+        // The draws do not depend on where chunks are cut: the order is the same either way.
+        while picked.len() < self.chunk_rows && bytes < TASK_BYTES && !self.buffer.is_empty() {
             let i = self.rng.random_range(0..self.buffer.len());
             picked.push(self.buffer[i]);
+            bytes += self.chunks[&self.buffer[i].0].row_bytes;
             match self.next_input() {
                 Ok(Some(e)) => self.buffer[i] = e,
                 Ok(None) => {
@@ -467,14 +504,22 @@ mod tests {
     #[test]
     fn delivered_chunks_are_let_go() {
         let values: Vec<i64> = (0..2000).collect();
-        let mut shuffle = ShuffleOp::new(source(int_chunks("x", &values, &[1; 2000])), 50, 7, 64);
+        let budget = Arc::new(MemoryBudget::new(u64::MAX));
+        // One-row slices of one 16,000-byte array: held once, whatever the slices held.
+        let all = int_chunks("x", &values, &[2000]).remove(0);
+        let chunks: Vec<RecordBatch> = (0..2000).map(|i| all.slice(i, 1)).collect();
+        drop(all);
+        let mut shuffle = ShuffleOp::new(source(chunks), 50, 7, 64).holding_in(budget.clone());
         let mut out = Vec::new();
         while let Some(chunk) = shuffle.next_chunk().unwrap() {
             out.extend(chunk.column(0).as_primitive::<Int64Type>().values().iter().copied());
             // The buffer's 50 rows, at most one chunk each, and the chunk being placed.
-            assert!(shuffle.held() <= 51, "{} chunks held", shuffle.held());
+            assert!(shuffle.held_chunks() <= 51, "{} chunks held", shuffle.held_chunks());
+            assert!(budget.used() <= 16_000 + 64, "{} bytes counted", budget.used());
         }
-        assert_eq!(shuffle.held(), 0);
+        assert_eq!(shuffle.held_chunks(), 0);
+        assert_eq!(budget.used(), 0);
+        assert!(budget.peak() >= 16_000);
         assert_ne!(out, values, "shuffled");
         out.sort_unstable();
         assert_eq!(out, values);

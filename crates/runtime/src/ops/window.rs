@@ -280,6 +280,7 @@ fn replicate(e: &Error) -> Error {
         Error::Udf { operator, message } => Error::Udf { operator: operator.clone(), message: message.clone() },
         Error::Execution { operator, message } => Error::execution(operator.clone(), message.clone()),
         Error::Serde(m) => Error::Serde(m.clone()),
+        Error::Cancelled => Error::Cancelled,
         Error::Arrow(a) => Error::Arrow(match a {
             ArrowError::DivideByZero => ArrowError::DivideByZero,
             ArrowError::ComputeError(m) => ArrowError::ComputeError(m.clone()),
