@@ -1,8 +1,8 @@
 //! The parallel runtime and the autotuner, measured on the examples tf.data's own authors use
 //! to motivate them. A plain bench binary: `cargo bench --bench parallel [-- CASE]`, where
-//! `CASE` picks the cases whose name contains it (`figure4`, `two-stage`, `autotune-w4`,
-//! `autotune-csv`, `autotune-w2`, `autotune-w6`, `autotune-closure`, `memory`; `autotune`
-//! runs all five grids). Every
+//! `CASE` picks the cases whose name contains it (`figure4`, `two-stage`, `autotune-figure4`,
+//! `autotune-w4`, `autotune-csv`, `autotune-w2`, `autotune-w6`, `autotune-closure`, `memory`;
+//! `autotune` runs all six grids). Every
 //! figure is the median of several rounds whose variants alternate, because this machine is
 //! shared and noisy; ratios are taken within the run.
 //!
@@ -42,6 +42,11 @@
 //!   checksum must agree. Then the best fixed config and `AUTOTUNE` run again, alternating,
 //!   for three times as many fresh rounds: the grid's best is the largest of many noisy medians and so
 //!   biased upwards, and this head-to-head ratio is the one without that bias.
+//! - **`autotune-figure4`**: the `figure4` pipeline's `AUTOTUNE` against a grid of fixed
+//!   settings (interleave parallelism 1/2, map 1/2/4/8, prefetch 1/2/4), as the grids below,
+//!   at 2 and at 8 pool threads (`Options::with_threads`; the tuner's CPU budget stays the
+//!   cores); once with reads of 5 ms a record (read-bound) and once of 5 ms a file
+//!   (parse-bound: the 2 ms parses, sleeps, gain from more calls than cores).
 //! - **`memory`**: 4 MB elements (a float32 tensor of 2^20 values each) through a parallel
 //!   closure map (`AUTOTUNE`) and a prefetch (`AUTOTUNE`, or a fixed 100 elements, 400 MB)
 //!   to a slow consumer (10 ms per element, `FLUMEN_PARALLEL_CONSUMER_US`), under
@@ -204,8 +209,8 @@ const FIG_FILES: i64 = 2;
 const FIG_RECORDS: i64 = 60;
 
 /// `range(files) → interleave(file → records, cycle = files)`: each "file" a generator of
-/// one-element chunks that sleeps `READ_US` per element.
-fn figure_records(parallel: Parallel) -> Result<Dataset> {
+/// one-element chunks that sleeps `READ_US` per element, or once per file when `per_file`.
+fn figure_records(parallel: Parallel, per_file: bool) -> Result<Dataset> {
     let record = spec(vec![FieldSpec::scalar("record", DType::Int64)]);
     let read = DatasetFunction::closure(None, record.clone(), move |row| {
         let file = first_int(row);
@@ -213,7 +218,9 @@ fn figure_records(parallel: Parallel) -> Result<Dataset> {
         Dataset::from_generator(None, record.clone(), move || {
             let record = record.clone();
             Box::new((0..FIG_RECORDS).map(move |i| {
-                sleep_us(READ_US);
+                if !per_file || i == 0 {
+                    sleep_us(READ_US);
+                }
                 element(&record, Arc::new(Int64Array::from(vec![file * FIG_RECORDS + i])))
             }))
         })
@@ -223,13 +230,24 @@ fn figure_records(parallel: Parallel) -> Result<Dataset> {
 
 /// Figure 3 or 4: records → map(parse) → batch(10) → map(batch cost) [→ prefetch].
 fn figure_pipeline(interleave: Parallel, parse: Parallel, prefetch: Option<Tunable>) -> Result<Dataset> {
+    figure_pipeline_reading(interleave, parse, prefetch, false)
+}
+
+/// [`figure_pipeline`], its reads costing `READ_US` per file rather than per record when
+/// `per_file`.
+fn figure_pipeline_reading(
+    interleave: Parallel,
+    parse: Parallel,
+    prefetch: Option<Tunable>,
+    per_file: bool,
+) -> Result<Dataset> {
     let parsed = spec(vec![FieldSpec::scalar("x", DType::Float64)]);
     let out = parsed.clone();
     let parse_fn = MapFunction::element(None, parsed, move |row| {
         sleep_us(PARSE_US);
         element(&out, Arc::new(Float64Array::from(vec![first_int(row) as f64 * 0.5])))
     });
-    let batched = figure_records(interleave)?.map_with(parse_fn, parse)?.batch(FIG_BATCH)?;
+    let batched = figure_records(interleave, per_file)?.map_with(parse_fn, parse)?.batch(FIG_BATCH)?;
     let batch_cost = MapFunction::element(None, batched.element_spec().clone(), |row| {
         sleep_us(BATCH_US);
         Ok(row.clone())
@@ -539,10 +557,22 @@ fn grid(has_interleave: bool) -> Vec<Config> {
 /// Runs every config of `grid` `rounds` times, alternating, and prints rows/s, the best
 /// fixed config, `AUTOTUNE` against it, and whether the checksums agree.
 fn compare(title: &str, rounds: usize, configs: &[Config], field: &str, build: impl Fn(Config) -> Result<Dataset>) {
+    compare_with(title, rounds, configs, field, &Options::default(), build)
+}
+
+/// [`compare`] with `base` options for every config (autotuning off for the fixed ones).
+fn compare_with(
+    title: &str,
+    rounds: usize,
+    configs: &[Config],
+    field: &str,
+    base: &Options,
+    build: impl Fn(Config) -> Result<Dataset>,
+) {
     let datasets: Vec<Dataset> = configs
         .iter()
         .map(|c| {
-            let options = if c.is_autotune() { Options::default() } else { Options::default().with_autotune(false) };
+            let options = if c.is_autotune() { base.clone() } else { base.clone().with_autotune(false) };
             let ds = build(*c).expect("the pipeline builds").with_options(options);
             ds.optimized_plan().expect("the pipeline optimizes"); // not timed
             ds
@@ -700,6 +730,40 @@ fn closure_workload(rows: i64, iters: u32, c: Config) -> Result<Dataset> {
         element(&schema, Arc::new(Float64Array::from(vec![kernel(first_int(row), iters)])))
     });
     Dataset::range(0, rows)?.map_with(f, calls(c.map))?.batch(256)?.prefetch(c.prefetch)
+}
+
+/// The Figure 4 pipeline's grid: interleave parallelism 1/2 (its cycle is 2), map 1/2/4/8,
+/// prefetch 1/2/4.
+fn figure4_grid() -> Vec<Config> {
+    let mut configs = Vec::new();
+    for interleave in [1, 2] {
+        for map in [1, 2, 4, 8] {
+            for prefetch in [1, 2, 4] {
+                configs.push(Config {
+                    interleave: Tunable::Fixed(interleave),
+                    map: Tunable::Fixed(map),
+                    prefetch: Tunable::Fixed(prefetch),
+                });
+            }
+        }
+    }
+    configs.push(Config::autotune(true));
+    configs
+}
+
+fn autotune_figure4_bench(rounds: usize) {
+    for (per_file, reads) in [(false, "read 5 ms a record"), (true, "read 5 ms a file")] {
+        for threads in [2, 8] {
+            let title = format!(
+                "the tf.data paper's Figure 4 pipeline ({reads}, parse 2 ms, batch(10) + 1 ms; sleeps), \
+                 {FIG_FILES} files x {FIG_RECORDS} records, chunk_rows 1, {threads} threads"
+            );
+            let base = Options::default().with_chunk_rows(1).with_threads(threads);
+            compare_with(&title, rounds, &figure4_grid(), "x", &base, |c| {
+                figure_pipeline_reading(calls(c.interleave), calls(c.map), Some(c.prefetch), per_file)
+            });
+        }
+    }
 }
 
 fn autotune_w4_bench(rounds: usize) {
@@ -904,8 +968,9 @@ fn main() {
     // `cargo bench` passes `--bench`; the first other argument filters the cases.
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let rounds = env("FLUMEN_PARALLEL_ROUNDS", 3).max(1);
-    let cases: [Case; 8] = [
+    let cases: [Case; 9] = [
         ("figure4", figure4_bench),
+        ("autotune-figure4", autotune_figure4_bench),
         ("two-stage", two_stage_bench),
         ("autotune-w4", autotune_w4_bench),
         ("autotune-csv", autotune_csv_bench),

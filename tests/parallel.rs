@@ -149,6 +149,49 @@ fn parallel_batches_and_map_and_batch_give_the_sequential_batches() {
     }
 }
 
+#[test]
+fn map_and_batch_maps_the_elements_that_are_there_before_its_batch_is_whole() {
+    // tf.data's map_and_batch starts each element's call once its input is there. Tasks of a
+    // whole batch waited for the batch's last input first: over a slow input, a batch's
+    // calls all ran after its reads.
+    let (gate, _arrivals) = Gate::new();
+    let stall = gate.clone();
+    let source = Dataset::from_generator(Some("stalls"), spec("value"), move || {
+        let stall = stall.clone();
+        Box::new((0..10).map(move |i| {
+            if i == 3 {
+                stall.wait();
+            }
+            Ok(int_batch("value", vec![i]))
+        }))
+    })
+    .unwrap();
+    let (called, calls_made) = std::sync::mpsc::channel();
+    let f = MapFunction::element(Some("seen"), spec("value"), move |row| {
+        let _ = called.send(());
+        Ok(row.clone())
+    });
+    let ds = source
+        .map_with(f, calls(2, Some(true)))
+        .unwrap()
+        .batch(10)
+        .unwrap()
+        .with_options(Options::default().with_chunk_rows(1));
+    assert!(ds.explain().contains("MapAndBatchOp"), "{}", ds.explain());
+    let run = ds.clone();
+    let consumer = std::thread::spawn(move || item_texts(&run, "value"));
+    for k in 0..3 {
+        // Bounded only so that a batch-sized task fails the test instead of hanging it.
+        let seen = calls_made.recv_timeout(std::time::Duration::from_secs(60));
+        if seen.is_err() {
+            gate.open();
+            panic!("only {k} of the 3 elements there were mapped while the input waited");
+        }
+    }
+    gate.open();
+    assert_eq!(consumer.join().unwrap(), item_texts(&sequential(&ds), "value"));
+}
+
 /// Four "files" of 50 elements each, read by closures.
 fn files() -> Dataset {
     range(0, 4)

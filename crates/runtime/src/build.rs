@@ -96,6 +96,25 @@ pub(crate) fn knob(
 /// Where tf.data starts a buffer size it tunes.
 const BUFFER_START: usize = 2;
 
+/// How a parallel `map_and_batch` cuts its tasks. A vectorized function maps one batch's
+/// rows a task, into one chunk the batch wraps without copying. A per-element function in
+/// order gets a parallel map's per-element tasks instead, dispatched as its rows arrive,
+/// as tf.data's `map_and_batch` starts each element's call as soon as its input is there:
+/// a batch-sized task waits for the batch's last input row before its first call starts, so
+/// over a slow input (the tf.data paper's Figure 4, reads of 5 ms) the last batch's calls
+/// all ran after the reads ended, a tenth of that pipeline's time. Unordered, a task stays
+/// a whole batch, since only whole batches may be handed out of order.
+fn map_and_batch_tasks(plan: &Plan, ctx: &ExecContext) -> TaskSize {
+    let Op::MapAndBatch { batch_size, vectorized, deterministic, .. } = plan.op() else {
+        unreachable!("map_and_batch_tasks of {}", plan.op().name())
+    };
+    let ordered = deterministic.unwrap_or(ctx.options.deterministic);
+    match (*vectorized, ordered) {
+        (false, true) => TaskSize::Split,
+        _ => TaskSize::Rows(usize::try_from(*batch_size).unwrap_or(usize::MAX)),
+    }
+}
+
 /// Whether `calls` asks for parallel execution.
 pub(crate) fn is_parallel(calls: &Tunable) -> bool {
     matches!(calls, Tunable::Autotune | Tunable::Fixed(2..))
@@ -111,9 +130,12 @@ fn parallel_map(
     deterministic: Option<bool>,
     size: TaskSize,
 ) -> BoxOperator {
-    // tf.data starts a tuned map's parallelism at the number of cores.
+    // tf.data starts a tuned map's parallelism at the number of cores; here, at what the
+    // pool can run at once, which is the cores unless the user sized the pool otherwise.
+    // A pool larger than the cores is there for calls that wait, which the tuner would
+    // otherwise reach only after its first round, late in a short pass.
     let max = ctx.options.autotune.cpu_budget.max(ctx.options.threads);
-    let knob = knob(plan, ctx, Param::Parallelism, calls, ctx.options.cores, max);
+    let knob = knob(plan, ctx, Param::Parallelism, calls, ctx.options.threads, max);
     let stats = ctx.metrics.stats(StatsKey::Node(plan.node_id()));
     let ordered = deterministic.unwrap_or(ctx.options.deterministic);
     let map = ParallelMapOp::new(
@@ -127,7 +149,12 @@ fn parallel_map(
         ctx.budget.clone(),
         ctx.cancel.clone(),
     );
-    Box::new(map.with_output_row_bytes(plan.spec().fixed_row_bytes()))
+    // A map_and_batch's map makes elements; the batch above wraps them.
+    let row_bytes = match plan.op() {
+        Op::MapAndBatch { .. } => plan.spec().unbatched("map_and_batch").ok().and_then(|s| s.fixed_row_bytes()),
+        _ => plan.spec().fixed_row_bytes(),
+    };
+    Box::new(map.with_output_row_bytes(row_bytes))
 }
 
 /// The operator of a stage (see `crate::stage`): its members' functions chained in each task,
@@ -189,7 +216,7 @@ fn build_stage(plan: &Plan, stage: &Stage, ctx: &ExecContext) -> Result<BoxOpera
             } else if stage.filters() {
                 parallel_map(plan, ctx, input, func, calls, *deterministic, TaskSize::Chunk)
             } else {
-                let size = TaskSize::Rows(usize::try_from(*batch_size).unwrap_or(usize::MAX));
+                let size = map_and_batch_tasks(plan, ctx);
                 parallel_map(plan, ctx, input, func, calls, *deterministic, size)
             };
             Box::new(
@@ -356,13 +383,12 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         Op::Filter { predicate, vectorized, .. } => {
             Box::new(MapOp::new(input()?, filter_fn(predicate, &ctx.registry, *vectorized)?))
         }
-        // Parallel: each task maps one batch's rows into one chunk, which the batch wraps
-        // without copying; sequential: map then batch.
+        // Parallel: tasks as `map_and_batch_tasks` cuts them; sequential: map then batch.
         Op::MapAndBatch { func, batch_size, drop_remainder, vectorized, num_parallel_calls, deterministic } => {
             let mapped_spec = plan.spec().unbatched("map_and_batch")?;
             let func = map_fn(func, mapped_spec.arrow_schema(), &ctx.registry, *vectorized)?;
             let map: BoxOperator = if is_parallel(num_parallel_calls) {
-                let size = TaskSize::Rows(usize::try_from(*batch_size).unwrap_or(usize::MAX));
+                let size = map_and_batch_tasks(plan, ctx);
                 parallel_map(plan, ctx, input()?, func, *num_parallel_calls, *deterministic, size)
             } else {
                 Box::new(MapOp::new(input()?, func))

@@ -12,7 +12,8 @@
 //! - [`pool`]: the iterator's thread pool; [`budget`]: the bytes its buffers may hold;
 //!   [`cancel`]: asking a running pipeline to stop;
 //!   [`metrics`]: live counters and tunable knobs; [`autotune`]: the model and the tuner;
-//!   [`mod@analyze`]: `explain analyze`; [`stage`]: which maps and filters run as one operator.
+//!   [`mod@analyze`]: `explain analyze`; [`stage`]: which maps and filters run as one operator;
+//!   [`thread_cpu`]: the CPU time a worker used, against the time it took.
 
 #![warn(missing_docs)]
 
@@ -33,6 +34,7 @@ pub mod pool;
 pub mod resume;
 pub mod rows;
 pub mod stage;
+pub mod thread_cpu;
 
 pub use build::{build, build_root};
 pub use context::{ExecContext, ExecOptions, SharedState};

@@ -95,6 +95,9 @@ pub struct OpStats {
     pub wall_ns: AtomicU64,
     /// Nanoseconds its workers spent computing (asynchronous operators).
     pub work_ns: AtomicU64,
+    /// Nanoseconds of CPU its workers' threads used in that time (parallel map and batch;
+    /// 0 where not measured): less than `work_ns` by what the calls spent waiting.
+    pub cpu_ns: AtomicU64,
     /// Whether the operator runs asynchronously (prefetch, parallel map or interleave).
     pub asynchronous: AtomicBool,
     /// Rows buffered now, and the sum and count of samples of it (the mean occupancy).
@@ -139,6 +142,11 @@ impl OpStats {
     /// Adds `d` to the workers' compute time.
     pub fn add_work(&self, d: Duration) {
         self.work_ns.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Adds `d` to the CPU time the workers used.
+    pub fn add_cpu(&self, d: Duration) {
+        self.cpu_ns.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// Sets the current buffer content (rows and bytes).

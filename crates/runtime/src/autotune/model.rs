@@ -96,6 +96,9 @@ pub struct Node {
     pub buffer: f64,
     /// Size of one produced element, for the memory budget.
     pub bytes_per_element: f64,
+    /// The share of the self time that keeps a core busy (the rest waits: reads, remote
+    /// calls, sleeps); 1 unless measured.
+    pub cpu_share: f64,
     /// The nodes this one pulls elements from.
     pub inputs: Vec<NodeId>,
     /// Parameters the optimizer may change.
@@ -112,6 +115,7 @@ impl Node {
             parallelism: 1.0,
             buffer: 1.0,
             bytes_per_element: 0.0,
+            cpu_share: 1.0,
             inputs: Vec::new(),
             tunables: Vec::new(),
         }

@@ -56,7 +56,10 @@ impl Budget {
 /// Cores the pipeline keeps busy at the output rate the model predicts: each computing node's self
 /// time per element, times its elements per output element ([`Model::visits`]), over the time
 /// between outputs (the output latency, or the consumer's period when that is longer). Sources and
-/// interleaves are not charged: they are taken to wait on reads rather than compute.
+/// interleaves are not charged: they are taken to wait on reads rather than compute, and of a
+/// node's self time only its [`cpu_share`](super::model::Node::cpu_share) is: a parallel map
+/// whose calls sleep or read keeps no core busy while they wait, so its calls may outnumber
+/// the cores.
 ///
 /// What is charged is work, not threads: stages run side by side, so a pipeline of three parallel
 /// maps on two cores may give each several calls as long as their summed work fits the cores, and
@@ -69,7 +72,7 @@ pub fn cpu_usage(model: &Model, consumer_period: f64) -> f64 {
     }
     let computes = |n: &super::model::Node| matches!(n.kind, Kind::Sync { .. } | Kind::Async { .. });
     let nodes = model.nodes().iter().zip(model.visits());
-    let work: f64 = nodes.filter(|(n, _)| computes(n)).map(|(n, visits)| n.self_time * visits).sum();
+    let work: f64 = nodes.filter(|(n, _)| computes(n)).map(|(n, visits)| n.self_time * n.cpu_share * visits).sum();
     work / between_outputs
 }
 

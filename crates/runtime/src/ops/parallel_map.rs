@@ -70,6 +70,7 @@ use crate::operator::{BoxOperator, Deferred, Operator};
 use crate::ops::function::ChunkFn;
 use crate::pool::ThreadPool;
 use crate::rows::concat;
+use crate::thread_cpu::thread_cpu_time;
 
 /// How a parallel map cuts its input into tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,11 +269,17 @@ impl Runner {
             let Job { seq, rows, estimate } = job;
             let n: usize = rows.iter().map(Input::num_rows).sum();
             let begin = Instant::now();
+            let cpu = thread_cpu_time();
             // The input goes (inside) with the estimate that covered it; the output stays
             // reserved until it is handed out.
             let segments = run_task(&self.func, rows, self.whole);
             let took = begin.elapsed();
             self.stats.add_work(took);
+            // Where the platform cannot tell, a task counts as computing throughout.
+            self.stats.add_cpu(match (cpu, thread_cpu_time()) {
+                (Some(before), Some(after)) => after.saturating_sub(before),
+                _ => took,
+            });
             let out: u64 = segments.iter().map(|s| s.bytes).sum();
             self.budget.swap(estimate, out);
             let mut finished = self.completions.finished.lock().expect("map results");
