@@ -244,6 +244,10 @@ impl<C: Cursor> Iter<C> {
             ));
         }
         let mut ctx = ds.context(checkpoint.iteration, Some(checkpoint.unseeded));
+        // A cancel handle taken before the restore still reaches the rebuilt operators.
+        if let Some(old) = &self.ctx {
+            ctx.cancel = old.cancel.clone();
+        }
         let dataset = ctx.shared.clone();
         ctx.shared = Arc::new(SharedState::view_of(dataset.clone()));
         let mut state = checkpoint.state.clone().expect("dataset")?;

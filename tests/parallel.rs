@@ -515,4 +515,15 @@ fn a_cancelled_iterator_reports_it_once_then_ends() {
     assert!(matches!(it.next(), Some(Err(Error::Cancelled))));
     assert!(it.next().is_none());
     assert!(it.next().is_none());
+    // A handle taken before a restore still stops the restored iterator.
+    let ds = range(0, 1000).map_with(triple(false), calls(2, None)).unwrap();
+    let mut first = ds.iter();
+    first.next().unwrap().unwrap();
+    let checkpoint = first.save(SaveMode::Full).unwrap();
+    let mut it = ds.iter();
+    let handle = it.cancel_handle();
+    it.restore(&checkpoint).unwrap();
+    assert_eq!(column_i64(&it.next().unwrap().unwrap(), "value"), vec![3]);
+    handle.cancel();
+    assert!(matches!(it.next(), Some(Err(Error::Cancelled))));
 }

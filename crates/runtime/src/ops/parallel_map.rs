@@ -238,7 +238,7 @@ struct Completions {
 
 impl Wake for Completions {
     fn wake(&self) {
-        let _finished = self.finished.lock().expect("map results");
+        let _finished = self.finished.lock().unwrap_or_else(|e| e.into_inner());
         self.changed.notify_all();
     }
 }

@@ -15,8 +15,9 @@
 //!
 //! The producer starts on the first pull, so a restore happens before any read; it is
 //! stopped and joined when the operator is dropped. Once the iterator is cancelled it starts
-//! no more pulls, and a consumer waiting for a chunk gets [`Error::Cancelled`]. Errors travel through the buffer in
-//! order, and the producer keeps pulling after one, as a synchronous consumer would.
+//! no more pulls, and a consumer waiting for a chunk gets [`Error::Cancelled`]. Errors
+//! travel through the buffer in order, and the producer keeps pulling after one, as a
+//! synchronous consumer would.
 //!
 //! Checkpoints: a save waits for the pull in progress, then stores the buffered results and
 //! the input's state (full mode). In symbolic mode, once recording, the producer saves the
@@ -116,7 +117,7 @@ impl Permits {
 
     /// Wakes every waiting producer (one of them is stopping).
     fn wake(&self) {
-        let _guard = self.in_use.lock().expect("permits");
+        let _guard = self.in_use.lock().unwrap_or_else(|e| e.into_inner());
         self.freed.notify_all();
     }
 }
@@ -124,7 +125,8 @@ impl Permits {
 impl Wake for Permits {
     fn wake(&self) {
         Permits::wake(self);
-        let _guard = self.wait_lock.lock().expect("deliveries");
+        // Called by whoever cancels: a lock poisoned by a panic elsewhere must not panic here.
+        let _guard = self.wait_lock.lock().unwrap_or_else(|e| e.into_inner());
         self.delivered.notify_all();
     }
 }
@@ -176,7 +178,7 @@ struct Shared {
 
 impl Wake for Shared {
     fn wake(&self) {
-        let _b = self.buffer.lock().expect("prefetch buffer");
+        let _b = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
         self.changed.notify_all();
     }
 }
