@@ -1,0 +1,180 @@
+//! A chunk of elements handed to Python without copies: through the Arrow PyCapsule
+//! interface (`__arrow_c_array__`: pyarrow, polars, duckdb and others import it in place)
+//! and as NumPy array views (`__array_interface__` over the Arrow buffers, read-only; the
+//! array keeps the buffer alive).
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StructArray};
+use arrow::datatypes::{
+    DataType, Float16Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type,
+    UInt64Type, UInt8Type,
+};
+use arrow::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyDict, PyList, PyTuple};
+
+/// A chunk of elements: each row an element, each column a field.
+#[pyclass(module = "flumen", frozen)]
+pub struct Batch(pub RecordBatch);
+
+#[pymethods]
+impl Batch {
+    /// The number of elements (rows).
+    #[getter]
+    fn num_rows(&self) -> usize {
+        self.0.num_rows()
+    }
+
+    /// The field names, in order.
+    #[getter]
+    fn column_names(&self) -> Vec<String> {
+        self.0.schema().fields().iter().map(|f| f.name().clone()).collect()
+    }
+
+    fn __len__(&self) -> usize {
+        self.0.num_rows()
+    }
+
+    /// The Arrow PyCapsule interface: the chunk as a struct array, exported without a
+    /// copy. `requested_schema` is not supported (the chunk keeps its own types).
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_array__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        if requested_schema.is_some_and(|s| !s.is_none()) {
+            return Err(PyValueError::new_err("flumen batches are exported in their own schema"));
+        }
+        let array = StructArray::from(self.0.clone());
+        let schema = FFI_ArrowSchema::try_from(&DataType::Struct(self.0.schema().fields().clone()))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let array = FFI_ArrowArray::new(&array.to_data());
+        let schema = PyCapsule::new_with_value(py, schema, c"arrow_schema")?;
+        let array = PyCapsule::new_with_value(py, array, c"arrow_array")?;
+        PyTuple::new(py, [schema.into_any(), array.into_any()])
+    }
+
+    /// Each field as `(name, column)`: a `Column` NumPy views without a copy where the
+    /// field is a primitive without nulls (batched fixed-size fields as 2-D and more), a
+    /// list of Python values otherwise (strings, bytes, ragged fields, nulls).
+    pub fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for (field, array) in self.0.schema().fields().iter().zip(self.0.columns()) {
+            let column: Bound<'py, PyAny> = match Column::view(array) {
+                Some(c) => Bound::new(py, c)?.into_any(),
+                None => values(py, array)?,
+            };
+            out.append((field.name(), column))?;
+        }
+        Ok(out)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Batch({} rows: {})", self.0.num_rows(), self.column_names().join(", "))
+    }
+}
+
+/// A column NumPy can view in place (`numpy.asarray(column)`).
+#[pyclass(module = "flumen", frozen)]
+pub struct Column {
+    /// The Arrow array whose values buffer is viewed; kept alive by the view.
+    values: ArrayRef,
+    shape: Vec<usize>,
+    typestr: &'static str,
+}
+
+impl Column {
+    /// A view of `array` when it is primitive without nulls, or fixed-size lists of such.
+    fn view(array: &ArrayRef) -> Option<Column> {
+        let mut shape = vec![array.len()];
+        let mut values = array.clone();
+        while let DataType::FixedSizeList(_, n) = values.data_type() {
+            if values.null_count() > 0 {
+                return None;
+            }
+            let list = values.as_fixed_size_list();
+            // The child of a sliced list starts at its own offset.
+            let child = list.values().slice(list.offset() * *n as usize, list.len() * *n as usize);
+            shape.push(*n as usize);
+            values = child;
+        }
+        let typestr = typestr(values.data_type())?;
+        (values.null_count() == 0).then_some(Column { values, shape, typestr })
+    }
+}
+
+/// NumPy's type string of a primitive Arrow type (little-endian).
+fn typestr(dt: &DataType) -> Option<&'static str> {
+    Some(match dt {
+        DataType::Int8 => "|i1",
+        DataType::Int16 => "<i2",
+        DataType::Int32 => "<i4",
+        DataType::Int64 => "<i8",
+        DataType::UInt8 => "|u1",
+        DataType::UInt16 => "<u2",
+        DataType::UInt32 => "<u4",
+        DataType::UInt64 => "<u8",
+        DataType::Float16 => "<f2",
+        DataType::Float32 => "<f4",
+        DataType::Float64 => "<f8",
+        _ => return None,
+    })
+}
+
+#[pymethods]
+impl Column {
+    /// NumPy's array interface: the values buffer, read-only.
+    #[getter]
+    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let data = self.values.to_data();
+        let width = data.data_type().primitive_width().expect("a primitive column");
+        let address = data.buffers()[0].as_ptr() as usize + data.offset() * width;
+        let d = PyDict::new(py);
+        d.set_item("version", 3)?;
+        d.set_item("shape", PyTuple::new(py, &self.shape)?)?;
+        d.set_item("typestr", self.typestr)?;
+        d.set_item("data", (address, true))?;
+        Ok(d)
+    }
+}
+
+/// `array`'s values as a Python list (a copy): for what NumPy cannot view.
+fn values<'py>(py: Python<'py>, array: &ArrayRef) -> PyResult<Bound<'py, PyAny>> {
+    let out = PyList::empty(py);
+    for i in 0..array.len() {
+        if array.is_null(i) {
+            out.append(py.None())?;
+            continue;
+        }
+        match array.data_type() {
+            DataType::Utf8 => out.append(array.as_string::<i32>().value(i))?,
+            DataType::LargeUtf8 => out.append(array.as_string::<i64>().value(i))?,
+            DataType::Utf8View => out.append(array.as_string_view().value(i))?,
+            DataType::Binary => out.append(pyo3::types::PyBytes::new(py, array.as_binary::<i32>().value(i)))?,
+            DataType::LargeBinary => out.append(pyo3::types::PyBytes::new(py, array.as_binary::<i64>().value(i)))?,
+            DataType::BinaryView => out.append(pyo3::types::PyBytes::new(py, array.as_binary_view().value(i)))?,
+            DataType::Boolean => out.append(array.as_boolean().value(i))?,
+            DataType::List(_) => out.append(values(py, &array.as_list::<i32>().value(i))?)?,
+            DataType::LargeList(_) => out.append(values(py, &array.as_list::<i64>().value(i))?)?,
+            DataType::FixedSizeList(..) => out.append(values(py, &array.as_fixed_size_list().value(i))?)?,
+            DataType::Int8 => out.append(array.as_primitive::<Int8Type>().value(i))?,
+            DataType::Int16 => out.append(array.as_primitive::<Int16Type>().value(i))?,
+            DataType::Int32 => out.append(array.as_primitive::<Int32Type>().value(i))?,
+            DataType::Int64 => out.append(array.as_primitive::<Int64Type>().value(i))?,
+            DataType::UInt8 => out.append(array.as_primitive::<UInt8Type>().value(i))?,
+            DataType::UInt16 => out.append(array.as_primitive::<UInt16Type>().value(i))?,
+            DataType::UInt32 => out.append(array.as_primitive::<UInt32Type>().value(i))?,
+            DataType::UInt64 => out.append(array.as_primitive::<UInt64Type>().value(i))?,
+            DataType::Float16 => out.append(array.as_primitive::<Float16Type>().value(i).to_f32())?,
+            DataType::Float32 => out.append(array.as_primitive::<Float32Type>().value(i))?,
+            DataType::Float64 => out.append(array.as_primitive::<Float64Type>().value(i))?,
+            // Dates, times, decimals: as Arrow prints them.
+            _ => out.append(
+                arrow::util::display::array_value_to_string(array, i)
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?,
+            )?,
+        }
+    }
+    Ok(out.into_any())
+}

@@ -1,0 +1,378 @@
+//! `flumen.Dataset`: the facade's dataset with tf.data's names, its sources and
+//! transformations, and `flumen.Options`.
+
+use arrow::array::{RecordBatch, StructArray};
+use arrow::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
+use arrow::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
+use flumen::prelude::MapFunction;
+use flumen::{Checkpoint, CsvOptions, Parallel, RecordCompression, Registry, Tunable};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyDict};
+
+use crate::error::to_py;
+use crate::expr::Expr;
+use crate::iterator::Iterator;
+
+/// `AUTOTUNE`: let the tuner choose (as `tf.data.AUTOTUNE`).
+pub const AUTOTUNE: i64 = -1;
+
+/// A pipeline: where elements come from and what happens to them.
+#[pyclass(module = "flumen", frozen)]
+pub struct Dataset(pub flumen::Dataset);
+
+/// `None` (the default), `AUTOTUNE` or a number.
+fn tunable(value: Option<i64>) -> PyResult<Tunable> {
+    match value {
+        None => Ok(Tunable::Default),
+        Some(AUTOTUNE) => Ok(Tunable::Autotune),
+        Some(n) if n > 0 => Ok(Tunable::Fixed(u32::try_from(n).map_err(|_| PyValueError::new_err("too large"))?)),
+        Some(n) => Err(PyValueError::new_err(format!("{n} is not a count: a positive number or AUTOTUNE"))),
+    }
+}
+
+fn parallel(num_parallel_calls: Option<i64>, deterministic: Option<bool>) -> PyResult<Parallel> {
+    Ok(Parallel { num_parallel_calls: tunable(num_parallel_calls)?, deterministic })
+}
+
+fn ok(ds: flumen::Result<flumen::Dataset>) -> PyResult<Dataset> {
+    ds.map(Dataset).map_err(to_py)
+}
+
+/// One path or a list of them.
+fn paths(value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    if let Ok(one) = value.extract::<String>() {
+        return Ok(vec![one]);
+    }
+    value.extract::<Vec<String>>()
+}
+
+fn refs(paths: &[String]) -> Vec<&str> {
+    paths.iter().map(String::as_str).collect()
+}
+
+/// The chunks of an object with the Arrow PyCapsule interface: a stream
+/// (`__arrow_c_stream__`: pyarrow tables and readers, polars frames) or one array of
+/// structs (`__arrow_c_array__`: a record batch).
+fn import_arrow(obj: &Bound<'_, PyAny>) -> PyResult<Vec<RecordBatch>> {
+    let err = |e: arrow::error::ArrowError| PyValueError::new_err(e.to_string());
+    if obj.hasattr("__arrow_c_stream__")? {
+        let capsule = obj.call_method0("__arrow_c_stream__")?;
+        let capsule = capsule.cast::<PyCapsule>()?;
+        let pointer = capsule.pointer_checked(Some(c"arrow_array_stream"))?.cast::<FFI_ArrowArrayStream>();
+        // SAFETY: the capsule holds an ArrowArrayStream; it is moved out, leaving a released
+        // one for the capsule's destructor.
+        let stream = unsafe { FFI_ArrowArrayStream::from_raw(pointer.as_ptr()) };
+        let reader = ArrowArrayStreamReader::try_new(stream).map_err(err)?;
+        return reader.collect::<Result<Vec<_>, _>>().map_err(err);
+    }
+    if obj.hasattr("__arrow_c_array__")? {
+        let pair = obj.call_method0("__arrow_c_array__")?;
+        let (schema, array): (Bound<'_, PyCapsule>, Bound<'_, PyCapsule>) = pair.extract()?;
+        let schema = schema.pointer_checked(Some(c"arrow_schema"))?.cast::<FFI_ArrowSchema>();
+        let array = array.pointer_checked(Some(c"arrow_array"))?.cast::<FFI_ArrowArray>();
+        // SAFETY: the capsules hold an ArrowSchema and an ArrowArray; the array is moved out
+        // (its capsule keeps a released one), the schema only read.
+        let data = unsafe { from_ffi(FFI_ArrowArray::from_raw(array.as_ptr()), schema.as_ref()) }.map_err(err)?;
+        return Ok(vec![RecordBatch::from(StructArray::from(data))]);
+    }
+    Err(PyTypeError::new_err(format!(
+        "{} has no Arrow data: expected __arrow_c_stream__ or __arrow_c_array__ (a pyarrow table or batch)",
+        obj.get_type().name()?
+    )))
+}
+
+#[pymethods]
+impl Dataset {
+    /// `range(stop)`, `range(start, stop)` or `range(start, stop, step)`: int64 elements in a
+    /// field `value`.
+    #[staticmethod]
+    #[pyo3(signature = (start, stop = None, step = 1))]
+    fn range(start: i64, stop: Option<i64>, step: i64) -> PyResult<Dataset> {
+        let (start, stop) = match stop {
+            Some(stop) => (start, stop),
+            None => (0, start),
+        };
+        ok(flumen::Dataset::range_step(start, stop, step))
+    }
+
+    /// The rows of Arrow data (a pyarrow `Table` or `RecordBatch`, or anything with the
+    /// Arrow PyCapsule interface), each an element.
+    #[staticmethod]
+    fn from_arrow(data: &Bound<'_, PyAny>) -> PyResult<Dataset> {
+        ok(flumen::Dataset::from_batches(import_arrow(data)?))
+    }
+
+    /// The files matching a glob `pattern` as elements of a field `filename`.
+    #[staticmethod]
+    #[pyo3(signature = (pattern, shuffle = false, seed = None))]
+    fn list_files(pattern: &str, shuffle: bool, seed: Option<u64>) -> PyResult<Dataset> {
+        ok(flumen::Dataset::list_files(pattern, shuffle, seed))
+    }
+
+    /// The rows of CSV files; `columns` reads only those.
+    #[staticmethod]
+    #[pyo3(signature = (paths, header = true, delimiter = ',', columns = None))]
+    fn csv(paths: &Bound<'_, PyAny>, header: bool, delimiter: char, columns: Option<Vec<String>>) -> PyResult<Dataset> {
+        let paths = self::paths(paths)?;
+        let options = CsvOptions { header, delimiter, schema: None, columns };
+        ok(flumen::Dataset::csv(&refs(&paths), options))
+    }
+
+    /// The rows of Parquet files; `columns` reads only those.
+    #[staticmethod]
+    #[pyo3(signature = (paths, columns = None))]
+    fn parquet(paths: &Bound<'_, PyAny>, columns: Option<Vec<String>>) -> PyResult<Dataset> {
+        ok(flumen::Dataset::parquet(&refs(&self::paths(paths)?), columns))
+    }
+
+    /// The rows of Arrow IPC files.
+    #[staticmethod]
+    fn ipc_file(paths: &Bound<'_, PyAny>) -> PyResult<Dataset> {
+        ok(flumen::Dataset::ipc_file(&refs(&self::paths(paths)?)))
+    }
+
+    /// The lines of text files, in a field `line`.
+    #[staticmethod]
+    fn text_lines(paths: &Bound<'_, PyAny>) -> PyResult<Dataset> {
+        ok(flumen::Dataset::text_lines(&refs(&self::paths(paths)?)))
+    }
+
+    /// The records of TFRecord files (`compression`: `""`, `"GZIP"` or `"ZLIB"`), in a field
+    /// `record`.
+    #[staticmethod]
+    #[pyo3(signature = (paths, compression = ""))]
+    fn tfrecord(paths: &Bound<'_, PyAny>, compression: &str) -> PyResult<Dataset> {
+        let compression = match compression.to_ascii_uppercase().as_str() {
+            "" | "NONE" => RecordCompression::None,
+            "GZIP" => RecordCompression::Gzip,
+            "ZLIB" => RecordCompression::Zlib,
+            other => return Err(PyValueError::new_err(format!("unknown compression {other:?}"))),
+        };
+        ok(flumen::Dataset::tfrecord(&refs(&self::paths(paths)?), compression))
+    }
+
+    /// A dataset from its serialized form (`serialize()`).
+    #[staticmethod]
+    fn deserialize(json: &str) -> PyResult<Dataset> {
+        ok(flumen::Dataset::deserialize(json, Registry::default()))
+    }
+
+    /// Fields computed from expressions (`name=expr`): added to the element's fields, or,
+    /// with `keep=False`, replacing them.
+    #[pyo3(signature = (fields, keep = true, num_parallel_calls = None, deterministic = None))]
+    fn map(
+        &self,
+        fields: &Bound<'_, PyDict>,
+        keep: bool,
+        num_parallel_calls: Option<i64>,
+        deterministic: Option<bool>,
+    ) -> PyResult<Dataset> {
+        let mut exprs = Vec::with_capacity(fields.len());
+        for (name, expr) in fields.iter() {
+            exprs.push((name.extract::<String>()?, crate::expr::expr_of(&expr)?));
+        }
+        let f = match keep {
+            true => MapFunction::with_fields(exprs),
+            false => MapFunction::select(exprs),
+        };
+        ok(self.0.map_with(f, parallel(num_parallel_calls, deterministic)?))
+    }
+
+    /// The elements for which `predicate` is true.
+    #[pyo3(signature = (predicate, num_parallel_calls = None, deterministic = None))]
+    fn filter(
+        &self,
+        predicate: &Expr,
+        num_parallel_calls: Option<i64>,
+        deterministic: Option<bool>,
+    ) -> PyResult<Dataset> {
+        ok(self.0.filter_with(predicate.0.clone(), parallel(num_parallel_calls, deterministic)?))
+    }
+
+    /// Groups of `batch_size` consecutive elements, each one element whose fields gain a
+    /// leading dimension.
+    #[pyo3(signature = (batch_size, drop_remainder = false, num_parallel_calls = None, deterministic = None))]
+    fn batch(
+        &self,
+        batch_size: u64,
+        drop_remainder: bool,
+        num_parallel_calls: Option<i64>,
+        deterministic: Option<bool>,
+    ) -> PyResult<Dataset> {
+        ok(self.0.batch_parallel(batch_size, drop_remainder, parallel(num_parallel_calls, deterministic)?))
+    }
+
+    /// The elements of each batch, one by one.
+    fn unbatch(&self) -> PyResult<Dataset> {
+        ok(self.0.unbatch())
+    }
+
+    /// The same elements in batches of `batch_size`.
+    #[pyo3(signature = (batch_size, drop_remainder = false))]
+    fn rebatch(&self, batch_size: u64, drop_remainder: bool) -> PyResult<Dataset> {
+        ok(self.0.rebatch(batch_size, drop_remainder))
+    }
+
+    /// tf.data's buffered shuffle.
+    #[pyo3(signature = (buffer_size, seed = None, reshuffle_each_iteration = true))]
+    fn shuffle(&self, buffer_size: u64, seed: Option<u64>, reshuffle_each_iteration: bool) -> PyResult<Dataset> {
+        ok(self.0.shuffle_with(buffer_size, seed, reshuffle_each_iteration))
+    }
+
+    /// The elements `count` times (forever when `None`).
+    #[pyo3(signature = (count = None))]
+    fn repeat(&self, count: Option<u64>) -> PyResult<Dataset> {
+        ok(self.0.repeat(count))
+    }
+
+    /// The first `count` elements (all when -1).
+    fn take(&self, count: i64) -> PyResult<Dataset> {
+        ok(self.0.take(count))
+    }
+
+    /// All but the first `count` elements.
+    fn skip(&self, count: i64) -> PyResult<Dataset> {
+        ok(self.0.skip(count))
+    }
+
+    /// Every `num_shards`-th element from the `index`-th.
+    fn shard(&self, num_shards: u64, index: u64) -> PyResult<Dataset> {
+        ok(self.0.shard(num_shards, index))
+    }
+
+    /// Each element with its index from `start`.
+    #[pyo3(signature = (start = 0))]
+    fn enumerate(&self, start: i64) -> PyResult<Dataset> {
+        ok(self.0.enumerate(start))
+    }
+
+    /// This dataset's elements, then `other`'s.
+    fn concatenate(&self, other: &Dataset) -> PyResult<Dataset> {
+        ok(self.0.concatenate(&other.0))
+    }
+
+    /// Elements computed ahead of the consumer, up to `buffer_size` (or `AUTOTUNE`).
+    #[pyo3(signature = (buffer_size = AUTOTUNE))]
+    fn prefetch(&self, buffer_size: i64) -> PyResult<Dataset> {
+        ok(self.0.prefetch(tunable(Some(buffer_size))?))
+    }
+
+    /// The elements kept in memory after the first pass.
+    fn cache(&self) -> PyResult<Dataset> {
+        ok(self.0.cache())
+    }
+
+    /// The elements whose computation did not fail.
+    fn ignore_errors(&self) -> PyResult<Dataset> {
+        ok(self.0.ignore_errors())
+    }
+
+    /// The same dataset run with `options`.
+    fn with_options(&self, options: &Options) -> Dataset {
+        Dataset(self.0.with_options(options.0.clone()))
+    }
+
+    /// The fields of an element: `(name, dtype, shape)`, a dimension of `None` varying.
+    #[getter]
+    fn element_spec(&self) -> Vec<(String, String, Vec<Option<u64>>)> {
+        let dims = |shape: &[i64]| shape.iter().map(|&d| u64::try_from(d).ok()).collect();
+        self.0
+            .element_spec()
+            .fields
+            .iter()
+            .map(|f| (f.name.clone(), f.dtype.name().to_string(), dims(&f.shape)))
+            .collect()
+    }
+
+    /// The number of elements, or `None` when unknown or infinite.
+    #[getter]
+    fn cardinality(&self) -> Option<u64> {
+        self.0.cardinality()
+    }
+
+    /// The typed plan, as optimized.
+    fn explain(&self) -> String {
+        self.0.explain()
+    }
+
+    /// One full pass, then each operator's counters and what the tuner chose.
+    fn explain_analyze(&self, py: Python<'_>) -> PyResult<String> {
+        py.detach(|| self.0.explain_analyze()).map_err(to_py)
+    }
+
+    /// The dataset as JSON (`Dataset.deserialize` reads it back).
+    fn serialize(&self) -> PyResult<String> {
+        self.0.serialize().map_err(to_py)
+    }
+
+    /// A stable fingerprint of the pipeline.
+    fn fingerprint(&self) -> String {
+        self.0.fingerprint()
+    }
+
+    /// A new iterator of dicts of NumPy arrays (`as_batches`: of `Batch`es, which pyarrow
+    /// and others import without a copy), continuing from `checkpoint` (bytes from
+    /// `Iterator.save`) when given.
+    #[pyo3(signature = (checkpoint = None, as_batches = false))]
+    fn iter(&self, py: Python<'_>, checkpoint: Option<&[u8]>, as_batches: bool) -> PyResult<Iterator> {
+        let it = match checkpoint {
+            None => self.0.iter(),
+            Some(bytes) => {
+                let checkpoint = Checkpoint::from_bytes(bytes).map_err(to_py)?;
+                py.detach(|| self.0.iter_from(&checkpoint)).map_err(to_py)?
+            }
+        };
+        Ok(Iterator::new(it, !as_batches))
+    }
+
+    /// Dicts of NumPy arrays, as `iter()`.
+    fn __iter__(&self) -> Iterator {
+        Iterator::new(self.0.iter(), true)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Dataset({})", self.0.element_spec())
+    }
+}
+
+/// How a dataset runs (tf.data's `Options`).
+#[pyclass(module = "flumen", frozen)]
+pub struct Options(pub flumen::Options);
+
+#[pymethods]
+impl Options {
+    /// Options, each left at its default when `None`: `threads` (the pool's size),
+    /// `ram_budget` (bytes), `autotune`, `deterministic`, `optimize`, `chunk_rows`.
+    #[new]
+    #[pyo3(signature = (threads = None, ram_budget = None, autotune = None, deterministic = None, optimize = None, chunk_rows = None))]
+    fn new(
+        threads: Option<usize>,
+        ram_budget: Option<u64>,
+        autotune: Option<bool>,
+        deterministic: Option<bool>,
+        optimize: Option<bool>,
+        chunk_rows: Option<usize>,
+    ) -> Options {
+        let mut o = flumen::Options::default();
+        if let Some(t) = threads {
+            o = o.with_threads(t);
+        }
+        if let Some(b) = ram_budget {
+            o = o.with_ram_budget(b);
+        }
+        if let Some(a) = autotune {
+            o = o.with_autotune(a);
+        }
+        if let Some(d) = deterministic {
+            o = o.with_deterministic(d);
+        }
+        if optimize == Some(false) {
+            o = o.without_optimizations();
+        }
+        if let Some(c) = chunk_rows {
+            o = o.with_chunk_rows(c);
+        }
+        Options(o)
+    }
+}

@@ -1,0 +1,169 @@
+//! Expressions built in Python (`flumen.col("x") * 2 + 1`), held as the same DataFusion
+//! expressions the Rust builders make, so that Python pipelines get every optimizer rewrite
+//! and compiled kernel.
+
+use datafusion_expr::Expr as DfExpr;
+use flumen::prelude::{cast, col as df_col, lit as df_lit};
+use flumen::DType;
+use pyo3::basic::CompareOp;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+/// An expression over an element's fields.
+#[pyclass(module = "flumen", frozen, from_py_object)]
+#[derive(Clone)]
+pub struct Expr(pub DfExpr);
+
+/// A field of the element.
+#[pyfunction]
+pub fn col(name: &str) -> Expr {
+    Expr(df_col(name))
+}
+
+/// A literal: a bool, an int (int64), a float (float64) or a str.
+#[pyfunction]
+pub fn lit(value: &Bound<'_, PyAny>) -> PyResult<Expr> {
+    literal(value).map(Expr)
+}
+
+fn literal(value: &Bound<'_, PyAny>) -> PyResult<DfExpr> {
+    if let Ok(b) = value.extract::<bool>() {
+        return Ok(df_lit(b));
+    }
+    if let Ok(i) = value.extract::<i64>() {
+        return Ok(df_lit(i));
+    }
+    if let Ok(f) = value.extract::<f64>() {
+        return Ok(df_lit(f));
+    }
+    if let Ok(s) = value.extract::<String>() {
+        return Ok(df_lit(s));
+    }
+    Err(PyTypeError::new_err(format!("cannot make a flumen literal of {}", value.get_type().name()?)))
+}
+
+/// `value` as an expression: an `Expr` as it is, anything else as a literal.
+pub fn expr_of(value: &Bound<'_, PyAny>) -> PyResult<DfExpr> {
+    match value.cast::<Expr>() {
+        Ok(e) => Ok(e.get().0.clone()),
+        Err(_) => literal(value),
+    }
+}
+
+#[pymethods]
+impl Expr {
+    fn __add__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        Ok(Expr(self.0.clone() + expr_of(other)?))
+    }
+    fn __radd__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        Ok(Expr(expr_of(other)? + self.0.clone()))
+    }
+    fn __sub__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        Ok(Expr(self.0.clone() - expr_of(other)?))
+    }
+    fn __rsub__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        Ok(Expr(expr_of(other)? - self.0.clone()))
+    }
+    fn __mul__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        Ok(Expr(self.0.clone() * expr_of(other)?))
+    }
+    fn __rmul__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        Ok(Expr(expr_of(other)? * self.0.clone()))
+    }
+    fn __truediv__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        Ok(Expr(self.0.clone() / expr_of(other)?))
+    }
+    fn __rtruediv__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        Ok(Expr(expr_of(other)? / self.0.clone()))
+    }
+    fn __mod__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        Ok(Expr(self.0.clone() % expr_of(other)?))
+    }
+    fn __neg__(&self) -> Expr {
+        Expr(-self.0.clone())
+    }
+    fn __and__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        Ok(Expr(self.0.clone().and(expr_of(other)?)))
+    }
+    fn __or__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        Ok(Expr(self.0.clone().or(expr_of(other)?)))
+    }
+    fn __invert__(&self) -> Expr {
+        Expr(!self.0.clone())
+    }
+    fn __richcmp__(&self, other: &Bound<'_, PyAny>, op: CompareOp) -> PyResult<Expr> {
+        let (a, b) = (self.0.clone(), expr_of(other)?);
+        Ok(Expr(match op {
+            CompareOp::Lt => a.lt(b),
+            CompareOp::Le => a.lt_eq(b),
+            CompareOp::Eq => a.eq(b),
+            CompareOp::Ne => a.not_eq(b),
+            CompareOp::Gt => a.gt(b),
+            CompareOp::Ge => a.gt_eq(b),
+        }))
+    }
+    fn __bool__(&self) -> PyResult<bool> {
+        Err(PyTypeError::new_err("a flumen expression has no truth value: combine them with & | ~, not and/or/not"))
+    }
+
+    /// The expression converted to `dtype` (`"float32"`, `"int64"`, `"string"`, ...).
+    fn cast(&self, dtype: &str) -> PyResult<Expr> {
+        let dtype = DType::from_name(dtype).ok_or_else(|| PyValueError::new_err(format!("unknown dtype {dtype:?}")))?;
+        Ok(Expr(cast(self.0.clone(), dtype.to_arrow())))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Expr({})", self.0)
+    }
+}
+
+/// A flumen function of `args` by name (`sqrt`, `clip`, `length`, ...).
+#[pyfunction]
+pub fn func(name: &str, args: Vec<Bound<'_, PyAny>>) -> PyResult<Expr> {
+    use flumen::prelude as f;
+    let args: Vec<DfExpr> = args.iter().map(expr_of).collect::<PyResult<_>>()?;
+    let one = |g: fn(DfExpr) -> DfExpr| -> PyResult<DfExpr> {
+        match <[DfExpr; 1]>::try_from(args.clone()) {
+            Ok([a]) => Ok(g(a)),
+            Err(_) => Err(PyValueError::new_err(format!("{name} takes one argument"))),
+        }
+    };
+    let two = |g: fn(DfExpr, DfExpr) -> DfExpr| -> PyResult<DfExpr> {
+        match <[DfExpr; 2]>::try_from(args.clone()) {
+            Ok([a, b]) => Ok(g(a, b)),
+            Err(_) => Err(PyValueError::new_err(format!("{name} takes two arguments"))),
+        }
+    };
+    Ok(Expr(match name {
+        "abs" => one(f::abs)?,
+        "sqrt" => one(f::sqrt)?,
+        "exp" => one(f::exp)?,
+        "ln" | "log" => one(f::ln)?,
+        "log2" => one(f::log2)?,
+        "log10" => one(f::log10)?,
+        "floor" => one(f::floor)?,
+        "ceil" => one(f::ceil)?,
+        "round" => one(f::round)?,
+        "trunc" => one(f::trunc)?,
+        "sin" => one(f::sin)?,
+        "cos" => one(f::cos)?,
+        "tan" => one(f::tan)?,
+        "tanh" => one(f::tanh)?,
+        "sign" | "signum" => one(f::signum)?,
+        "length" => one(f::length)?,
+        "reduce_sum" => one(f::reduce_sum)?,
+        "reduce_mean" => one(f::reduce_mean)?,
+        "reduce_max" => one(f::reduce_max)?,
+        "reduce_min" => one(f::reduce_min)?,
+        "power" => two(f::power)?,
+        "atan2" => two(f::atan2)?,
+        "clip" => match <[DfExpr; 3]>::try_from(args) {
+            Ok([e, lo, hi]) => f::clip(e, lo, hi),
+            Err(_) => return Err(PyValueError::new_err("clip takes three arguments")),
+        },
+        "least" => f::least(args),
+        "greatest" => f::greatest(args),
+        "coalesce" => f::coalesce(args),
+        other => return Err(PyValueError::new_err(format!("flumen has no function {other:?}"))),
+    }))
+}

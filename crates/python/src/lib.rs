@@ -1,0 +1,36 @@
+//! # flumen-python
+//!
+//! The extension module `flumen._flumen` behind the `flumen` Python package: the facade's
+//! `Dataset`, its expressions and its iterators, with batches handed to Python without
+//! copies. The pure-Python layer (`python/flumen/`) re-exports these and adds adapters.
+//!
+//! - [`dataset`]: `Dataset`, its sources and transformations, `Options`.
+//! - [`expr`]: expressions built in Python, lowered to the same IR as the Rust builders.
+//! - [`iterator`]: iteration outside the GIL, checkpoints.
+//! - [`batch`]: a chunk of elements as the Arrow C data interface and NumPy array views.
+//! - [`error`]: flumen's errors as Python exceptions.
+
+use pyo3::prelude::*;
+
+pub mod batch;
+pub mod dataset;
+pub mod error;
+pub mod expr;
+pub mod iterator;
+
+/// The extension module.
+#[pymodule]
+fn _flumen(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<dataset::Dataset>()?;
+    m.add_class::<dataset::Options>()?;
+    m.add_class::<expr::Expr>()?;
+    m.add_class::<iterator::Iterator>()?;
+    m.add_class::<batch::Batch>()?;
+    m.add_class::<batch::Column>()?;
+    m.add_function(wrap_pyfunction!(expr::col, m)?)?;
+    m.add_function(wrap_pyfunction!(expr::lit, m)?)?;
+    m.add_function(wrap_pyfunction!(expr::func, m)?)?;
+    m.add("AUTOTUNE", dataset::AUTOTUNE)?;
+    error::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,165 @@
+"""The Python package: sources, transformations, expressions, iteration without copies,
+checkpoints and errors, against results computed here in Python."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import flumen
+from flumen import col
+
+
+def values(ds, field="value"):
+    return [int(v) for batch in ds for v in np.asarray(batch[field]).ravel()]
+
+
+def test_range_map_filter_batch_give_the_python_result():
+    ds = (flumen.Dataset.range(100)
+          .map({"y": col("value") * 3 + 1})
+          .filter(col("y") % 2 == 0)
+          .batch(8))
+    expected = [v * 3 + 1 for v in range(100) if (v * 3 + 1) % 2 == 0]
+    got = [int(y) for b in ds for y in b["y"]]
+    assert got == expected
+    first = next(iter(ds))
+    assert first["y"].shape == (8,)
+    assert first["y"].dtype == np.int64
+
+
+def test_batches_are_read_only_views_of_flumen_buffers():
+    ds = flumen.Dataset.range(1000).batch(100, drop_remainder=True)
+    batch = next(iter(ds))
+    array = batch["value"]
+    assert not array.flags.writeable
+    assert not array.flags.owndata  # a view: numpy did not copy
+    with pytest.raises(ValueError):
+        array[0] = 7
+    assert list(array[:3]) == [0, 1, 2]
+
+
+def test_fixed_size_fields_are_two_dimensional_views():
+    ds = flumen.Dataset.range(12).batch(3, drop_remainder=True).batch(2, drop_remainder=True)
+    first = next(iter(ds))["value"]
+    assert first.shape == (2, 3)
+    assert first.tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert not first.flags.owndata
+
+
+def test_expressions_cast_and_functions():
+    ds = flumen.Dataset.range(1, 5).map(
+        {"r": flumen.sqrt(col("value").cast("float64")), "c": flumen.clip(col("value"), 2, 3)}, keep=False)
+    rows = [(float(b["r"][0]), int(b["c"][0])) for b in ds]
+    assert rows == [(1.0, 2), (2 ** 0.5, 2), (3 ** 0.5, 3), (2.0, 3)]
+    with pytest.raises(TypeError):
+        bool(col("value") > 1)
+
+
+def test_shuffle_is_a_permutation_and_seeded():
+    ds = flumen.Dataset.range(50).shuffle(20, seed=3, reshuffle_each_iteration=False)
+    first, second = values(ds), values(ds.with_options(flumen.Options(threads=1)))
+    assert sorted(first) == list(range(50))
+    assert first != list(range(50))
+    assert first == values(flumen.Dataset.range(50).shuffle(20, seed=3, reshuffle_each_iteration=False))
+    assert second == first
+    # As in tf.data, each new pass of a reshuffling dataset has another order.
+    reshuffled = flumen.Dataset.range(50).shuffle(20, seed=3)
+    assert values(reshuffled) != values(reshuffled)
+
+
+def test_take_skip_shard_repeat_concatenate():
+    ds = flumen.Dataset.range(10)
+    assert values(ds.skip(2).take(3)) == [2, 3, 4]
+    assert values(ds.shard(3, 1)) == [1, 4, 7]
+    assert values(ds.take(2).repeat(3)) == [0, 1] * 3
+    assert values(ds.take(2).concatenate(ds.skip(8))) == [0, 1, 8, 9]
+    assert ds.cardinality == 10
+
+
+def test_csv_text_and_arrow_sources(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_text("a,b\n1,x\n2,y\n")
+    rows = [(int(b["a"][0]), b["b"][0]) for b in flumen.Dataset.csv(str(path))]
+    assert rows == [(1, "x"), (2, "y")]
+    text = tmp_path / "t.txt"
+    text.write_text("one\ntwo\n")
+    assert [b["line"][0] for b in flumen.Dataset.text_lines(str(text))] == ["one", "two"]
+
+
+def test_arrow_in_and_out_without_copies():
+    pa = pytest.importorskip("pyarrow")
+    table = pa.table({"x": pa.array(np.arange(6, dtype=np.float32))})
+    ds = flumen.Dataset.from_arrow(table).map({"y": col("x") * 2})
+    out = [pa.record_batch(b) for b in ds.batch(3).unbatch().iter(as_batches=True)]
+    assert pa.Table.from_batches(out).column("y").to_pylist() == [0, 2, 4, 6, 8, 10]
+    # An element of a batched dataset is its batch's rows.
+    batch = next(iter(flumen.Dataset.range(4).batch(4).iter(as_batches=True)))
+    imported = pa.record_batch(batch)
+    assert imported.num_rows == 4
+    assert imported.column(0).to_pylist() == [0, 1, 2, 3]
+
+
+def test_a_checkpoint_resumes_exactly():
+    ds = flumen.Dataset.range(100).shuffle(30, seed=1, reshuffle_each_iteration=False).batch(7)
+    expected = [b["value"].tolist() for b in ds]
+    it = ds.iter()
+    before = [next(it)["value"].tolist() for _ in range(4)]
+    saved = it.save()
+    assert isinstance(saved, bytes)
+    rest = [b["value"].tolist() for b in ds.iter(checkpoint=saved)]
+    assert before + rest == expected
+
+
+def test_errors_are_python_exceptions_naming_the_problem(tmp_path):
+    with pytest.raises(flumen.PlanError, match="nope"):
+        flumen.Dataset.range(3).map({"y": col("nope") + 1})
+    with pytest.raises(flumen.Error):
+        list(flumen.Dataset.csv(str(tmp_path / "missing.csv")))
+    ds = flumen.Dataset.range(-2, 3).map({"y": 10 / col("value")})
+    with pytest.raises(flumen.Error):
+        list(ds)
+
+
+def test_serialize_round_trip_and_fingerprint():
+    ds = flumen.Dataset.range(5).map({"y": col("value") + 1}).batch(2)
+    again = flumen.Dataset.deserialize(ds.serialize())
+    assert again.fingerprint() == ds.fingerprint()
+    assert [b["y"].tolist() for b in again] == [[1, 2], [3, 4], [5]]
+    assert ("y", "int64", [None]) in ds.element_spec
+    assert "batch" in ds.explain()
+
+
+def test_next_releases_the_gil():
+    # A Python thread keeps running while next() waits on a slow pipeline: 2,000,000
+    # elements through a map, in one batch.
+    ds = flumen.Dataset.range(2_000_000).map({"y": flumen.sqrt(col("value").cast("float64"))}).batch(2_000_000)
+    ticks = []
+    stop = threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+
+    thread = threading.Thread(target=ticker)
+    it = iter(ds)
+    thread.start()
+    start = time.perf_counter()
+    next(it)
+    end = time.perf_counter()
+    stop.set()
+    thread.join()
+    during = [t for t in ticks if start < t < end]
+    assert end - start < 0.05 or len(during) >= 2, f"no ticks in {end - start:.3f} s"
+
+
+def test_cancel_from_another_thread():
+    ds = flumen.Dataset.range(10).repeat().prefetch(2)
+    it = ds.iter()
+    next(it)
+    it.cancel()
+    with pytest.raises(flumen.CancelledError):
+        next(it)
+    with pytest.raises(StopIteration):
+        next(it)
