@@ -75,6 +75,19 @@ impl Batch {
     }
 }
 
+/// `chunk` as a dict of NumPy arrays (views where `Column::view` allows, lists otherwise).
+pub fn numpy_dict<'py>(py: Python<'py>, chunk: &RecordBatch) -> PyResult<Bound<'py, PyDict>> {
+    let asarray = py.import("numpy")?.getattr("asarray")?;
+    let out = PyDict::new(py);
+    for (field, array) in chunk.schema().fields().iter().zip(chunk.columns()) {
+        match Column::view(array) {
+            Some(c) => out.set_item(field.name(), asarray.call1((Bound::new(py, c)?,))?)?,
+            None => out.set_item(field.name(), values(py, array)?)?,
+        }
+    }
+    Ok(out)
+}
+
 /// A column NumPy can view in place (`numpy.asarray(column)`).
 #[pyclass(module = "flumen", frozen)]
 pub struct Column {

@@ -1,15 +1,19 @@
 //! `flumen.Dataset`: the facade's dataset with tf.data's names, its sources and
 //! transformations, and `flumen.Options`.
 
-use arrow::array::{RecordBatch, StructArray};
+use std::sync::Arc;
+
+use arrow::array::{AsArray, BooleanArray, RecordBatch, StructArray};
 use arrow::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use arrow::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
-use flumen::prelude::MapFunction;
-use flumen::{Checkpoint, CsvOptions, Parallel, RecordCompression, Registry, Tunable};
+use flumen::prelude::{MapFunction, PredicateFunction};
+use flumen::{Checkpoint, CsvOptions, FieldSpec, Parallel, RecordCompression, Registry, Tunable};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 
+use crate::batch::numpy_dict;
+use crate::convert::{array_of, chunk_of, spec_of, traceback};
 use crate::error::to_py;
 use crate::expr::Expr;
 use crate::iterator::Iterator;
@@ -20,6 +24,11 @@ pub const AUTOTUNE: i64 = -1;
 /// A pipeline: where elements come from and what happens to them.
 #[pyclass(module = "flumen", frozen)]
 pub struct Dataset(pub flumen::Dataset);
+
+/// A Python function's name for `explain` and errors.
+fn function_name(f: &Bound<'_, PyAny>) -> String {
+    f.getattr("__name__").and_then(|n| n.extract()).unwrap_or_else(|_| "function".to_string())
+}
 
 /// `None` (the default), `AUTOTUNE` or a number.
 fn tunable(value: Option<i64>) -> PyResult<Tunable> {
@@ -103,6 +112,71 @@ impl Dataset {
         ok(flumen::Dataset::from_batches(import_arrow(data)?))
     }
 
+    /// The rows of NumPy arrays (`{"name": array}`, all of one length; a field's shape is
+    /// the arrays' trailing dimensions), each an element. The values are copied once.
+    #[staticmethod]
+    fn from_numpy(columns: &Bound<'_, PyDict>) -> PyResult<Dataset> {
+        let np = columns.py().import("numpy")?;
+        let mut fields = Vec::with_capacity(columns.len());
+        for (name, value) in columns.iter() {
+            let array = np.call_method1("asarray", (value,))?;
+            let kind: String = array.getattr("dtype")?.getattr("kind")?.extract()?;
+            let dtype = match kind.as_str() {
+                "U" | "O" => flumen::DType::Utf8,
+                "S" => flumen::DType::Binary,
+                _ => {
+                    let name: String = array.getattr("dtype")?.getattr("name")?.extract()?;
+                    flumen::DType::from_name(&name)
+                        .ok_or_else(|| PyTypeError::new_err(format!("NumPy dtype {name} has no flumen dtype")))?
+                }
+            };
+            let shape: Vec<i64> = array.getattr("shape")?.extract::<Vec<i64>>()?.into_iter().skip(1).collect();
+            let name: String = name.extract()?;
+            fields.push(match shape.is_empty() {
+                true => FieldSpec::scalar(name, dtype),
+                false => FieldSpec::tensor(name, dtype, shape),
+            });
+        }
+        let spec = flumen::ElementSpec::new(fields).map_err(to_py)?;
+        ok(flumen::Dataset::from_batches(vec![chunk_of(columns.as_any(), &spec, None)?]))
+    }
+
+    /// The elements a Python generator yields: `generator()` is called for each pass and
+    /// yields dicts of columns (`{"name": values}`, one or more elements each) of the
+    /// declared `output` spec (`{"name": dtype}` or `{"name": (dtype, shape)}`).
+    #[staticmethod]
+    fn from_generator(generator: &Bound<'_, PyAny>, output: &Bound<'_, PyDict>) -> PyResult<Dataset> {
+        if !generator.is_callable() {
+            return Err(PyTypeError::new_err("from_generator takes a function returning an iterator"));
+        }
+        let spec = spec_of(output)?;
+        let name = function_name(generator);
+        let factory: Arc<Py<PyAny>> = Arc::new(generator.clone().unbind());
+        let out = spec.clone();
+        let operator = format!("from_generator(python '{name}')");
+        ok(flumen::Dataset::from_generator(Some(&name), spec, move || {
+            let (factory, out, operator) = (factory.clone(), out.clone(), operator.clone());
+            let error = move |py: Python<'_>, e: PyErr| flumen::Error::Udf {
+                operator: operator.clone(),
+                message: traceback(py, &e),
+            };
+            let started = Python::attach(|py| {
+                factory.call0(py).and_then(|g| g.bind(py).try_iter().map(|i| i.unbind())).map_err(|e| error(py, e))
+            });
+            let iterator: Box<dyn std::iter::Iterator<Item = flumen::Result<RecordBatch>> + Send> = match started {
+                Err(e) => Box::new(std::iter::once(Err(e))),
+                Ok(it) => Box::new(std::iter::from_fn(move || {
+                    Python::attach(|py| match it.bind(py).clone().next() {
+                        None => None,
+                        Some(Err(e)) => Some(Err(error(py, e))),
+                        Some(Ok(item)) => Some(chunk_of(&item, &out, None).map_err(|e| error(py, e))),
+                    })
+                })),
+            };
+            iterator
+        }))
+    }
+
     /// The files matching a glob `pattern` as elements of a field `filename`.
     #[staticmethod]
     #[pyo3(signature = (pattern, shuffle = false, seed = None))]
@@ -158,36 +232,85 @@ impl Dataset {
         ok(flumen::Dataset::deserialize(json, Registry::default()))
     }
 
-    /// Fields computed from expressions (`name=expr`): added to the element's fields, or,
-    /// with `keep=False`, replacing them.
-    #[pyo3(signature = (fields, keep = true, num_parallel_calls = None, deterministic = None))]
+    /// Fields computed per element: from expressions (`{"name": expr}`), added to the
+    /// element's fields or, with `keep=False`, replacing them; or by a Python function
+    /// (`fn(columns) -> columns`, dicts of NumPy arrays for a chunk of elements) whose
+    /// output fields `output` declares (`{"name": dtype}` or `{"name": (dtype, shape)}`).
+    /// A Python function runs under the GIL on flumen's threads; an exception is an error
+    /// of the elements of that call, with the traceback in its message.
+    #[pyo3(signature = (f, output = None, keep = true, num_parallel_calls = None, deterministic = None))]
     fn map(
         &self,
-        fields: &Bound<'_, PyDict>,
+        f: &Bound<'_, PyAny>,
+        output: Option<&Bound<'_, PyDict>>,
         keep: bool,
         num_parallel_calls: Option<i64>,
         deterministic: Option<bool>,
     ) -> PyResult<Dataset> {
-        let mut exprs = Vec::with_capacity(fields.len());
-        for (name, expr) in fields.iter() {
-            exprs.push((name.extract::<String>()?, crate::expr::expr_of(&expr)?));
+        let parallel = parallel(num_parallel_calls, deterministic)?;
+        if let Ok(fields) = f.cast::<PyDict>() {
+            let mut exprs = Vec::with_capacity(fields.len());
+            for (name, expr) in fields.iter() {
+                exprs.push((name.extract::<String>()?, crate::expr::expr_of(&expr)?));
+            }
+            let f = match keep {
+                true => MapFunction::with_fields(exprs),
+                false => MapFunction::select(exprs),
+            };
+            return ok(self.0.map_with(f, parallel));
         }
-        let f = match keep {
-            true => MapFunction::with_fields(exprs),
-            false => MapFunction::select(exprs),
-        };
-        ok(self.0.map_with(f, parallel(num_parallel_calls, deterministic)?))
+        if !f.is_callable() {
+            return Err(PyTypeError::new_err("map takes a dict of expressions or a function"));
+        }
+        let output = output.ok_or_else(|| PyValueError::new_err("a Python function's map needs its output spec"))?;
+        let spec = spec_of(output)?;
+        let name = function_name(f);
+        let func: Py<PyAny> = f.clone().unbind();
+        let out = spec.clone();
+        let operator = format!("map(python '{name}')");
+        let f = MapFunction::batch(Some(&name), spec, move |chunk| {
+            Python::attach(|py| {
+                let call = || -> PyResult<RecordBatch> {
+                    let result = func.call1(py, (numpy_dict(py, chunk)?,))?;
+                    chunk_of(result.bind(py), &out, Some(chunk.num_rows()))
+                };
+                call().map_err(|e| flumen::Error::Udf { operator: operator.clone(), message: traceback(py, &e) })
+            })
+        });
+        ok(self.0.map_with(f, parallel))
     }
 
-    /// The elements for which `predicate` is true.
+    /// The elements for which `predicate` is true: an expression, or a Python function of a
+    /// chunk's columns (dicts of NumPy arrays) returning one bool per element.
     #[pyo3(signature = (predicate, num_parallel_calls = None, deterministic = None))]
     fn filter(
         &self,
-        predicate: &Expr,
+        predicate: &Bound<'_, PyAny>,
         num_parallel_calls: Option<i64>,
         deterministic: Option<bool>,
     ) -> PyResult<Dataset> {
-        ok(self.0.filter_with(predicate.0.clone(), parallel(num_parallel_calls, deterministic)?))
+        let parallel = parallel(num_parallel_calls, deterministic)?;
+        if let Ok(e) = predicate.cast::<Expr>() {
+            return ok(self.0.filter_with(e.get().0.clone(), parallel));
+        }
+        if !predicate.is_callable() {
+            return Err(PyTypeError::new_err("filter takes an expression or a function"));
+        }
+        let name = function_name(predicate);
+        let func: Py<PyAny> = predicate.clone().unbind();
+        let keep = FieldSpec::scalar("keep", flumen::DType::Bool);
+        let operator = format!("filter(python '{name}')");
+        let f = PredicateFunction::batch(Some(&name), move |chunk| {
+            Python::attach(|py| {
+                let call = || -> PyResult<BooleanArray> {
+                    let result = func.call1(py, (numpy_dict(py, chunk)?,))?;
+                    let array = array_of(result.bind(py), &keep, Some(chunk.num_rows()))?;
+                    Ok(array.as_boolean().clone())
+                };
+                call().map_err(|e| flumen::Error::Udf { operator: operator.clone(), message: traceback(py, &e) })
+            })
+        });
+        ok(self.0.filter_with(f, parallel))
     }
 
     /// Groups of `batch_size` consecutive elements, each one element whose fields gain a

@@ -6,16 +6,17 @@ use std::sync::Mutex;
 use flumen::{CancelHandle, DatasetIterator, SaveMode};
 use pyo3::exceptions::{PyStopIteration, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::PyBytes;
 
-use crate::batch::{Batch, Column};
+use crate::batch::{numpy_dict, Batch};
 use crate::error::to_py;
 
 /// An iterator over a dataset's elements: each one row, or the `b` rows of a batch, as a
 /// dict of NumPy arrays (views of the Arrow buffers, read-only) or as a `Batch`.
 #[pyclass(module = "flumen", frozen)]
 pub struct Iterator {
-    inner: Mutex<DatasetIterator>,
+    /// `None` once dropped.
+    inner: Mutex<Option<DatasetIterator>>,
     /// Elements as dicts of NumPy arrays rather than `Batch`es.
     numpy: bool,
     /// Taken at the start, so that `cancel` need not wait for a `next()` in progress.
@@ -26,7 +27,7 @@ impl Iterator {
     /// Iterates `it`, giving dicts of NumPy arrays when `numpy`, `Batch`es otherwise.
     pub fn new(it: DatasetIterator, numpy: bool) -> Self {
         let cancel = it.cancel_handle();
-        Iterator { inner: Mutex::new(it), numpy, cancel }
+        Iterator { inner: Mutex::new(Some(it)), numpy, cancel }
     }
 }
 
@@ -38,7 +39,7 @@ impl Iterator {
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         // The pipeline runs outside the GIL: other Python threads go on meanwhile.
-        let next = py.detach(|| self.inner.lock().expect("flumen iterator").next());
+        let next = py.detach(|| self.inner.lock().expect("flumen iterator").as_mut().and_then(|it| it.next()));
         let batch = match next {
             Some(Ok(batch)) => Batch(batch),
             Some(Err(e)) => return Err(to_py(e)),
@@ -47,17 +48,7 @@ impl Iterator {
         if !self.numpy {
             return Ok(Bound::new(py, batch)?.into_any());
         }
-        let asarray = py.import("numpy")?.getattr("asarray")?;
-        let out = PyDict::new(py);
-        for item in batch.columns(py)?.iter() {
-            let (name, column): (String, Bound<'py, PyAny>) = item.extract()?;
-            let value = match column.is_instance_of::<Column>() {
-                true => asarray.call1((column,))?,
-                false => column,
-            };
-            out.set_item(name, value)?;
-        }
-        Ok(out.into_any())
+        Ok(numpy_dict(py, &batch.0)?.into_any())
     }
 
     /// The iterator's position as bytes: `mode` `"full"` stores buffered elements,
@@ -69,7 +60,10 @@ impl Iterator {
             "symbolic" => SaveMode::Symbolic,
             other => return Err(PyValueError::new_err(format!("unknown checkpoint mode {other:?}: full or symbolic"))),
         };
-        let bytes = py.detach(|| self.inner.lock().expect("flumen iterator").save(mode).and_then(|c| c.to_bytes()));
+        let bytes = py.detach(|| match self.inner.lock().expect("flumen iterator").as_ref() {
+            Some(it) => it.save(mode).and_then(|c| c.to_bytes()),
+            None => Err(flumen::Error::execution("save", "the iterator is closed")),
+        });
         Ok(PyBytes::new(py, &bytes.map_err(to_py)?))
     }
 
@@ -81,6 +75,20 @@ impl Iterator {
 
     /// `explain analyze` of this iterator so far.
     fn analyze(&self) -> PyResult<String> {
-        self.inner.lock().expect("flumen iterator").analyze().map_err(to_py)
+        match self.inner.lock().expect("flumen iterator").as_ref() {
+            Some(it) => it.analyze().map_err(to_py),
+            None => Err(to_py(flumen::Error::execution("analyze", "the iterator is closed"))),
+        }
+    }
+}
+
+impl Drop for Iterator {
+    fn drop(&mut self) {
+        // Dropping joins the pipeline's threads, which may be waiting for the GIL to run a
+        // Python function: it is released meanwhile.
+        let Some(it) = self.inner.get_mut().ok().and_then(Option::take) else { return };
+        // Where Python is gone (the interpreter finalizing) the closure is dropped unrun,
+        // and the iterator with it.
+        let _ = Python::try_attach(|py| py.detach(move || drop(it)));
     }
 }

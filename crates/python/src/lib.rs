@@ -7,12 +7,14 @@
 //! - [`dataset`]: `Dataset`, its sources and transformations, `Options`.
 //! - [`expr`]: expressions built in Python, lowered to the same IR as the Rust builders.
 //! - [`iterator`]: iteration outside the GIL, checkpoints.
-//! - [`batch`]: a chunk of elements as the Arrow C data interface and NumPy array views.
+//! - [`batch`]: a chunk of elements as the Arrow C data interface and NumPy array views;
+//!   [`convert`]: Python values into Arrow arrays of a declared spec.
 //! - [`error`]: flumen's errors as Python exceptions.
 
 use pyo3::prelude::*;
 
 pub mod batch;
+pub mod convert;
 pub mod dataset;
 pub mod error;
 pub mod expr;

@@ -163,3 +163,56 @@ def test_cancel_from_another_thread():
         next(it)
     with pytest.raises(StopIteration):
         next(it)
+
+
+def test_python_functions_map_and_filter_chunks():
+    def double(columns):
+        return {"y": columns["value"] * 2.0}
+
+    ds = (flumen.Dataset.range(10)
+          .map(double, output={"y": "float64"}, keep=False)
+          .filter(lambda c: c["y"] > 5)
+          .batch(4))
+    assert [b["y"].tolist() for b in ds] == [[6.0, 8.0, 10.0, 12.0], [14.0, 16.0, 18.0]]
+    assert "double" in ds.explain()
+
+
+def test_a_python_exception_is_an_error_with_its_traceback():
+    def broken(columns):
+        raise KeyError("no such thing")
+
+    ds = flumen.Dataset.range(3).map(broken, output={"y": "int64"})
+    with pytest.raises(flumen.UdfError, match="(?s)broken.*KeyError.*no such thing"):
+        list(ds)
+    wrong = flumen.Dataset.range(3).map(lambda c: {"y": [1]}, output={"y": "int64"})
+    with pytest.raises(flumen.UdfError, match="1 values for [23] elements"):
+        list(wrong)
+
+
+def test_from_numpy_and_generators():
+    features = np.arange(12, dtype=np.float32).reshape(6, 2)
+    ds = flumen.Dataset.from_numpy({"x": features, "label": np.array([0, 1, 0, 1, 0, 1])})
+    assert ("x", "float32", [2]) in ds.element_spec
+    batches = [b for b in ds.batch(3)]
+    assert batches[0]["x"].tolist() == features[:3].tolist()
+    assert batches[1]["label"].tolist() == [1, 0, 1]
+
+    def generate():
+        for i in range(3):
+            yield {"i": [i, i + 10], "name": [f"a{i}", f"b{i}"]}
+
+    gen = flumen.Dataset.from_generator(generate, output={"i": "int64", "name": "string"})
+    assert [(int(b["i"][0]), b["name"][0]) for b in gen] == [
+        (0, "a0"), (10, "b0"), (1, "a1"), (11, "b1"), (2, "a2"), (12, "b2")]
+    # Each pass calls the generator again.
+    assert len(list(gen)) == 6
+
+
+def test_a_parallel_python_map_gives_the_sequential_result():
+    ds = flumen.Dataset.range(2000).map(
+        lambda c: {"y": c["value"] % 7}, output={"y": "int64"}, keep=False, num_parallel_calls=4)
+    assert values(ds, "y") == [v % 7 for v in range(2000)]
+    # Dropping an iterator in the middle, while workers wait for the GIL, does not hang.
+    it = iter(ds)
+    next(it)
+    del it

@@ -1,0 +1,196 @@
+//! Python values into Arrow arrays of a declared type: what Python functions return and what
+//! `from_numpy` and generators give. NumPy arrays are copied once into Arrow buffers (from
+//! the array interface's pointer); strings and bytes come from Python sequences.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BinaryBuilder, BooleanArray, FixedSizeListArray, PrimitiveArray, StringBuilder};
+use arrow::buffer::{Buffer, ScalarBuffer};
+use arrow::datatypes::{
+    ArrowPrimitiveType, DataType, Field, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type,
+    UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+};
+use flumen::{DType, ElementSpec, FieldSpec};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// The NumPy dtype name of a primitive flumen dtype.
+fn numpy_dtype(dtype: DType) -> Option<&'static str> {
+    Some(match dtype {
+        DType::Bool => "bool",
+        DType::Int8 => "int8",
+        DType::Int16 => "int16",
+        DType::Int32 => "int32",
+        DType::Int64 => "int64",
+        DType::UInt8 => "uint8",
+        DType::UInt16 => "uint16",
+        DType::UInt32 => "uint32",
+        DType::UInt64 => "uint64",
+        DType::Float32 => "float32",
+        DType::Float64 => "float64",
+        _ => return None,
+    })
+}
+
+/// A declared spec: `{name: dtype}` or `{name: (dtype, shape)}`, a shape a list of sizes
+/// (`None` or -1 for one that varies).
+pub fn spec_of(declared: &Bound<'_, PyDict>) -> PyResult<ElementSpec> {
+    let mut fields = Vec::with_capacity(declared.len());
+    for (name, value) in declared.iter() {
+        let name: String = name.extract()?;
+        let (dtype, shape): (String, Vec<Option<i64>>) = match value.extract::<String>() {
+            Ok(dtype) => (dtype, vec![]),
+            Err(_) => value.extract()?,
+        };
+        let dtype =
+            DType::from_name(&dtype).ok_or_else(|| PyValueError::new_err(format!("unknown dtype {dtype:?}")))?;
+        let shape: Vec<i64> = shape.into_iter().map(|d| d.unwrap_or(-1)).collect();
+        fields.push(match shape.is_empty() {
+            true => FieldSpec::scalar(name, dtype),
+            false => FieldSpec::tensor(name, dtype, shape),
+        });
+    }
+    ElementSpec::new(fields).map_err(crate::error::to_py)
+}
+
+fn primitive<T: ArrowPrimitiveType>(bytes: &[u8]) -> ArrayRef {
+    let values = ScalarBuffer::<T::Native>::from(Buffer::from_slice_ref(bytes));
+    Arc::new(PrimitiveArray::<T>::new(values, None))
+}
+
+/// `value` (anything NumPy can make an array of) as `rows` elements of `field`: an array of
+/// `rows` values, or of `rows` fixed-size tensors.
+pub fn array_of(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>) -> PyResult<ArrayRef> {
+    let py = value.py();
+    match field.dtype {
+        DType::Utf8 => {
+            let mut b = StringBuilder::new();
+            for item in value.try_iter()? {
+                let item = item?;
+                if item.is_none() {
+                    b.append_null();
+                } else {
+                    b.append_value(item.extract::<String>()?);
+                }
+            }
+            return Ok(Arc::new(b.finish()));
+        }
+        DType::Binary => {
+            let mut b = BinaryBuilder::new();
+            for item in value.try_iter()? {
+                let item = item?;
+                if item.is_none() {
+                    b.append_null();
+                } else {
+                    b.append_value(item.extract::<Vec<u8>>()?);
+                }
+            }
+            return Ok(Arc::new(b.finish()));
+        }
+        _ => {}
+    }
+    let dtype = numpy_dtype(field.dtype).ok_or_else(|| {
+        PyTypeError::new_err(format!("field {:?}: {} from Python is not supported yet", field.name, field.dtype.name()))
+    })?;
+    let np = py.import("numpy")?;
+    let array = np.call_method1("ascontiguousarray", (value, dtype))?;
+    let interface = array.getattr("__array_interface__")?;
+    let shape: Vec<usize> = interface.get_item("shape")?.extract()?;
+    let (address, _): (usize, bool) = interface.get_item("data")?.extract()?;
+    let n = shape.first().copied().unwrap_or(1);
+    if let Some(rows) = rows {
+        if n != rows {
+            return Err(PyValueError::new_err(format!("field {:?}: {n} values for {rows} elements", field.name)));
+        }
+    }
+    let inner: Vec<usize> = shape.iter().skip(1).copied().collect();
+    let declared: Vec<i64> = field.shape.clone();
+    let fits = inner.len() == declared.len() && inner.iter().zip(&declared).all(|(&a, &d)| d < 0 || a as i64 == d);
+    if !fits {
+        return Err(PyValueError::new_err(format!(
+            "field {:?}: values of shape {inner:?}, declared {declared:?}",
+            field.name
+        )));
+    }
+    let count: usize = shape.iter().product();
+    let width = field.dtype.to_arrow().primitive_width().unwrap_or(1);
+    // SAFETY: NumPy's array interface says `count` contiguous values of `width` bytes start
+    // at `address`; `array` keeps them alive while they are copied.
+    let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, count * width) };
+    let mut values: ArrayRef = match field.dtype {
+        DType::Bool => Arc::new(BooleanArray::from(bytes.iter().map(|&b| b != 0).collect::<Vec<bool>>())),
+        DType::Int8 => primitive::<Int8Type>(bytes),
+        DType::Int16 => primitive::<Int16Type>(bytes),
+        DType::Int32 => primitive::<Int32Type>(bytes),
+        DType::Int64 => primitive::<Int64Type>(bytes),
+        DType::UInt8 => primitive::<UInt8Type>(bytes),
+        DType::UInt16 => primitive::<UInt16Type>(bytes),
+        DType::UInt32 => primitive::<UInt32Type>(bytes),
+        DType::UInt64 => primitive::<UInt64Type>(bytes),
+        DType::Float32 => primitive::<Float32Type>(bytes),
+        DType::Float64 => primitive::<Float64Type>(bytes),
+        _ => unreachable!("a NumPy dtype"),
+    };
+    drop(array);
+    // The declared list fields, outermost first; wrapped innermost first: [n, a, b] is n
+    // lists of a lists of b values.
+    let mut items: Vec<Arc<Field>> = Vec::new();
+    let mut declared_type = field.arrow_type();
+    while let DataType::FixedSizeList(item, _) = declared_type {
+        declared_type = item.data_type().clone();
+        items.push(item);
+    }
+    for (&size, item) in inner.iter().rev().zip(items.iter().rev()) {
+        values = Arc::new(FixedSizeListArray::new(item.clone(), size as i32, values, None));
+    }
+    if *values.data_type() != field.arrow_type() {
+        return Err(PyValueError::new_err(format!(
+            "field {:?}: made {}, declared {}",
+            field.name,
+            values.data_type(),
+            field.arrow_type()
+        )));
+    }
+    Ok(values)
+}
+
+/// A dict of columns (`{name: values}`) as a chunk of `spec`, every column `rows` long when
+/// given.
+pub fn chunk_of(
+    columns: &Bound<'_, PyAny>,
+    spec: &ElementSpec,
+    rows: Option<usize>,
+) -> PyResult<arrow::array::RecordBatch> {
+    let columns = columns.cast::<PyDict>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "expected a dict of columns, got {}",
+            columns.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        ))
+    })?;
+    let mut arrays = Vec::with_capacity(spec.fields.len());
+    let mut rows = rows;
+    for field in &spec.fields {
+        let value = columns.get_item(&field.name)?.ok_or_else(|| {
+            PyValueError::new_err(format!("no column {:?} (declared in the output spec)", field.name))
+        })?;
+        let array = array_of(&value, field, rows)?;
+        rows = Some(arrow::array::Array::len(&array));
+        arrays.push(array);
+    }
+    let options = arrow::array::RecordBatchOptions::new().with_row_count(rows);
+    arrow::array::RecordBatch::try_new_with_options(spec.arrow_schema(), arrays, &options)
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The Python exception `e` with its traceback, as text.
+pub fn traceback(py: Python<'_>, e: &PyErr) -> String {
+    let formatted = py
+        .import("traceback")
+        .and_then(|tb| tb.call_method1("format_exception", (e.value(py),)))
+        .and_then(|lines| lines.extract::<Vec<String>>());
+    match formatted {
+        Ok(lines) => lines.concat().trim_end().to_string(),
+        Err(_) => e.to_string(),
+    }
+}
