@@ -90,6 +90,11 @@ pub fn array_of(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>
         }
         _ => {}
     }
+    if let DataType::List(item) = field.arrow_type() {
+        if field.shape.len() == 1 {
+            return ragged(value, field, item);
+        }
+    }
     let dtype = numpy_dtype(field.dtype).ok_or_else(|| {
         PyTypeError::new_err(format!("field {:?}: {} from Python is not supported yet", field.name, field.dtype.name()))
     })?;
@@ -193,4 +198,26 @@ pub fn traceback(py: Python<'_>, e: &PyErr) -> String {
         Ok(lines) => lines.concat().trim_end().to_string(),
         Err(_) => e.to_string(),
     }
+}
+
+/// `value`, a sequence of sequences, as a list array of `field`'s values (a ragged field of
+/// one dimension).
+fn ragged(value: &Bound<'_, PyAny>, field: &FieldSpec, item: Arc<Field>) -> PyResult<ArrayRef> {
+    let flat = FieldSpec::scalar(field.name.clone(), field.dtype);
+    let mut parts = Vec::new();
+    let mut lengths = Vec::new();
+    for row in value.try_iter()? {
+        let part = array_of(&row?, &flat, None)?;
+        lengths.push(arrow::array::Array::len(&part));
+        parts.push(part);
+    }
+    let refs: Vec<&dyn arrow::array::Array> = parts.iter().map(|p| p.as_ref()).collect();
+    let values = match refs.is_empty() {
+        true => arrow::array::new_empty_array(item.data_type()),
+        false => arrow::compute::concat(&refs).map_err(|e| PyValueError::new_err(e.to_string()))?,
+    };
+    let offsets = arrow::buffer::OffsetBuffer::from_lengths(lengths);
+    let list = arrow::array::ListArray::try_new(item, offsets, values, None)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(Arc::new(list))
 }

@@ -1,13 +1,17 @@
 //! `flumen.Dataset`: the facade's dataset with tf.data's names, its sources and
 //! transformations, and `flumen.Options`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{AsArray, BooleanArray, RecordBatch, StructArray};
 use arrow::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use arrow::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
-use flumen::prelude::{MapFunction, PredicateFunction};
-use flumen::{Checkpoint, CsvOptions, FieldSpec, Parallel, RecordCompression, Registry, Tunable};
+use flumen::prelude::{DatasetFunction, FileRead, MapFunction, PredicateFunction};
+use flumen::{
+    BucketOptions, Checkpoint, CsvOptions, FeatureSpec, FieldSpec, PaddedBatchOptions, Parallel, RecordCompression,
+    Registry, Tunable,
+};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
@@ -24,6 +28,29 @@ pub const AUTOTUNE: i64 = -1;
 /// A pipeline: where elements come from and what happens to them.
 #[pyclass(module = "flumen", frozen)]
 pub struct Dataset(pub flumen::Dataset);
+
+/// Literal padding values by field (`{"name": value}`).
+fn literals(values: Option<&Bound<'_, PyDict>>) -> PyResult<BTreeMap<String, datafusion_expr::Expr>> {
+    let mut out = BTreeMap::new();
+    for (name, value) in values.into_iter().flat_map(|d| d.iter()) {
+        out.insert(name.extract::<String>()?, crate::expr::expr_of(&value)?);
+    }
+    Ok(out)
+}
+
+/// A file format by name.
+fn file_read(format: &str) -> PyResult<FileRead> {
+    Ok(match format {
+        "csv" => FileRead::Csv(CsvOptions::default()),
+        "parquet" => FileRead::Parquet { columns: None },
+        "ipc" => FileRead::IpcFile,
+        "text" => FileRead::TextLines,
+        "tfrecord" => FileRead::TfRecord(RecordCompression::None),
+        "tfrecord-gzip" => FileRead::TfRecord(RecordCompression::Gzip),
+        "tfrecord-zlib" => FileRead::TfRecord(RecordCompression::Zlib),
+        other => return Err(PyValueError::new_err(format!("unknown file format {other:?}"))),
+    })
+}
 
 /// A Python function's name for `explain` and errors.
 fn function_name(f: &Bound<'_, PyAny>) -> String {
@@ -335,6 +362,100 @@ impl Dataset {
     #[pyo3(signature = (batch_size, drop_remainder = false))]
     fn rebatch(&self, batch_size: u64, drop_remainder: bool) -> PyResult<Dataset> {
         ok(self.0.rebatch(batch_size, drop_remainder))
+    }
+
+    /// Batches whose variable-size fields are padded: to `padded_shapes[field]` (-1: the
+    /// batch's longest) or the longest, with `padding_values[field]` or zero.
+    #[pyo3(signature = (batch_size, padded_shapes = None, padding_values = None, drop_remainder = false))]
+    fn padded_batch(
+        &self,
+        batch_size: u64,
+        padded_shapes: Option<BTreeMap<String, Vec<i64>>>,
+        padding_values: Option<&Bound<'_, PyDict>>,
+        drop_remainder: bool,
+    ) -> PyResult<Dataset> {
+        let options = PaddedBatchOptions {
+            padded_shapes: padded_shapes.unwrap_or_default(),
+            padding_values: literals(padding_values)?,
+            drop_remainder,
+        };
+        ok(self.0.padded_batch(batch_size, options))
+    }
+
+    /// Windows of `size` elements every `shift` (default `size`), taking every `stride`-th.
+    #[pyo3(signature = (size, shift = None, stride = 1, drop_remainder = false))]
+    fn window(&self, size: u64, shift: Option<u64>, stride: u64, drop_remainder: bool) -> PyResult<Dataset> {
+        ok(self.0.window(size, shift.unwrap_or(size), stride, drop_remainder))
+    }
+
+    /// Elements grouped by length (`length`, an expression) into buckets with the given
+    /// `boundaries`, each batched by its `batch_sizes` entry and padded.
+    #[pyo3(signature = (length, boundaries, batch_sizes, padding_values = None, pad_to_bucket_boundary = false, drop_remainder = false))]
+    fn bucket_by_sequence_length(
+        &self,
+        length: &Expr,
+        boundaries: Vec<i64>,
+        batch_sizes: Vec<u64>,
+        padding_values: Option<&Bound<'_, PyDict>>,
+        pad_to_bucket_boundary: bool,
+        drop_remainder: bool,
+    ) -> PyResult<Dataset> {
+        let options =
+            BucketOptions { padding_values: literals(padding_values)?, pad_to_bucket_boundary, drop_remainder };
+        ok(self.0.bucket_by_sequence_length(length.0.clone(), boundaries, batch_sizes, options))
+    }
+
+    /// The files named by field `field` of each element, read as `format` (`"csv"`,
+    /// `"parquet"`, `"ipc"`, `"text"`, `"tfrecord"`, `"tfrecord-gzip"`, `"tfrecord-zlib"`),
+    /// `cycle_length` at once, `block_length` elements from each in turn.
+    #[pyo3(signature = (field, format, cycle_length = None, block_length = 1, num_parallel_calls = None, deterministic = None))]
+    fn interleave_files(
+        &self,
+        field: &str,
+        format: &str,
+        cycle_length: Option<i64>,
+        block_length: u64,
+        num_parallel_calls: Option<i64>,
+        deterministic: Option<bool>,
+    ) -> PyResult<Dataset> {
+        let read = DatasetFunction::read_file(field, file_read(format)?);
+        let parallel = parallel(num_parallel_calls, deterministic)?;
+        ok(self.0.interleave_with(read, tunable(cycle_length)?, block_length, parallel))
+    }
+
+    /// `tf.io.parse_example` of the serialized `tf.train.Example`s in bytes field `field`:
+    /// one field per feature of `features`, `{"name": (dtype, shape)}` for a required
+    /// fixed-length feature or `{"name": (dtype, None)}` for a variable-length one (dtype
+    /// `int64`, `float32` or `bytes`). The plan function the optimizer vectorizes and fuses.
+    #[pyo3(signature = (field, features, num_parallel_calls = None, deterministic = None))]
+    fn parse_example(
+        &self,
+        field: &str,
+        features: &Bound<'_, PyDict>,
+        num_parallel_calls: Option<i64>,
+        deterministic: Option<bool>,
+    ) -> PyResult<Dataset> {
+        let mut specs = Vec::with_capacity(features.len());
+        for (name, value) in features.iter() {
+            let name: String = name.extract()?;
+            let (dtype, shape): (String, Option<Vec<usize>>) = value.extract()?;
+            let dtype = flumen::DType::from_name(&dtype)
+                .ok_or_else(|| PyValueError::new_err(format!("unknown dtype {dtype:?}")))?;
+            specs.push(match shape {
+                Some(shape) => FeatureSpec::fixed(name, dtype, shape),
+                None => FeatureSpec::var_len(name, dtype),
+            });
+        }
+        let f = MapFunction::parse_example(field, specs).map_err(to_py)?;
+        ok(self.0.map_with(f, parallel(num_parallel_calls, deterministic)?))
+    }
+
+    /// Elements of several datasets side by side: their fields together (names must
+    /// differ), as many as the shortest has.
+    #[staticmethod]
+    fn zip(datasets: Vec<PyRef<'_, Dataset>>) -> PyResult<Dataset> {
+        let inner: Vec<&flumen::Dataset> = datasets.iter().map(|d| &d.0).collect();
+        ok(flumen::Dataset::zip(&inner))
     }
 
     /// tf.data's buffered shuffle.

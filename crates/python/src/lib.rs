@@ -9,7 +9,8 @@
 //! - [`iterator`]: iteration outside the GIL, checkpoints.
 //! - [`batch`]: a chunk of elements as the Arrow C data interface and NumPy array views;
 //!   [`convert`]: Python values into Arrow arrays of a declared spec.
-//! - [`error`]: flumen's errors as Python exceptions.
+//! - [`error`]: flumen's errors as Python exceptions; [`records`]: writing TFRecord files
+//!   and `tf.train.Example`s.
 
 use pyo3::prelude::*;
 
@@ -19,6 +20,7 @@ pub mod dataset;
 pub mod error;
 pub mod expr;
 pub mod iterator;
+pub mod records;
 
 /// The extension module.
 #[pymodule]
@@ -32,6 +34,8 @@ fn _flumen(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(expr::col, m)?)?;
     m.add_function(wrap_pyfunction!(expr::lit, m)?)?;
     m.add_function(wrap_pyfunction!(expr::func, m)?)?;
+    m.add_function(wrap_pyfunction!(records::write_tfrecord, m)?)?;
+    m.add_function(wrap_pyfunction!(records::serialize_example, m)?)?;
     m.add("AUTOTUNE", dataset::AUTOTUNE)?;
     error::register(m)?;
     Ok(())

@@ -216,3 +216,43 @@ def test_a_parallel_python_map_gives_the_sequential_result():
     it = iter(ds)
     next(it)
     del it
+
+
+def test_tfrecord_examples_parsed_like_tf_data(tmp_path):
+    paths = []
+    for f in range(2):
+        records = [flumen.serialize_example({"x": [float(f * 10 + i), 0.5], "label": [i % 3],
+                                             "tokens": list(range(i % 4)), "name": [f"r{f}{i}"]})
+                   for i in range(10)]
+        path = str(tmp_path / f"part{f}.tfrecord")
+        flumen.write_tfrecord(path, records, compression="GZIP" if f else "")
+        paths.append(path)
+    ds = (flumen.Dataset.list_files(str(tmp_path / "part0.tfrecord"))
+          .interleave_files("filename", "tfrecord")
+          .parse_example("record", {"x": ("float32", [2]), "label": ("int64", []), "tokens": ("int64", None)}))
+    rows = [(b["x"][0].tolist(), int(b["label"][0]), b["tokens"][0]) for b in ds]
+    assert len(rows) == 10
+    assert rows[3] == ([3.0, 0.5], 0, [0, 1, 2])
+    gz = flumen.Dataset.tfrecord(paths[1], compression="GZIP").parse_example("record", {"name": ("bytes", [])})
+    assert [b["name"][0] for b in gz][:2] == [b"r10", b"r11"]
+    # A file twice through a parallel interleave: every record twice.
+    twice = flumen.Dataset.from_numpy({"filename": np.array([paths[0], paths[0]])}).interleave_files(
+        "filename", "tfrecord", cycle_length=2, num_parallel_calls=2)
+    assert len(list(twice)) == 20
+
+
+def test_padded_batch_window_bucket_and_zip():
+    ds = flumen.Dataset.range(5).map({"n": col("value")})
+    zipped = flumen.Dataset.zip([flumen.Dataset.range(3), flumen.Dataset.range(10, 20).map({"w": col("value")}, keep=False)])
+    assert [(int(b["value"][0]), int(b["w"][0])) for b in zipped] == [(0, 10), (1, 11), (2, 12)]
+    windows = [b["value"].tolist() for b in flumen.Dataset.range(7).window(3, shift=2, drop_remainder=True)]
+    assert windows == [[0, 1, 2], [2, 3, 4], [4, 5, 6]]
+    gen = flumen.Dataset.from_generator(
+        lambda: iter([{"t": [[1, 2, 3]]}, {"t": [[4]]}, {"t": [[5, 6]]}]),
+        output={"t": ("int64", [None])})
+    padded = [b["t"] for b in gen.padded_batch(3, padding_values={"t": -1})]
+    assert [list(map(list, p)) for p in padded] == [[[1, 2, 3], [4, -1, -1], [5, 6, -1]]]
+    bucketed = gen.bucket_by_sequence_length(flumen.length(col("t")), [2], [2, 2])
+    sizes = sorted(len(b["t"]) for b in bucketed)
+    assert sizes == [1, 2]
+    assert ds.cardinality == 5

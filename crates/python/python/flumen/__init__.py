@@ -36,6 +36,8 @@ from flumen._flumen import (
     col,
     func,
     lit,
+    serialize_example,
+    write_tfrecord,
 )
 
 __all__ = [
@@ -55,6 +57,8 @@ __all__ = [
     "col",
     "func",
     "lit",
+    "serialize_example",
+    "write_tfrecord",
     "sqrt",
     "floor",
     "abs",
