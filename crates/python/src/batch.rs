@@ -3,7 +3,9 @@
 //! and as NumPy array views (`__array_interface__` over the Arrow buffers, read-only; the
 //! array keeps the buffer alive).
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StructArray};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Int32Array, RecordBatch, StructArray};
 use arrow::datatypes::{
     DataType, Float16Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type,
     UInt64Type, UInt8Type,
@@ -57,7 +59,8 @@ impl Batch {
 
     /// Each field as `(name, column)`: a `Column` NumPy views without a copy where the
     /// field is a primitive without nulls (batched fixed-size fields as 2-D and more), a
-    /// list of Python values otherwise (strings, bytes, ragged fields, nulls).
+    /// list of Python values otherwise (strings, bytes, ragged fields, nulls). Iterating
+    /// the dataset gives ragged fields as `(values, offsets)` views instead.
     pub fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
         for (field, array) in self.0.schema().fields().iter().zip(self.0.columns()) {
@@ -75,14 +78,21 @@ impl Batch {
     }
 }
 
-/// `chunk` as a dict of NumPy arrays (views where `Column::view` allows, lists otherwise).
+/// `chunk` as a dict of NumPy arrays: views where `Column::view` allows; a ragged field of
+/// primitives without nulls as `(values, offsets)`, two views, row `i` being
+/// `values[offsets[i]:offsets[i + 1]]`; Python lists otherwise.
 pub fn numpy_dict<'py>(py: Python<'py>, chunk: &RecordBatch) -> PyResult<Bound<'py, PyDict>> {
     let asarray = py.import("numpy")?.getattr("asarray")?;
     let out = PyDict::new(py);
     for (field, array) in chunk.schema().fields().iter().zip(chunk.columns()) {
-        match Column::view(array) {
-            Some(c) => out.set_item(field.name(), asarray.call1((Bound::new(py, c)?,))?)?,
-            None => out.set_item(field.name(), values(py, array)?)?,
+        if let Some(c) = Column::view(array) {
+            out.set_item(field.name(), asarray.call1((Bound::new(py, c)?,))?)?;
+        } else if let Some((values, offsets)) = Column::ragged(array) {
+            let values = asarray.call1((Bound::new(py, values)?,))?;
+            let offsets = asarray.call1((Bound::new(py, offsets)?,))?;
+            out.set_item(field.name(), (values, offsets))?;
+        } else {
+            out.set_item(field.name(), self::values(py, array)?)?;
         }
     }
     Ok(out)
@@ -114,6 +124,20 @@ impl Column {
         }
         let typestr = typestr(values.data_type())?;
         (values.null_count() == 0).then_some(Column { values, shape, typestr })
+    }
+}
+
+impl Column {
+    /// A list column of primitives without nulls as views of its values and offsets.
+    fn ragged(array: &ArrayRef) -> Option<(Column, Column)> {
+        let DataType::List(_) = array.data_type() else { return None };
+        let list = array.as_list::<i32>();
+        if list.null_count() > 0 {
+            return None;
+        }
+        let values = Column::view(list.values()).filter(|v| v.shape.len() == 1)?;
+        let offsets: ArrayRef = Arc::new(Int32Array::new(list.offsets().inner().clone(), None));
+        Some((values, Column::view(&offsets)?))
     }
 }
 

@@ -204,6 +204,26 @@ impl Dataset {
         }))
     }
 
+    /// The elements of the files `paths` in `format` (as `interleave_files` names them),
+    /// split into parts (files, Parquet row groups) read `cycle_length` at once, in
+    /// parallel by default: tf.data's `interleave` of file readers.
+    #[staticmethod]
+    #[pyo3(signature = (paths, format, cycle_length = None, block_length = 1, num_parallel_calls = AUTOTUNE, deterministic = None))]
+    fn read_files(
+        paths: &Bound<'_, PyAny>,
+        format: &str,
+        cycle_length: Option<i64>,
+        block_length: u64,
+        num_parallel_calls: Option<i64>,
+        deterministic: Option<bool>,
+    ) -> PyResult<Dataset> {
+        let paths = self::paths(paths)?;
+        let read = file_read(format)?;
+        let splits = flumen::Dataset::splits(&refs(&paths), read.clone()).map_err(to_py)?;
+        let parallel = parallel(num_parallel_calls, deterministic)?;
+        ok(splits.interleave_with(DatasetFunction::ReadSplit(read), tunable(cycle_length)?, block_length, parallel))
+    }
+
     /// The files matching a glob `pattern` as elements of a field `filename`.
     #[staticmethod]
     #[pyo3(signature = (pattern, shuffle = false, seed = None))]

@@ -15,7 +15,7 @@ class CancelledError(Error): ...
 
 _Value = Expr | bool | int | float | str
 _Spec = Mapping[str, str | tuple[str, Sequence[int | None]]]
-_Columns = dict[str, np.ndarray | list[Any]]
+_Columns = dict[str, np.ndarray | tuple[np.ndarray, np.ndarray] | list[Any]]
 
 class Expr:
     def __add__(self, other: _Value) -> Expr: ...
@@ -85,6 +85,15 @@ class Dataset:
     def from_numpy(columns: Mapping[str, Any]) -> Dataset: ...
     @staticmethod
     def from_generator(generator: Callable[[], _Iter[Mapping[str, Any]]], output: _Spec) -> Dataset: ...
+    @staticmethod
+    def read_files(
+        paths: str | Sequence[str],
+        format: str,
+        cycle_length: int | None = None,
+        block_length: int = 1,
+        num_parallel_calls: int | None = ...,
+        deterministic: bool | None = None,
+    ) -> Dataset: ...
     @staticmethod
     def list_files(pattern: str, shuffle: bool = False, seed: int | None = None) -> Dataset: ...
     @staticmethod
