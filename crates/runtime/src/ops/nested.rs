@@ -412,8 +412,9 @@ impl InterleaveOp {
     /// without waiting, if the current one cannot.
     /// When every open slot is waiting, waits until one can deliver (rather than on the one
     /// in turn, which may be the slowest: an input still opening).
-    /// [`Error::Cancelled`] if the iterator is cancelled while it waits.
-    fn skip_waiting_slots(&mut self) -> Result<()> {
+    /// Waits only when `may_wait`; [`Error::Cancelled`] if the iterator is cancelled while
+    /// it waits.
+    fn skip_waiting_slots(&mut self, may_wait: bool) -> Result<()> {
         let Some(permits) = self.parallel.as_ref().filter(|p| !p.deterministic).map(|p| p.permits.clone()) else {
             return Ok(());
         };
@@ -438,7 +439,7 @@ impl InterleaveOp {
                 Some((_, _, _, Some((probe, _)))) => probe.is_started(),
                 _ => true,
             };
-            if self.slots[self.cycle_index].is_none() || !self.slots.iter().all(started) {
+            if !may_wait || self.slots[self.cycle_index].is_none() || !self.slots.iter().all(started) {
                 return Ok(());
             }
             permits.wait_for_delivery(seen)?;
@@ -494,16 +495,22 @@ impl InterleaveOp {
     }
 
     /// The next run of elements from the current block, as the slot it comes from and the
-    /// range `(offset, rows)` of that slot's current chunk; `None` at the end.
-    fn next_run(&mut self) -> Result<Option<(usize, usize, usize)>> {
+    /// range `(offset, rows)` of that slot's current chunk; [`Next::End`] at the end. Unless
+    /// `may_wait` (the caller holds rows it can hand out), [`Next::Wait`] rather than wait
+    /// for an input that is not ready: a fast input that ends here moves the cycle on, maybe
+    /// to a slow one, after the caller last looked.
+    fn next_run(&mut self, may_wait: bool) -> Result<Next> {
         loop {
             self.fill_slots();
             let open = self.slots.iter().filter(|s| s.is_some()).count();
             if self.input_done && open == 0 {
-                return Ok(None);
+                return Ok(Next::End);
             }
             if self.input_done || open == self.slots.len() {
-                self.skip_waiting_slots()?;
+                self.skip_waiting_slots(may_wait)?;
+            }
+            if !may_wait && !self.current_ready() {
+                return Ok(Next::Wait);
             }
             if let Some((slot, _, _, lazy)) = &mut self.slots[self.cycle_index] {
                 let want = (self.block_length - self.block_index) as usize;
@@ -520,7 +527,7 @@ impl InterleaveOp {
                         if self.block_index == self.block_length {
                             self.advance_cycle();
                         }
-                        return Ok(Some((from, offset, rows)));
+                        return Ok(Next::Run(from, offset, rows));
                     }
                     None => {
                         self.slots[self.cycle_index] = None;
@@ -543,6 +550,16 @@ impl InterleaveOp {
             }
         }
     }
+}
+
+/// What [`InterleaveOp::next_run`] found.
+enum Next {
+    /// A run: the slot it comes from and the range `(offset, rows)` of its current chunk.
+    Run(usize, usize, usize),
+    /// The input in turn is not ready, and the caller may not wait for it.
+    Wait,
+    /// Every input has ended.
+    End,
 }
 
 /// Rows taken from several chunks, to be copied into one in their order.
@@ -646,13 +663,13 @@ impl Operator for InterleaveOp {
                     break;
                 }
             }
-            match self.next_run() {
-                Ok(Some((slot, offset, rows))) => {
+            match self.next_run(gather.rows() == 0) {
+                Ok(Next::Run(slot, offset, rows)) => {
                     let (reader, _, opened, _) = self.slots[slot].as_ref().expect("a run comes from an open slot");
                     let chunk = reader.current().expect("a run is read from the current chunk");
                     gather.add((*opened, reader.generation()), chunk, offset, rows);
                 }
-                Ok(None) => break,
+                Ok(Next::End | Next::Wait) => break,
                 Err(e) if gather.rows() == 0 => return Err(e),
                 Err(e) => {
                     self.error = Some(e);
