@@ -14,6 +14,14 @@
 
 use pyo3::prelude::*;
 
+/// The extension's allocator, as the `flumen` binary's (see its `ALLOC` for the figures):
+/// with glibc's malloc a pass of w2 or w6 spends its time faulting in pages that chunks freed
+/// on another thread gave back. The extension is the program here; NumPy and Python keep
+/// their own allocators, and Arrow buffers viewed from NumPy are freed by this one, which
+/// made them.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod batch;
 pub mod convert;
 pub mod dataset;
