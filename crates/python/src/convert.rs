@@ -15,22 +15,10 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-/// The NumPy dtype name of a primitive flumen dtype.
+/// The NumPy dtype name of a primitive flumen dtype: flumen's own name (`int64`,
+/// `float32`, `bool`), which NumPy shares; none for strings and bytes.
 fn numpy_dtype(dtype: DType) -> Option<&'static str> {
-    Some(match dtype {
-        DType::Bool => "bool",
-        DType::Int8 => "int8",
-        DType::Int16 => "int16",
-        DType::Int32 => "int32",
-        DType::Int64 => "int64",
-        DType::UInt8 => "uint8",
-        DType::UInt16 => "uint16",
-        DType::UInt32 => "uint32",
-        DType::UInt64 => "uint64",
-        DType::Float32 => "float32",
-        DType::Float64 => "float64",
-        _ => return None,
-    })
+    (!matches!(dtype, DType::Utf8 | DType::Binary)).then(|| dtype.name())
 }
 
 /// A declared spec: `{name: dtype}` or `{name: (dtype, shape)}`, a shape a list of sizes

@@ -38,6 +38,16 @@ fn literals(values: Option<&Bound<'_, PyDict>>) -> PyResult<BTreeMap<String, dat
     Ok(out)
 }
 
+/// A TFRecord compression by tf.data's name: `""` (or `"NONE"`), `"GZIP"`, `"ZLIB"`.
+pub fn compression_of(name: &str) -> PyResult<RecordCompression> {
+    match name.to_ascii_uppercase().as_str() {
+        "" | "NONE" => Ok(RecordCompression::None),
+        "GZIP" => Ok(RecordCompression::Gzip),
+        "ZLIB" => Ok(RecordCompression::Zlib),
+        other => Err(PyValueError::new_err(format!("unknown compression {other:?}"))),
+    }
+}
+
 /// A file format by name.
 fn file_read(format: &str) -> PyResult<FileRead> {
     Ok(match format {
@@ -264,12 +274,7 @@ impl Dataset {
     #[staticmethod]
     #[pyo3(signature = (paths, compression = ""))]
     fn tfrecord(paths: &Bound<'_, PyAny>, compression: &str) -> PyResult<Dataset> {
-        let compression = match compression.to_ascii_uppercase().as_str() {
-            "" | "NONE" => RecordCompression::None,
-            "GZIP" => RecordCompression::Gzip,
-            "ZLIB" => RecordCompression::Zlib,
-            other => return Err(PyValueError::new_err(format!("unknown compression {other:?}"))),
-        };
+        let compression = compression_of(compression)?;
         ok(flumen::Dataset::tfrecord(&refs(&self::paths(paths)?), compression))
     }
 

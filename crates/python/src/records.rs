@@ -1,8 +1,8 @@
 //! Writing what flumen reads, from Python: TFRecord files and `tf.train.Example` records
 //! (for tests, sample data, and users without TensorFlow).
 
-use flumen::{serialize_example as serialize, FeatureValues, RecordCompression, TfRecordWriter};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use flumen::{serialize_example as serialize, FeatureValues, TfRecordWriter};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -13,12 +13,7 @@ use crate::error::to_py;
 #[pyfunction]
 #[pyo3(signature = (path, records, compression = ""))]
 pub fn write_tfrecord(path: &str, records: Vec<Vec<u8>>, compression: &str) -> PyResult<()> {
-    let compression = match compression.to_ascii_uppercase().as_str() {
-        "" | "NONE" => RecordCompression::None,
-        "GZIP" => RecordCompression::Gzip,
-        "ZLIB" => RecordCompression::Zlib,
-        other => return Err(PyValueError::new_err(format!("unknown compression {other:?}"))),
-    };
+    let compression = crate::dataset::compression_of(compression)?;
     let mut writer = TfRecordWriter::create(path, compression).map_err(to_py)?;
     for record in &records {
         writer.write(record).map_err(to_py)?;
