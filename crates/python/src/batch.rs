@@ -1,7 +1,7 @@
 //! A chunk of elements handed to Python without copies: through the Arrow PyCapsule
 //! interface (`__arrow_c_array__`: pyarrow, polars, duckdb and others import it in place)
-//! and as NumPy array views (`__array_interface__` over the Arrow buffers, read-only; the
-//! array keeps the buffer alive).
+//! as NumPy array views (`__array_interface__` over the Arrow buffers, read-only; the
+//! array keeps the buffer alive) and as DLPack tensors for PyTorch and JAX.
 
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use arrow::datatypes::{
     UInt64Type, UInt8Type,
 };
 use arrow::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyList, PyTuple};
 
@@ -82,14 +82,24 @@ impl Batch {
 /// primitives without nulls as `(values, offsets)`, two views, row `i` being
 /// `values[offsets[i]:offsets[i + 1]]`; Python lists otherwise.
 pub fn numpy_dict<'py>(py: Python<'py>, chunk: &RecordBatch) -> PyResult<Bound<'py, PyDict>> {
-    let asarray = py.import("numpy")?.getattr("asarray")?;
+    field_dict(py, chunk, &py.import("numpy")?.getattr("asarray")?)
+}
+
+/// `chunk` as a dict of fields, each viewable column passed through `convert` (NumPy's
+/// `asarray`, a framework's `from_dlpack`), ragged fields as a `(values, offsets)` pair of
+/// converted columns, the rest as Python lists.
+pub fn field_dict<'py>(
+    py: Python<'py>,
+    chunk: &RecordBatch,
+    convert: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     for (field, array) in chunk.schema().fields().iter().zip(chunk.columns()) {
         if let Some(c) = Column::view(array) {
-            out.set_item(field.name(), asarray.call1((Bound::new(py, c)?,))?)?;
+            out.set_item(field.name(), convert.call1((Bound::new(py, c)?,))?)?;
         } else if let Some((values, offsets)) = Column::ragged(array) {
-            let values = asarray.call1((Bound::new(py, values)?,))?;
-            let offsets = asarray.call1((Bound::new(py, offsets)?,))?;
+            let values = convert.call1((Bound::new(py, values)?,))?;
+            let offsets = convert.call1((Bound::new(py, offsets)?,))?;
             out.set_item(field.name(), (values, offsets))?;
         } else {
             out.set_item(field.name(), self::values(py, array)?)?;
@@ -173,6 +183,37 @@ impl Column {
         d.set_item("typestr", self.typestr)?;
         d.set_item("data", (address, true))?;
         Ok(d)
+    }
+
+    /// The DLPack protocol (`torch.from_dlpack`, `jax.numpy.from_dlpack`,
+    /// `numpy.from_dlpack`): the values buffer without a copy, read-only where the consumer
+    /// speaks DLPack 1.0. Only CPU tensors are made: `dl_device` must be the CPU's and
+    /// `copy=True` is refused (the consumer copies, if it must, after import).
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<Bound<'py, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if stream.is_some_and(|s| !s.is_none()) {
+            return Err(PyBufferError::new_err("flumen columns live on the CPU: no stream applies"));
+        }
+        if dl_device.is_some_and(|d| d != (1, 0)) {
+            return Err(PyBufferError::new_err("flumen columns live on the CPU (device (1, 0))"));
+        }
+        if copy == Some(true) {
+            return Err(PyBufferError::new_err("flumen exports its buffers without a copy; copy after import"));
+        }
+        let versioned = max_version.is_some_and(|(major, _)| major >= 1);
+        crate::dlpack::capsule(py, &self.values, &self.shape, versioned)
+    }
+
+    /// The DLPack device: `(kDLCPU, 0)`.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        (1, 0)
     }
 }
 

@@ -13,7 +13,7 @@ use arrow::datatypes::{
 use flumen::{DType, ElementSpec, FieldSpec};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 /// The NumPy dtype name of a primitive flumen dtype: flumen's own name (`int64`,
 /// `float32`, `bool`), which NumPy shares; none for strings and bytes.
@@ -176,6 +176,30 @@ pub fn chunk_of(
         .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// What a generator yielded, `item`, as a chunk of `spec`: one element when every field's
+/// value has the field's own dimensions (tf.data's `from_generator`: `{"x": 3.0}`,
+/// `{"v": np.arange(n)}` for a ragged `v`, `{"s": "text"}`), otherwise a dict of columns of
+/// one or more elements each (`{"x": [1.0, 2.0]}`), as `chunk_of` reads them.
+pub fn yielded(item: &Bound<'_, PyAny>, spec: &ElementSpec) -> PyResult<arrow::array::RecordBatch> {
+    let py = item.py();
+    let Ok(fields) = item.cast::<PyDict>() else { return chunk_of(item, spec, None) };
+    let ndim = py.import("numpy")?.getattr("ndim")?;
+    let one = PyDict::new(py);
+    for field in &spec.fields {
+        let Some(value) = fields.get_item(&field.name)? else { return chunk_of(item, spec, None) };
+        let text = matches!(field.dtype, DType::Utf8 | DType::Binary);
+        let element = match text {
+            true => value.is_instance_of::<PyString>() || value.is_instance_of::<PyBytes>() || value.is_none(),
+            false => ndim.call1((&value,))?.extract::<usize>()? == field.shape.len(),
+        };
+        if !element {
+            return chunk_of(item, spec, None);
+        }
+        one.set_item(&field.name, PyList::new(py, [value])?)?;
+    }
+    chunk_of(one.as_any(), spec, Some(1))
+}
+
 /// The Python exception `e` with its traceback, as text.
 pub fn traceback(py: Python<'_>, e: &PyErr) -> String {
     let formatted = py
@@ -192,10 +216,19 @@ pub fn traceback(py: Python<'_>, e: &PyErr) -> String {
 /// one dimension).
 fn ragged(value: &Bound<'_, PyAny>, field: &FieldSpec, item: Arc<Field>) -> PyResult<ArrayRef> {
     let flat = FieldSpec::scalar(field.name.clone(), field.dtype);
+    let ndim = value.py().import("numpy")?.getattr("ndim")?;
     let mut parts = Vec::new();
     let mut lengths = Vec::new();
-    for row in value.try_iter()? {
-        let part = array_of(&row?, &flat, None)?;
+    for (i, row) in value.try_iter()?.enumerate() {
+        let row = row?;
+        if ndim.call1((&row,))?.extract::<usize>()? != 1 {
+            return Err(PyValueError::new_err(format!(
+                "field {:?}: element {i} is not a sequence of values (a ragged field's column is a \
+                 sequence of sequences)",
+                field.name
+            )));
+        }
+        let part = array_of(&row, &flat, None)?;
         lengths.push(arrow::array::Array::len(&part));
         parts.push(part);
     }

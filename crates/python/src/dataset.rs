@@ -9,18 +9,18 @@ use arrow::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use arrow::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
 use flumen::prelude::{DatasetFunction, FileRead, MapFunction, PredicateFunction};
 use flumen::{
-    BucketOptions, Checkpoint, CsvOptions, FeatureSpec, FieldSpec, PaddedBatchOptions, Parallel, RecordCompression,
-    Registry, Tunable,
+    BucketOptions, Checkpoint, CsvOptions, DatasetIterator, FeatureSpec, FieldSpec, PaddedBatchOptions, Parallel,
+    RecordCompression, Registry, Tunable,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 
 use crate::batch::numpy_dict;
-use crate::convert::{array_of, chunk_of, spec_of, traceback};
+use crate::convert::{array_of, chunk_of, spec_of, traceback, yielded};
 use crate::error::to_py;
 use crate::expr::Expr;
-use crate::iterator::Iterator;
+use crate::iterator::{Iterator, Output};
 
 /// `AUTOTUNE`: let the tuner choose (as `tf.data.AUTOTUNE`).
 pub const AUTOTUNE: i64 = -1;
@@ -179,8 +179,11 @@ impl Dataset {
     }
 
     /// The elements a Python generator yields: `generator()` is called for each pass and
-    /// yields dicts of columns (`{"name": values}`, one or more elements each) of the
-    /// declared `output` spec (`{"name": dtype}` or `{"name": (dtype, shape)}`).
+    /// yields dicts of the declared `output` spec (`{"name": dtype}` or
+    /// `{"name": (dtype, shape)}`): one element each, as in tf.data (`{"x": 1.5,
+    /// "v": np.arange(n)}`), or columns of several elements at once where a field's value
+    /// has one more dimension than the field (`{"x": [1.5, 2.5], "v": [[0], [0, 1]]}`), which
+    /// is faster.
     #[staticmethod]
     fn from_generator(generator: &Bound<'_, PyAny>, output: &Bound<'_, PyDict>) -> PyResult<Dataset> {
         if !generator.is_callable() {
@@ -206,7 +209,7 @@ impl Dataset {
                     Python::attach(|py| match it.bind(py).clone().next() {
                         None => None,
                         Some(Err(e)) => Some(Err(error(py, e))),
-                        Some(Ok(item)) => Some(chunk_of(&item, &out, None).map_err(|e| error(py, e))),
+                        Some(Ok(item)) => Some(yielded(&item, &out).map_err(|e| error(py, e))),
                     })
                 })),
             };
@@ -575,6 +578,23 @@ impl Dataset {
         self.0.serialize().map_err(to_py)
     }
 
+    /// Pickling (e.g. into a `DataLoader` worker process) goes through `serialize`, so a
+    /// plan holding Python functions cannot be pickled; build it in the worker instead.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (String,))> {
+        use flumen::crates::ir::{Op, SourceDesc};
+        let python = slf.get().0.plan().nodes_topological().into_iter().find(|node| {
+            node.op().closure().is_some() || matches!(node.op(), Op::Source(SourceDesc::Generator { .. }))
+        });
+        if let Some(node) = python {
+            return Err(PyTypeError::new_err(format!(
+                "a dataset whose {} runs a Python function cannot be pickled: build it where it runs",
+                node.op().name()
+            )));
+        }
+        let json = slf.get().0.serialize().map_err(to_py)?;
+        Ok((slf.get_type().getattr("deserialize")?, (json,)))
+    }
+
     /// A stable fingerprint of the pipeline.
     fn fingerprint(&self) -> String {
         self.0.fingerprint()
@@ -585,23 +605,72 @@ impl Dataset {
     /// `Iterator.save`) when given.
     #[pyo3(signature = (checkpoint = None, as_batches = false))]
     fn iter(&self, py: Python<'_>, checkpoint: Option<&[u8]>, as_batches: bool) -> PyResult<Iterator> {
-        let it = match checkpoint {
-            None => self.0.iter(),
-            Some(bytes) => {
-                let checkpoint = Checkpoint::from_bytes(bytes).map_err(to_py)?;
-                py.detach(|| self.0.iter_from(&checkpoint)).map_err(to_py)?
-            }
+        let output = match as_batches {
+            true => Output::Batch,
+            false => Output::Fields(py.import("numpy")?.getattr("asarray")?.unbind()),
         };
-        Ok(Iterator::new(it, !as_batches))
+        Ok(Iterator::new(self.start(py, checkpoint)?, output))
+    }
+
+    /// Dicts of NumPy arrays, as `iter()` (tf.data's name).
+    fn as_numpy_iterator(&self, py: Python<'_>) -> PyResult<Iterator> {
+        self.iter(py, None, false)
+    }
+
+    /// pyarrow `RecordBatch`es, imported without a copy (needs pyarrow).
+    #[pyo3(signature = (checkpoint = None))]
+    fn iter_arrow(&self, py: Python<'_>, checkpoint: Option<&[u8]>) -> PyResult<Iterator> {
+        let convert = py.import("pyarrow")?.getattr("record_batch")?.unbind();
+        Ok(Iterator::new(self.start(py, checkpoint)?, Output::Whole(convert)))
+    }
+
+    /// Dicts of `torch.Tensor`s made through DLPack without a copy (read-only memory:
+    /// do not write them in place), then moved to `device` when given; ragged fields as
+    /// `(values, offsets)` tensors, strings and nullable fields as lists. Needs torch.
+    #[pyo3(signature = (device = None, checkpoint = None))]
+    fn iter_torch(
+        &self,
+        py: Python<'_>,
+        device: Option<Bound<'_, PyAny>>,
+        checkpoint: Option<&[u8]>,
+    ) -> PyResult<Iterator> {
+        let convert = py.import("flumen._frameworks")?.getattr("torch_converter")?.call1((device,))?;
+        Ok(Iterator::new(self.start(py, checkpoint)?, Output::Fields(convert.unbind())))
+    }
+
+    /// Dicts of `jax.Array`s made through DLPack (JAX copies where its CPU backend needs
+    /// other alignment), placed on `device` when given; otherwise as `iter_torch`. Needs jax.
+    #[pyo3(signature = (device = None, checkpoint = None))]
+    fn iter_jax(
+        &self,
+        py: Python<'_>,
+        device: Option<Bound<'_, PyAny>>,
+        checkpoint: Option<&[u8]>,
+    ) -> PyResult<Iterator> {
+        let convert = py.import("flumen._frameworks")?.getattr("jax_converter")?.call1((device,))?;
+        Ok(Iterator::new(self.start(py, checkpoint)?, Output::Fields(convert.unbind())))
     }
 
     /// Dicts of NumPy arrays, as `iter()`.
-    fn __iter__(&self) -> Iterator {
-        Iterator::new(self.0.iter(), true)
+    fn __iter__(&self, py: Python<'_>) -> PyResult<Iterator> {
+        self.iter(py, None, false)
     }
 
     fn __repr__(&self) -> String {
         format!("Dataset({})", self.0.element_spec())
+    }
+}
+
+impl Dataset {
+    /// A new iterator, continuing from `checkpoint` when given.
+    fn start(&self, py: Python<'_>, checkpoint: Option<&[u8]>) -> PyResult<DatasetIterator> {
+        match checkpoint {
+            None => Ok(self.0.iter()),
+            Some(bytes) => {
+                let checkpoint = Checkpoint::from_bytes(bytes).map_err(to_py)?;
+                py.detach(|| self.0.iter_from(&checkpoint)).map_err(to_py)
+            }
+        }
     }
 }
 

@@ -1,5 +1,7 @@
-//! Iterating a dataset from Python: each `next()` runs the pipeline with the GIL released,
-//! and the iterator saves and restores checkpoints as bytes.
+//! Iterating a dataset from Python: each `next()` runs the pipeline with the GIL released
+//! (and stops on Ctrl-C), hands the chunk over as a `Batch`, a dict of NumPy arrays or
+//! framework tensors, or a pyarrow batch, and the iterator saves and restores checkpoints as
+//! bytes.
 
 use std::sync::Mutex;
 
@@ -8,26 +10,38 @@ use pyo3::exceptions::{PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::batch::{numpy_dict, Batch};
+use crate::batch::{field_dict, Batch};
 use crate::error::to_py;
+use crate::interrupt;
+
+/// What each chunk becomes in Python.
+pub enum Output {
+    /// A `Batch`.
+    Batch,
+    /// A dict of fields, each viewable column passed through the callable (`numpy.asarray`,
+    /// `torch.from_dlpack`, ...).
+    Fields(Py<PyAny>),
+    /// The `Batch` passed through the callable (`pyarrow.record_batch`).
+    Whole(Py<PyAny>),
+}
 
 /// An iterator over a dataset's elements: each one row, or the `b` rows of a batch, as a
-/// dict of NumPy arrays (views of the Arrow buffers, read-only) or as a `Batch`.
+/// dict of NumPy arrays (views of the Arrow buffers, read-only), of framework tensors, as a
+/// pyarrow `RecordBatch` or as a `Batch`.
 #[pyclass(module = "flumen", frozen)]
 pub struct Iterator {
     /// `None` once dropped.
     inner: Mutex<Option<DatasetIterator>>,
-    /// Elements as dicts of NumPy arrays rather than `Batch`es.
-    numpy: bool,
+    output: Output,
     /// Taken at the start, so that `cancel` need not wait for a `next()` in progress.
     cancel: CancelHandle,
 }
 
 impl Iterator {
-    /// Iterates `it`, giving dicts of NumPy arrays when `numpy`, `Batch`es otherwise.
-    pub fn new(it: DatasetIterator, numpy: bool) -> Self {
+    /// Iterates `it`, giving each chunk as `output` says.
+    pub fn new(it: DatasetIterator, output: Output) -> Self {
         let cancel = it.cancel_handle();
-        Iterator { inner: Mutex::new(Some(it)), numpy, cancel }
+        Iterator { inner: Mutex::new(Some(it)), output, cancel }
     }
 }
 
@@ -38,17 +52,27 @@ impl Iterator {
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let watch = interrupt::watch(&self.cancel);
         // The pipeline runs outside the GIL: other Python threads go on meanwhile.
         let next = py.detach(|| self.inner.lock().expect("flumen iterator").as_mut().and_then(|it| it.next()));
+        if let Some(watch) = watch {
+            drop(watch);
+            // Python's handler has run by now where a SIGINT came: let it raise.
+            py.check_signals()?;
+        }
         let batch = match next {
             Some(Ok(batch)) => Batch(batch),
             Some(Err(e)) => return Err(to_py(e)),
+            // A cancelled (or interrupted) iterator keeps saying so rather than ending as
+            // if its elements were all delivered.
+            None if self.cancel.is_cancelled() => return Err(to_py(flumen::Error::Cancelled)),
             None => return Err(PyStopIteration::new_err(())),
         };
-        if !self.numpy {
-            return Ok(Bound::new(py, batch)?.into_any());
+        match &self.output {
+            Output::Batch => Ok(Bound::new(py, batch)?.into_any()),
+            Output::Fields(convert) => Ok(field_dict(py, &batch.0, convert.bind(py))?.into_any()),
+            Output::Whole(convert) => convert.bind(py).call1((Bound::new(py, batch)?,)),
         }
-        Ok(numpy_dict(py, &batch.0)?.into_any())
     }
 
     /// The iterator's position as bytes: `mode` `"full"` stores buffered elements,
@@ -67,8 +91,8 @@ impl Iterator {
         Ok(PyBytes::new(py, &bytes.map_err(to_py)?))
     }
 
-    /// Asks the pipeline to stop, from any thread: the next `next()` (or the one waiting
-    /// now) raises `CancelledError`, then the iterator ends.
+    /// Asks the pipeline to stop, from any thread: the `next()` waiting now, and every one
+    /// after it, raises `CancelledError`.
     fn cancel(&self) {
         self.cancel.cancel();
     }

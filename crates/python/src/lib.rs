@@ -6,8 +6,9 @@
 //!
 //! - [`dataset`]: `Dataset`, its sources and transformations, `Options`.
 //! - [`expr`]: expressions built in Python, lowered to the same IR as the Rust builders.
-//! - [`iterator`]: iteration outside the GIL, checkpoints.
-//! - [`batch`]: a chunk of elements as the Arrow C data interface and NumPy array views;
+//! - [`iterator`]: iteration outside the GIL, checkpoints; [`interrupt`]: Ctrl-C in `next()`.
+//! - [`batch`]: a chunk of elements as the Arrow C data interface and NumPy array views,
+//!   [`dlpack`]: its columns as DLPack tensors;
 //!   [`convert`]: Python values into Arrow arrays of a declared spec.
 //! - [`error`]: flumen's errors as Python exceptions; [`records`]: writing TFRecord files
 //!   and `tf.train.Example`s.
@@ -25,8 +26,10 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub mod batch;
 pub mod convert;
 pub mod dataset;
+pub mod dlpack;
 pub mod error;
 pub mod expr;
+pub mod interrupt;
 pub mod iterator;
 pub mod records;
 
