@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow::array::{AsArray, BooleanArray, RecordBatch, StructArray};
 use arrow::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use arrow::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
-use flumen::prelude::{DatasetFunction, FileRead, MapFunction, PredicateFunction};
+use flumen::prelude::{Compression, DatasetFunction, FileRead, MapFunction, PredicateFunction, SnapshotOptions};
 use flumen::{
     BucketOptions, Checkpoint, CsvOptions, DatasetIterator, FeatureSpec, FieldSpec, PaddedBatchOptions, Parallel,
     RecordCompression, Registry, Tunable,
@@ -65,6 +65,38 @@ fn file_read(format: &str) -> PyResult<FileRead> {
 /// A Python function's name for `explain` and errors.
 fn function_name(f: &Bound<'_, PyAny>) -> String {
     f.getattr("__name__").and_then(|n| n.extract()).unwrap_or_else(|_| "function".to_string())
+}
+
+/// `{"name": expr or literal}` as named expressions, in the dict's order.
+fn named_exprs(fields: &Bound<'_, PyDict>) -> PyResult<Vec<(String, datafusion_expr::Expr)>> {
+    fields.iter().map(|(name, e)| Ok((name.extract::<String>()?, crate::expr::expr_of(&e)?))).collect()
+}
+
+/// A Python function from one element to a `Dataset` of the declared `output` spec, as a
+/// dataset function (`flat_map`, `interleave`).
+fn dataset_function(f: &Bound<'_, PyAny>, output: &Bound<'_, PyDict>) -> PyResult<DatasetFunction> {
+    if !f.is_callable() {
+        return Err(PyTypeError::new_err("expected a function returning a flumen.Dataset"));
+    }
+    let spec = spec_of(output)?;
+    let name = function_name(f);
+    let func: Py<PyAny> = f.clone().unbind();
+    let operator = format!("dataset function (python '{name}')");
+    Ok(DatasetFunction::closure(Some(&name), spec, move |row| {
+        Python::attach(|py| {
+            let call = || -> PyResult<flumen::Dataset> {
+                let result = func.call1(py, (numpy_dict(py, row)?,))?;
+                let dataset = result.bind(py).cast::<Dataset>().map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "the function returned {}, not a flumen.Dataset",
+                        result.bind(py).get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                    ))
+                })?;
+                Ok(dataset.get().0.clone())
+            };
+            call().map_err(|e| flumen::Error::Udf { operator: operator.clone(), message: traceback(py, &e) })
+        })
+    }))
 }
 
 /// `None` (the default), `AUTOTUNE` or a number.
@@ -368,6 +400,45 @@ impl Dataset {
         ok(self.0.filter_with(f, parallel))
     }
 
+    /// The elements up to (not including) the first for which `predicate` (an expression)
+    /// is false.
+    fn take_while(&self, predicate: &Expr) -> PyResult<Dataset> {
+        ok(self.0.take_while(predicate.0.clone()))
+    }
+
+    /// Elements grouped by the int64 expression `key`: each group is batched, a batch
+    /// emitted every `window_size` elements of that key and the rest at the end
+    /// (tf.data's `group_by_window` with a batching reducer).
+    fn group_by_window(&self, key: &Expr, window_size: u64) -> PyResult<Dataset> {
+        ok(self.0.group_by_window(key.0.clone(), window_size))
+    }
+
+    /// A running state, as tf.data's `scan`: `initial` gives each state field's first value
+    /// (`{"name": literal}`), `update` its next value from the state and the element
+    /// (`{"name": expr}`, state fields by name), and `output` the fields each element
+    /// becomes, computed from the new state and the element.
+    fn scan(
+        &self,
+        initial: &Bound<'_, PyDict>,
+        update: &Bound<'_, PyDict>,
+        output: &Bound<'_, PyDict>,
+    ) -> PyResult<Dataset> {
+        ok(self.0.scan(&named_exprs(initial)?, &named_exprs(update)?, &named_exprs(output)?))
+    }
+
+    /// Folds every element into a state (`initial` and `update` as in `scan`) and returns
+    /// the final state as a dict of one-value NumPy arrays (tf.data's `reduce`).
+    fn reduce<'py>(
+        &self,
+        py: Python<'py>,
+        initial: &Bound<'py, PyDict>,
+        update: &Bound<'py, PyDict>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let (initial, update) = (named_exprs(initial)?, named_exprs(update)?);
+        let state = py.detach(|| self.0.reduce(&initial, &update)).map_err(to_py)?;
+        numpy_dict(py, &state)
+    }
+
     /// Groups of `batch_size` consecutive elements, each one element whose fields gain a
     /// leading dimension.
     #[pyo3(signature = (batch_size, drop_remainder = false, num_parallel_calls = None, deterministic = None))]
@@ -451,6 +522,31 @@ impl Dataset {
         ok(self.0.interleave_with(read, tunable(cycle_length)?, block_length, parallel))
     }
 
+    /// The datasets `f(element)` returns, one after another: `f` takes one element (a dict
+    /// of one-row NumPy arrays) and returns a `Dataset` whose elements `output` declares
+    /// (`{"name": dtype}` or `{"name": (dtype, shape)}`). tf.data's `flat_map`.
+    fn flat_map(&self, f: &Bound<'_, PyAny>, output: &Bound<'_, PyDict>) -> PyResult<Dataset> {
+        ok(self.0.flat_map(dataset_function(f, output)?))
+    }
+
+    /// The datasets `f(element)` returns (as `flat_map`), `cycle_length` open at once and
+    /// `block_length` elements taken from each in turn; opened in parallel with
+    /// `num_parallel_calls`. tf.data's `interleave`.
+    #[pyo3(signature = (f, output, cycle_length = None, block_length = 1, num_parallel_calls = None, deterministic = None))]
+    fn interleave(
+        &self,
+        f: &Bound<'_, PyAny>,
+        output: &Bound<'_, PyDict>,
+        cycle_length: Option<i64>,
+        block_length: u64,
+        num_parallel_calls: Option<i64>,
+        deterministic: Option<bool>,
+    ) -> PyResult<Dataset> {
+        let f = dataset_function(f, output)?;
+        let parallel = parallel(num_parallel_calls, deterministic)?;
+        ok(self.0.interleave_with(f, tunable(cycle_length)?, block_length, parallel))
+    }
+
     /// `tf.io.parse_example` of the serialized `tf.train.Example`s in bytes field `field`:
     /// one field per feature of `features`, `{"name": (dtype, shape)}` for a required
     /// fixed-length feature or `{"name": (dtype, None)}` for a variable-length one (dtype
@@ -476,6 +572,22 @@ impl Dataset {
         }
         let f = MapFunction::parse_example(field, specs).map_err(to_py)?;
         ok(self.0.map_with(f, parallel(num_parallel_calls, deterministic)?))
+    }
+
+    /// Each element drawn from one of `datasets` at random by `weights` (equal by default),
+    /// from `seed`; with `stop_on_empty_dataset` the result ends when the drawn dataset has
+    /// run out, otherwise it goes on with the others (tf.data's `sample_from_datasets`).
+    #[staticmethod]
+    #[pyo3(signature = (datasets, weights = None, seed = None, stop_on_empty_dataset = false))]
+    fn sample_from_datasets(
+        datasets: Vec<PyRef<'_, Dataset>>,
+        weights: Option<Vec<f64>>,
+        seed: Option<u64>,
+        stop_on_empty_dataset: bool,
+    ) -> PyResult<Dataset> {
+        let weights = weights.unwrap_or_else(|| vec![1.0 / datasets.len().max(1) as f64; datasets.len()]);
+        let refs: Vec<&flumen::Dataset> = datasets.iter().map(|d| &d.0).collect();
+        ok(flumen::Dataset::sample_from_datasets(&refs, weights, seed, stop_on_empty_dataset))
     }
 
     /// Elements of several datasets side by side: their fields together (names must
@@ -530,9 +642,50 @@ impl Dataset {
         ok(self.0.prefetch(tunable(Some(buffer_size))?))
     }
 
-    /// The elements kept in memory after the first pass.
-    fn cache(&self) -> PyResult<Dataset> {
-        ok(self.0.cache())
+    /// The elements of the first complete pass kept for later passes: in memory, or in the
+    /// file `filename` where given, which later runs of the same pipeline (in any process)
+    /// read instead of computing them. The file appears only when a pass completes.
+    #[pyo3(signature = (filename = None))]
+    fn cache(&self, filename: Option<&str>) -> PyResult<Dataset> {
+        match filename {
+            None | Some("") => ok(self.0.cache()),
+            Some(path) => ok(self.0.cache_to(path)),
+        }
+    }
+
+    /// Persists the elements under directory `path` and reads them back in later runs of
+    /// the same pipeline (tf.data's `snapshot`): `compression` `"lz4"` (default), `"zstd"`
+    /// or `"none"`; `shards` files written in parallel; `shuffle_on_read_seed` reads shards
+    /// and chunks in a seeded random order; `name` keys the snapshot by a name instead of
+    /// the pipeline's fingerprint.
+    #[pyo3(signature = (path, compression = "lz4", shards = None, shuffle_on_read_seed = None, name = None))]
+    fn snapshot(
+        &self,
+        path: &str,
+        compression: &str,
+        shards: Option<u64>,
+        shuffle_on_read_seed: Option<u64>,
+        name: Option<&str>,
+    ) -> PyResult<Dataset> {
+        let compression = match compression {
+            "lz4" => Compression::Lz4,
+            "zstd" => Compression::Zstd,
+            "none" | "" => Compression::None,
+            other => {
+                return Err(PyValueError::new_err(format!("unknown snapshot compression {other:?}: lz4, zstd or none")))
+            }
+        };
+        let mut options = SnapshotOptions::default().with_compression(compression);
+        if let Some(shards) = shards {
+            options = options.with_shards(shards);
+        }
+        if let Some(seed) = shuffle_on_read_seed {
+            options = options.with_shuffle_on_read(seed);
+        }
+        if let Some(name) = name {
+            options = options.with_snapshot_fingerprint(name);
+        }
+        ok(self.0.snapshot(path, options))
     }
 
     /// The elements whose computation did not fail.

@@ -117,10 +117,50 @@ impl Expr {
     }
 }
 
-/// A flumen function of `args` by name (`sqrt`, `clip`, `length`, ...).
+/// A conditional: `when(c1, v1).when(c2, v2).otherwise(v)` is `v1` where `c1` holds,
+/// else `v2` where `c2` holds, else `v` (SQL's `CASE WHEN`).
+#[pyfunction]
+pub fn when(condition: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<When> {
+    Ok(When { cases: vec![(expr_of(condition)?, expr_of(value)?)] })
+}
+
+/// A conditional being built (`flumen.when`): more cases with `when`, then `otherwise`.
+#[pyclass(module = "flumen", frozen)]
+pub struct When {
+    cases: Vec<(DfExpr, DfExpr)>,
+}
+
+#[pymethods]
+impl When {
+    /// Adds a case, tried after the ones before it.
+    fn when(&self, condition: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<When> {
+        let mut cases = self.cases.clone();
+        cases.push((expr_of(condition)?, expr_of(value)?));
+        Ok(When { cases })
+    }
+
+    /// The expression, `value` where no case holds.
+    fn otherwise(&self, value: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        let mut cases = self.cases.iter();
+        let (c, v) = cases.next().expect("a first case");
+        let mut builder = flumen::prelude::when(c.clone(), v.clone());
+        for (c, v) in cases {
+            builder = builder.when(c.clone(), v.clone());
+        }
+        builder.otherwise(expr_of(value)?).map(Expr).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+}
+
+/// A flumen function of `args` by name (`sqrt`, `clip`, `length`, ...). The tensor
+/// functions take their parameters as Python values after the expression:
+/// `bucketize(e, boundaries)`, `one_hot(e, depth)`, `hash_bucket(e, num_buckets)`,
+/// `normalize(e, mean, std)`, `reduce_sum(e, axes)` (and `_mean`, `_max`, `_min`).
 #[pyfunction]
 pub fn func(name: &str, args: Vec<Bound<'_, PyAny>>) -> PyResult<Expr> {
     use flumen::prelude as f;
+    if let Some(e) = parameterized(name, &args)? {
+        return Ok(Expr(e));
+    }
     let args: Vec<DfExpr> = args.iter().map(expr_of).collect::<PyResult<_>>()?;
     let one = |g: fn(DfExpr) -> DfExpr| -> PyResult<DfExpr> {
         match <[DfExpr; 1]>::try_from(args.clone()) {
@@ -165,5 +205,43 @@ pub fn func(name: &str, args: Vec<Bound<'_, PyAny>>) -> PyResult<Expr> {
         "greatest" => f::greatest(args),
         "coalesce" => f::coalesce(args),
         other => return Err(PyValueError::new_err(format!("flumen has no function {other:?}"))),
+    }))
+}
+
+/// The functions whose parameters are not expressions, `None` for the others.
+fn parameterized(name: &str, args: &[Bound<'_, PyAny>]) -> PyResult<Option<DfExpr>> {
+    use flumen::prelude as f;
+    let arity = |n: usize| match args.len() == n {
+        true => Ok(()),
+        false => Err(PyValueError::new_err(format!("{name} takes {n} arguments"))),
+    };
+    let reduce = |g: fn(DfExpr, &[i64]) -> DfExpr| -> PyResult<DfExpr> {
+        arity(2)?;
+        Ok(g(expr_of(&args[0])?, &args[1].extract::<Vec<i64>>()?))
+    };
+    Ok(Some(match name {
+        "bucketize" => {
+            arity(2)?;
+            f::bucketize(expr_of(&args[0])?, &args[1].extract::<Vec<f64>>()?)
+        }
+        "one_hot" => {
+            arity(2)?;
+            f::one_hot(expr_of(&args[0])?, args[1].extract()?)
+        }
+        "hash_bucket" => {
+            arity(2)?;
+            f::hash_bucket(expr_of(&args[0])?, args[1].extract()?)
+        }
+        "normalize" => {
+            arity(3)?;
+            f::normalize(expr_of(&args[0])?, &args[1].extract::<Vec<f64>>()?, &args[2].extract::<Vec<f64>>()?)
+        }
+        "reduce_sum" | "reduce_mean" | "reduce_max" | "reduce_min" if args.len() == 2 => match name {
+            "reduce_sum" => reduce(f::reduce_sum_axes)?,
+            "reduce_mean" => reduce(f::reduce_mean_axes)?,
+            "reduce_max" => reduce(f::reduce_max_axes)?,
+            _ => reduce(f::reduce_min_axes)?,
+        },
+        _ => return Ok(None),
     }))
 }

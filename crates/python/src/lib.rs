@@ -45,6 +45,8 @@ fn _flumen(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(expr::col, m)?)?;
     m.add_function(wrap_pyfunction!(expr::lit, m)?)?;
     m.add_function(wrap_pyfunction!(expr::func, m)?)?;
+    m.add_function(wrap_pyfunction!(expr::when, m)?)?;
+    m.add_class::<expr::When>()?;
     m.add_function(wrap_pyfunction!(records::write_tfrecord, m)?)?;
     m.add_function(wrap_pyfunction!(records::serialize_example, m)?)?;
     m.add("AUTOTUNE", dataset::AUTOTUNE)?;

@@ -34,8 +34,10 @@ from flumen._flumen import (
     PlanError,
     UdfError,
     col,
+    When,
     func,
     lit,
+    when,
     serialize_example,
     write_tfrecord,
 )
@@ -55,26 +57,47 @@ __all__ = [
     "PlanError",
     "UdfError",
     "col",
+    "When",
     "func",
     "lit",
+    "when",
     "serialize_example",
     "write_tfrecord",
-    "sqrt",
-    "floor",
     "abs",
+    "sqrt",
+    "exp",
+    "ln",
+    "log2",
+    "log10",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "sin",
+    "cos",
+    "tan",
+    "tanh",
+    "sign",
     "length",
+    "power",
+    "atan2",
     "clip",
+    "least",
+    "greatest",
+    "coalesce",
+    "reduce_sum",
+    "reduce_mean",
+    "reduce_max",
+    "reduce_min",
+    "bucketize",
+    "one_hot",
+    "hash_bucket",
+    "normalize",
 ]
 
 
-def sqrt(e):
-    """The square root of ``e``."""
-    return func("sqrt", [e])
 
-
-def floor(e):
-    """``e`` rounded down."""
-    return func("floor", [e])
+# The math functions, elementwise (over every value of a tensor field).
 
 
 def abs(e):  # noqa: A001 - tf.math's name
@@ -82,11 +105,157 @@ def abs(e):  # noqa: A001 - tf.math's name
     return func("abs", [e])
 
 
-def length(e):
-    """The number of values of a list field ``e`` (or characters of a string)."""
-    return func("length", [e])
+def sqrt(e):
+    """The square root of ``e``."""
+    return func("sqrt", [e])
+
+
+def exp(e):
+    """Euler's number to the power ``e``."""
+    return func("exp", [e])
+
+
+def ln(e):
+    """The natural logarithm of ``e``."""
+    return func("ln", [e])
+
+
+def log2(e):
+    """The base-2 logarithm of ``e``."""
+    return func("log2", [e])
+
+
+def log10(e):
+    """The base-10 logarithm of ``e``."""
+    return func("log10", [e])
+
+
+def floor(e):
+    """``e`` rounded down."""
+    return func("floor", [e])
+
+
+def ceil(e):
+    """``e`` rounded up."""
+    return func("ceil", [e])
+
+
+def round(e):  # noqa: A001 - tf.math's name
+    """``e`` rounded to the nearest integer, halves away from zero."""
+    return func("round", [e])
+
+
+def trunc(e):
+    """``e`` rounded towards zero."""
+    return func("trunc", [e])
+
+
+def sin(e):
+    """The sine of ``e`` (radians)."""
+    return func("sin", [e])
+
+
+def cos(e):
+    """The cosine of ``e`` (radians)."""
+    return func("cos", [e])
+
+
+def tan(e):
+    """The tangent of ``e`` (radians)."""
+    return func("tan", [e])
+
+
+def tanh(e):
+    """The hyperbolic tangent of ``e``."""
+    return func("tanh", [e])
+
+
+def sign(e):
+    """-1, 0 or 1 by the sign of ``e``."""
+    return func("sign", [e])
+
+
+def power(e, exponent):
+    """``e`` to the power ``exponent``."""
+    return func("power", [e, exponent])
+
+
+def atan2(y, x):
+    """The angle of the point ``(x, y)`` (radians)."""
+    return func("atan2", [y, x])
 
 
 def clip(e, lo, hi):
     """``e`` limited to ``[lo, hi]``."""
     return func("clip", [e, lo, hi])
+
+
+def least(*es):
+    """The smallest of ``es``."""
+    return func("least", list(es))
+
+
+def greatest(*es):
+    """The largest of ``es``."""
+    return func("greatest", list(es))
+
+
+def coalesce(*es):
+    """The first of ``es`` that is not null."""
+    return func("coalesce", list(es))
+
+
+# Per-element tensor functions (tf's names and semantics).
+
+
+def length(e):
+    """The number of values of a list field ``e`` (or characters of a string)."""
+    return func("length", [e])
+
+
+def reduce_sum(e, axis=None):
+    """``tf.reduce_sum`` per element: over every value, or over the dims ``axis`` (an int
+    or a list of ints; negative ones count from the last)."""
+    return func("reduce_sum", [e] if axis is None else [e, _axes(axis)])
+
+
+def reduce_mean(e, axis=None):
+    """``tf.reduce_mean`` per element, as ``reduce_sum``."""
+    return func("reduce_mean", [e] if axis is None else [e, _axes(axis)])
+
+
+def reduce_max(e, axis=None):
+    """``tf.reduce_max`` per element, as ``reduce_sum``."""
+    return func("reduce_max", [e] if axis is None else [e, _axes(axis)])
+
+
+def reduce_min(e, axis=None):
+    """``tf.reduce_min`` per element, as ``reduce_sum``."""
+    return func("reduce_min", [e] if axis is None else [e, _axes(axis)])
+
+
+def bucketize(e, boundaries):
+    """``tf.raw_ops.Bucketize``: the index of the first of the sorted ``boundaries`` greater
+    than ``e``, as int32."""
+    return func("bucketize", [e, [float(b) for b in boundaries]])
+
+
+def one_hot(indices, depth):
+    """``tf.one_hot(indices, depth)`` as float32; an index outside ``[0, depth)`` gives
+    zeros."""
+    return func("one_hot", [indices, int(depth)])
+
+
+def hash_bucket(strings, num_buckets):
+    """``tf.strings.to_hash_bucket_fast``: TensorFlow's bucket of each string, as int64."""
+    return func("hash_bucket", [strings, int(num_buckets)])
+
+
+def normalize(e, mean, std):
+    """``(e - mean) / std`` per channel (the last dim), ``mean`` and ``std`` one value per
+    channel."""
+    return func("normalize", [e, [float(m) for m in mean], [float(s) for s in std]])
+
+
+def _axes(axis):
+    return [int(axis)] if isinstance(axis, int) else [int(a) for a in axis]
