@@ -20,11 +20,19 @@ pub struct Closure {
     kind: ClosureKind,
     deterministic: bool,
     stateless: bool,
+    exclusive: bool,
 }
 
 impl Closure {
     pub(crate) fn new(name: Option<&str>, callable: Callable, kind: ClosureKind) -> Self {
-        Closure { name: name.map(str::to_string), callable, kind, deterministic: true, stateless: true }
+        Closure {
+            name: name.map(str::to_string),
+            callable,
+            kind,
+            deterministic: true,
+            stateless: true,
+            exclusive: false,
+        }
     }
 
     /// Registers the closure and returns its plan reference. A named closure must not clash
@@ -43,6 +51,7 @@ impl Closure {
             kind: self.kind,
             deterministic: self.deterministic,
             stateless: self.stateless,
+            exclusive: self.exclusive,
             anonymous,
         })
     }
@@ -138,6 +147,18 @@ impl MapFunction {
         }
         self
     }
+
+    /// Declares that the closure's calls take a process-wide lock (a Python function holds
+    /// the GIL): the optimizer then neither parallelizes it nor puts a prefetch after it, as
+    /// calls on other threads would only wait for the lock and hand it over. A
+    /// `num_parallel_calls` you give still runs, for functions that release the lock for
+    /// their heavy part.
+    pub fn exclusive(mut self) -> Self {
+        if let MapFunction::Closure(c, _) = &mut self {
+            c.exclusive = true;
+        }
+        self
+    }
 }
 
 /// The predicate of `filter` and `take_while`.
@@ -178,6 +199,15 @@ impl PredicateFunction {
     pub fn stateful(mut self) -> Self {
         if let PredicateFunction::Closure(c) = &mut self {
             c.stateless = false;
+        }
+        self
+    }
+
+    /// Declares that the closure's calls take a process-wide lock (see
+    /// [`MapFunction::exclusive`]).
+    pub fn exclusive(mut self) -> Self {
+        if let PredicateFunction::Closure(c) = &mut self {
+            c.exclusive = true;
         }
         self
     }

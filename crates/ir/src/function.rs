@@ -37,6 +37,11 @@ pub struct ClosureRef {
     pub deterministic: bool,
     /// Keeps no state between calls.
     pub stateless: bool,
+    /// Its calls take a process-wide lock (a Python function holds the GIL): calls on more
+    /// threads wait for each other, so the optimizer adds no parallelism or read-ahead
+    /// around it; parallelism the user writes stays.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive: bool,
     /// True when the closure was given without a name: the plan cannot be serialized.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub anonymous: bool,
@@ -99,6 +104,11 @@ impl MapFn {
             MapFn::Closure { closure, .. } => closure.stateless && closure.deterministic,
         }
     }
+
+    /// True when the function's calls take a process-wide lock ([`ClosureRef::exclusive`]).
+    pub fn is_exclusive(&self) -> bool {
+        matches!(self, MapFn::Closure { closure, .. } if closure.exclusive)
+    }
 }
 
 /// The boolean function of `filter` and `take_while`.
@@ -124,6 +134,11 @@ impl Predicate {
             Predicate::Expr { .. } => true,
             Predicate::Closure { closure } => closure.stateless && closure.deterministic,
         }
+    }
+
+    /// True when the predicate's calls take a process-wide lock ([`ClosureRef::exclusive`]).
+    pub fn is_exclusive(&self) -> bool {
+        matches!(self, Predicate::Closure { closure } if closure.exclusive)
     }
 }
 

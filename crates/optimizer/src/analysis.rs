@@ -75,6 +75,16 @@ impl Facts {
         self.value.predicate()
     }
 
+    /// Whether the class is a function whose calls take a process-wide lock
+    /// ([`flumen_ir::ClosureRef::exclusive`]): more threads would only wait for it.
+    pub fn exclusive(&self) -> bool {
+        match &self.value {
+            Value::Func { func, .. } => func.is_exclusive(),
+            Value::Pred { predicate, .. } => predicate.is_exclusive(),
+            _ => false,
+        }
+    }
+
     /// For function and predicate classes: the function keeps no state between calls and
     /// returns the same output for the same input (expressions always; closures as declared).
     pub fn pure(&self) -> Option<bool> {

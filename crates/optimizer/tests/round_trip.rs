@@ -23,7 +23,7 @@ fn on(op: Op, input: &Plan) -> Plan {
 }
 
 fn closure(name: &str, kind: ClosureKind, stateless: bool) -> ClosureRef {
-    ClosureRef { name: name.into(), kind, deterministic: true, stateless, anonymous: false }
+    ClosureRef { name: name.into(), kind, deterministic: true, stateless, exclusive: false, anonymous: false }
 }
 
 fn col(c: &str) -> Expr {

@@ -215,6 +215,37 @@ rewrites!(
     parallelize::rules(),
     s("(sink RANGE)") => s("(sink (prefetch autotune RANGE))")
 );
+// A closure whose calls take a process-wide lock (a Python function and the GIL) gets no
+// threads: neither parallel calls nor a prefetch after it. The same closure without the
+// flag gets both.
+const SHARED_CLOSURE: &str = r#"(map (closure #{'closure':{'name':'f','kind':'per_batch','deterministic':true,'stateless':true,'exclusive':EXCLUSIVE}} #{'spec':{'fields':[{'name':'value','dtype':'int64','shape':[],'kind':'dense'}],'batch_dims':0}}) CALLS none RANGE)"#;
+
+fn shared_closure(exclusive: bool, calls: &str) -> String {
+    s(SHARED_CLOSURE).replace("EXCLUSIVE", &exclusive.to_string()).replace("CALLS", calls)
+}
+
+rewrites!(
+    exclusive_closures_stay_sequential,
+    parallelize::rules(),
+    shared_closure(true, "default") => not shared_closure(true, "autotune")
+);
+rewrites!(
+    closures_without_the_lock_become_parallel,
+    parallelize::rules(),
+    shared_closure(false, "default") => shared_closure(false, "autotune")
+);
+rewrites!(
+    prefetch_is_not_injected_after_an_exclusive_closure,
+    parallelize::rules(),
+    format!("(sink {})", shared_closure(true, "default"))
+        => not format!("(sink (prefetch autotune {}))", shared_closure(true, "default"))
+);
+rewrites!(
+    exclusive_filter_closures_stay_sequential,
+    parallelize::rules(),
+    s(r#"(filter (closure #{'closure':{'name':'p','kind':'per_batch','deterministic':true,'stateless':true,'exclusive':true}}) default none RANGE)"#)
+        => not s(r#"(filter (closure #{'closure':{'name':'p','kind':'per_batch','deterministic':true,'stateless':true,'exclusive':true}}) autotune none RANGE)"#)
+);
 rewrites!(
     stateless_filters_become_parallel,
     parallelize::rules(),

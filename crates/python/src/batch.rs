@@ -95,17 +95,54 @@ pub fn field_dict<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     for (field, array) in chunk.schema().fields().iter().zip(chunk.columns()) {
-        if let Some(c) = Column::view(array) {
+        out.set_item(field.name(), one_field(py, array, convert)?)?;
+    }
+    Ok(out)
+}
+
+/// One element (`chunk` as the dataset iterator gives it) as a dict of its fields with the
+/// shapes of the element spec `element`, as tf.data's iterators give them: a scalar field
+/// as a 0-d array (a `str`/`bytes`/`None` for text and nulls), a `[d0, ..]` field as an
+/// array of that shape, a ragged field of one element as a 1-D array. A batch the runtime
+/// holds as rows (`batch` of scalars: `b` rows of a `[b]` field) is already in that shape
+/// and is given as `field_dict` gives it.
+pub fn element_dict<'py>(
+    py: Python<'py>,
+    chunk: &RecordBatch,
+    element: &arrow::datatypes::Schema,
+    convert: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let one_row = chunk.num_rows() == 1;
+    let out = PyDict::new(py);
+    for ((field, array), declared) in chunk.schema().fields().iter().zip(chunk.columns()).zip(element.fields()) {
+        if !(one_row && declared.data_type() == array.data_type()) {
+            out.set_item(field.name(), one_field(py, array, convert)?)?;
+            continue;
+        }
+        if let Some(mut c) = Column::view(array) {
+            c.shape.remove(0);
             out.set_item(field.name(), convert.call1((Bound::new(py, c)?,))?)?;
-        } else if let Some((values, offsets)) = Column::ragged(array) {
-            let values = convert.call1((Bound::new(py, values)?,))?;
-            let offsets = convert.call1((Bound::new(py, offsets)?,))?;
-            out.set_item(field.name(), (values, offsets))?;
+        } else if let (DataType::List(_), 0) = (array.data_type(), array.null_count()) {
+            let row = array.as_list::<i32>().value(0);
+            out.set_item(field.name(), one_field(py, &row, convert)?)?;
         } else {
-            out.set_item(field.name(), self::values(py, array)?)?;
+            out.set_item(field.name(), self::values(py, array)?.get_item(0)?)?;
         }
     }
     Ok(out)
+}
+
+/// A column as `field_dict` gives it.
+fn one_field<'py>(py: Python<'py>, array: &ArrayRef, convert: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(c) = Column::view(array) {
+        return convert.call1((Bound::new(py, c)?,));
+    }
+    if let Some((values, offsets)) = Column::ragged(array) {
+        let values = convert.call1((Bound::new(py, values)?,))?;
+        let offsets = convert.call1((Bound::new(py, offsets)?,))?;
+        return Ok(PyTuple::new(py, [values, offsets])?.into_any());
+    }
+    self::values(py, array)
 }
 
 /// A column NumPy can view in place (`numpy.asarray(column)`).

@@ -16,7 +16,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 
-use crate::batch::numpy_dict;
+use crate::batch::{element_dict, numpy_dict};
 use crate::convert::{array_of, chunk_of, spec_of, traceback, yielded};
 use crate::error::to_py;
 use crate::expr::Expr;
@@ -72,9 +72,15 @@ fn named_exprs(fields: &Bound<'_, PyDict>) -> PyResult<Vec<(String, datafusion_e
     fields.iter().map(|(name, e)| Ok((name.extract::<String>()?, crate::expr::expr_of(&e)?))).collect()
 }
 
-/// A Python function from one element to a `Dataset` of the declared `output` spec, as a
-/// dataset function (`flat_map`, `interleave`).
-fn dataset_function(f: &Bound<'_, PyAny>, output: &Bound<'_, PyDict>) -> PyResult<DatasetFunction> {
+/// A Python function from one element of spec `input` (a dict of its fields, shaped as
+/// iteration gives them) to a `Dataset` of the declared `output` spec, as a dataset function
+/// (`flat_map`, `interleave`).
+fn dataset_function(
+    f: &Bound<'_, PyAny>,
+    output: &Bound<'_, PyDict>,
+    input: &flumen::ElementSpec,
+) -> PyResult<DatasetFunction> {
+    let input = input.arrow_schema();
     if !f.is_callable() {
         return Err(PyTypeError::new_err("expected a function returning a flumen.Dataset"));
     }
@@ -85,7 +91,8 @@ fn dataset_function(f: &Bound<'_, PyAny>, output: &Bound<'_, PyDict>) -> PyResul
     Ok(DatasetFunction::closure(Some(&name), spec, move |row| {
         Python::attach(|py| {
             let call = || -> PyResult<flumen::Dataset> {
-                let result = func.call1(py, (numpy_dict(py, row)?,))?;
+                let asarray = py.import("numpy")?.getattr("asarray")?;
+                let result = func.call1(py, (element_dict(py, row, &input, &asarray)?,))?;
                 let dataset = result.bind(py).cast::<Dataset>().map_err(|_| {
                     PyTypeError::new_err(format!(
                         "the function returned {}, not a flumen.Dataset",
@@ -323,8 +330,10 @@ impl Dataset {
     /// element's fields or, with `keep=False`, replacing them; or by a Python function
     /// (`fn(columns) -> columns`, dicts of NumPy arrays for a chunk of elements) whose
     /// output fields `output` declares (`{"name": dtype}` or `{"name": (dtype, shape)}`).
-    /// A Python function runs under the GIL on flumen's threads; an exception is an error
-    /// of the elements of that call, with the traceback in its message.
+    /// A Python function runs under the GIL on flumen's threads, one call at a time unless
+    /// `num_parallel_calls` asks for more (which pays off only where it spends its time in
+    /// NumPy or I/O that releases the GIL); an exception is an error of the elements of that
+    /// call, with the traceback in its message.
     #[pyo3(signature = (f, output = None, keep = true, num_parallel_calls = None, deterministic = None))]
     fn map(
         &self,
@@ -364,7 +373,8 @@ impl Dataset {
                 call().map_err(|e| flumen::Error::Udf { operator: operator.clone(), message: traceback(py, &e) })
             })
         });
-        ok(self.0.map_with(f, parallel))
+        // Its calls hold the GIL: the optimizer adds no threads around it.
+        ok(self.0.map_with(f.exclusive(), parallel))
     }
 
     /// The elements for which `predicate` is true: an expression, or a Python function of a
@@ -397,7 +407,7 @@ impl Dataset {
                 call().map_err(|e| flumen::Error::Udf { operator: operator.clone(), message: traceback(py, &e) })
             })
         });
-        ok(self.0.filter_with(f, parallel))
+        ok(self.0.filter_with(f.exclusive(), parallel))
     }
 
     /// The elements up to (not including) the first for which `predicate` (an expression)
@@ -523,10 +533,10 @@ impl Dataset {
     }
 
     /// The datasets `f(element)` returns, one after another: `f` takes one element (a dict
-    /// of one-row NumPy arrays) and returns a `Dataset` whose elements `output` declares
+    /// of its fields as NumPy arrays, as iteration gives them) and returns a `Dataset` whose elements `output` declares
     /// (`{"name": dtype}` or `{"name": (dtype, shape)}`). tf.data's `flat_map`.
     fn flat_map(&self, f: &Bound<'_, PyAny>, output: &Bound<'_, PyDict>) -> PyResult<Dataset> {
-        ok(self.0.flat_map(dataset_function(f, output)?))
+        ok(self.0.flat_map(dataset_function(f, output, self.0.element_spec())?))
     }
 
     /// The datasets `f(element)` returns (as `flat_map`), `cycle_length` open at once and
@@ -542,7 +552,7 @@ impl Dataset {
         num_parallel_calls: Option<i64>,
         deterministic: Option<bool>,
     ) -> PyResult<Dataset> {
-        let f = dataset_function(f, output)?;
+        let f = dataset_function(f, output, self.0.element_spec())?;
         let parallel = parallel(num_parallel_calls, deterministic)?;
         ok(self.0.interleave_with(f, tunable(cycle_length)?, block_length, parallel))
     }
@@ -762,7 +772,7 @@ impl Dataset {
             true => Output::Batch,
             false => Output::Fields(py.import("numpy")?.getattr("asarray")?.unbind()),
         };
-        Ok(Iterator::new(self.start(py, checkpoint)?, output))
+        Ok(Iterator::new(self.start(py, checkpoint)?, self.0.element_spec(), output))
     }
 
     /// Dicts of NumPy arrays, as `iter()` (tf.data's name).
@@ -774,7 +784,7 @@ impl Dataset {
     #[pyo3(signature = (checkpoint = None))]
     fn iter_arrow(&self, py: Python<'_>, checkpoint: Option<&[u8]>) -> PyResult<Iterator> {
         let convert = py.import("pyarrow")?.getattr("record_batch")?.unbind();
-        Ok(Iterator::new(self.start(py, checkpoint)?, Output::Whole(convert)))
+        Ok(Iterator::new(self.start(py, checkpoint)?, self.0.element_spec(), Output::Whole(convert)))
     }
 
     /// Dicts of `torch.Tensor`s made through DLPack without a copy (read-only memory:
@@ -788,7 +798,7 @@ impl Dataset {
         checkpoint: Option<&[u8]>,
     ) -> PyResult<Iterator> {
         let convert = py.import("flumen._frameworks")?.getattr("torch_converter")?.call1((device,))?;
-        Ok(Iterator::new(self.start(py, checkpoint)?, Output::Fields(convert.unbind())))
+        Ok(Iterator::new(self.start(py, checkpoint)?, self.0.element_spec(), Output::Fields(convert.unbind())))
     }
 
     /// Dicts of `jax.Array`s made through DLPack (JAX copies where its CPU backend needs
@@ -801,7 +811,7 @@ impl Dataset {
         checkpoint: Option<&[u8]>,
     ) -> PyResult<Iterator> {
         let convert = py.import("flumen._frameworks")?.getattr("jax_converter")?.call1((device,))?;
-        Ok(Iterator::new(self.start(py, checkpoint)?, Output::Fields(convert.unbind())))
+        Ok(Iterator::new(self.start(py, checkpoint)?, self.0.element_spec(), Output::Fields(convert.unbind())))
     }
 
     /// Dicts of NumPy arrays, as `iter()`.

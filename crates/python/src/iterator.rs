@@ -10,7 +10,7 @@ use pyo3::exceptions::{PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::batch::{field_dict, Batch};
+use crate::batch::{element_dict, Batch};
 use crate::error::to_py;
 use crate::interrupt;
 
@@ -33,15 +33,17 @@ pub struct Iterator {
     /// `None` once dropped.
     inner: Mutex<Option<DatasetIterator>>,
     output: Output,
+    /// The element spec's schema: the shapes `Output::Fields` gives.
+    element: arrow::datatypes::SchemaRef,
     /// Taken at the start, so that `cancel` need not wait for a `next()` in progress.
     cancel: CancelHandle,
 }
 
 impl Iterator {
-    /// Iterates `it`, giving each chunk as `output` says.
-    pub fn new(it: DatasetIterator, output: Output) -> Self {
+    /// Iterates `it`, whose elements have the spec `element`, giving each as `output` says.
+    pub fn new(it: DatasetIterator, element: &flumen::ElementSpec, output: Output) -> Self {
         let cancel = it.cancel_handle();
-        Iterator { inner: Mutex::new(Some(it)), output, cancel }
+        Iterator { inner: Mutex::new(Some(it)), output, element: element.arrow_schema(), cancel }
     }
 }
 
@@ -70,7 +72,7 @@ impl Iterator {
         };
         match &self.output {
             Output::Batch => Ok(Bound::new(py, batch)?.into_any()),
-            Output::Fields(convert) => Ok(field_dict(py, &batch.0, convert.bind(py))?.into_any()),
+            Output::Fields(convert) => Ok(element_dict(py, &batch.0, &self.element, convert.bind(py))?.into_any()),
             Output::Whole(convert) => convert.bind(py).call1((Bound::new(py, batch)?,)),
         }
     }

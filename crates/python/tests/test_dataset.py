@@ -12,7 +12,7 @@ from flumen import col
 
 
 def values(ds, field="value"):
-    return [int(v) for batch in ds for v in np.asarray(batch[field]).ravel()]
+    return [int(v) for element in ds for v in np.asarray(element[field]).ravel()]
 
 
 def test_range_map_filter_batch_give_the_python_result():
@@ -50,7 +50,7 @@ def test_fixed_size_fields_are_two_dimensional_views():
 def test_expressions_cast_and_functions():
     ds = flumen.Dataset.range(1, 5).map(
         {"r": flumen.sqrt(col("value").cast("float64")), "c": flumen.clip(col("value"), 2, 3)}, keep=False)
-    rows = [(float(b["r"][0]), int(b["c"][0])) for b in ds]
+    rows = [(float(b["r"]), int(b["c"])) for b in ds]  # scalars, as tf.data gives them
     assert rows == [(1.0, 2), (2 ** 0.5, 2), (3 ** 0.5, 3), (2.0, 3)]
     with pytest.raises(TypeError):
         bool(col("value") > 1)
@@ -80,11 +80,11 @@ def test_take_skip_shard_repeat_concatenate():
 def test_csv_text_and_arrow_sources(tmp_path):
     path = tmp_path / "a.csv"
     path.write_text("a,b\n1,x\n2,y\n")
-    rows = [(int(b["a"][0]), b["b"][0]) for b in flumen.Dataset.csv(str(path))]
+    rows = [(int(b["a"]), b["b"]) for b in flumen.Dataset.csv(str(path))]
     assert rows == [(1, "x"), (2, "y")]
     text = tmp_path / "t.txt"
     text.write_text("one\ntwo\n")
-    assert [b["line"][0] for b in flumen.Dataset.text_lines(str(text))] == ["one", "two"]
+    assert [b["line"] for b in flumen.Dataset.text_lines(str(text))] == ["one", "two"]
 
 
 def test_arrow_in_and_out_without_copies():
@@ -203,7 +203,7 @@ def test_from_numpy_and_generators():
             yield {"i": [i, i + 10], "name": [f"a{i}", f"b{i}"]}
 
     gen = flumen.Dataset.from_generator(generate, output={"i": "int64", "name": "string"})
-    assert [(int(b["i"][0]), b["name"][0]) for b in gen] == [
+    assert [(int(b["i"]), b["name"]) for b in gen] == [
         (0, "a0"), (10, "b0"), (1, "a1"), (11, "b1"), (2, "a2"), (12, "b2")]
     # Each pass calls the generator again.
     assert len(list(gen)) == 6
@@ -233,15 +233,15 @@ def test_tfrecord_examples_parsed_like_tf_data(tmp_path):
           .parse_example("record", {"x": ("float32", [2]), "label": ("int64", []), "tokens": ("int64", None)}))
     rows = []
     for b in ds:
-        values, offsets = b["tokens"]  # a ragged field: two views
-        assert not values.flags.owndata
-        rows.append((b["x"][0].tolist(), int(b["label"][0]), values[offsets[0]:offsets[1]].tolist()))
+        assert not b["tokens"].flags.owndata  # one ragged element: a view of its values
+        rows.append((b["x"].tolist(), int(b["label"]), b["tokens"].tolist()))
     assert len(rows) == 10
     assert rows[3] == ([3.0, 0.5], 0, [0, 1, 2])
     whole = flumen.Dataset.read_files(paths[0], "tfrecord").parse_example("record", {"tokens": ("int64", None)})
+    # A batch of ragged elements: (values, offsets), two views.
     assert sum(len(b["tokens"][0]) for b in whole.batch(4)) == sum(i % 4 for i in range(10))
     gz = flumen.Dataset.tfrecord(paths[1], compression="GZIP").parse_example("record", {"name": ("bytes", [])})
-    assert [b["name"][0] for b in gz][:2] == [b"r10", b"r11"]
+    assert [b["name"] for b in gz][:2] == [b"r10", b"r11"]
     # A file twice through a parallel interleave: every record twice.
     twice = flumen.Dataset.from_numpy({"filename": np.array([paths[0], paths[0]])}).interleave_files(
         "filename", "tfrecord", cycle_length=2, num_parallel_calls=2)
@@ -251,7 +251,7 @@ def test_tfrecord_examples_parsed_like_tf_data(tmp_path):
 def test_padded_batch_window_bucket_and_zip():
     ds = flumen.Dataset.range(5).map({"n": col("value")})
     zipped = flumen.Dataset.zip([flumen.Dataset.range(3), flumen.Dataset.range(10, 20).map({"w": col("value")}, keep=False)])
-    assert [(int(b["value"][0]), int(b["w"][0])) for b in zipped] == [(0, 10), (1, 11), (2, 12)]
+    assert [(int(b["value"]), int(b["w"])) for b in zipped] == [(0, 10), (1, 11), (2, 12)]
     windows = [b["value"].tolist() for b in flumen.Dataset.range(7).window(3, shift=2, drop_remainder=True)]
     assert windows == [[0, 1, 2], [2, 3, 4], [4, 5, 6]]
     gen = flumen.Dataset.from_generator(

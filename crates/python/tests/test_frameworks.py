@@ -159,6 +159,6 @@ def test_a_dataset_pickles_through_its_serialized_form():
     ds = flumen.Dataset.range(20).map({"y": col("value") + 1}).filter(col("y") % 2 == 0)
     back = pickle.loads(pickle.dumps(ds))
     assert back.fingerprint() == ds.fingerprint()
-    assert np.concatenate([e["y"] for e in back]).tolist() == [v + 1 for v in range(20) if (v + 1) % 2 == 0]
+    assert [int(e["y"]) for e in back] == [v + 1 for v in range(20) if (v + 1) % 2 == 0]
     with pytest.raises(TypeError, match="filter runs a Python function"):
         pickle.dumps(flumen.Dataset.range(3).filter(lambda b: b["value"] > 0))

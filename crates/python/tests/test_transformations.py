@@ -10,12 +10,12 @@ from flumen import col, when
 
 
 def column(ds, field="value"):
-    return np.concatenate([e[field] for e in ds]).tolist()
+    return [e[field].item() for e in ds]
 
 
 def test_flat_map_and_interleave_with_python_functions():
     def repeat_n(element):
-        n = int(element["value"][0])
+        n = int(element["value"])
         return flumen.Dataset.range(n).map({"n": flumen.lit(n)}, keep=True)
 
     output = {"value": "int64", "n": "int64"}
@@ -50,7 +50,7 @@ def test_take_while_group_by_window_scan_and_reduce():
     running = flumen.Dataset.range(1, 6).scan({"total": 0}, {"total": col("total") + col("value")}, {"s": col("total")})
     assert column(running, "s") == [1, 3, 6, 10, 15]
     state = flumen.Dataset.range(1, 6).reduce({"total": 0, "count": 0}, {"total": col("total") + col("value"), "count": col("count") + 1})
-    assert state["total"].tolist() == [15] and state["count"].tolist() == [5]
+    assert state["total"].tolist() == [15] and state["count"].tolist() == [5]  # columns of one row
 
 
 def test_sample_from_datasets_is_seeded_and_complete():

@@ -395,7 +395,7 @@ mod tests {
     }
 
     fn closure(name: &str, kind: ClosureKind) -> ClosureRef {
-        ClosureRef { name: name.into(), kind, deterministic: true, stateless: true, anonymous: false }
+        ClosureRef { name: name.into(), kind, deterministic: true, stateless: true, exclusive: false, anonymous: false }
     }
 
     fn closure_map(input: &Plan, kind: ClosureKind) -> Plan {

@@ -266,6 +266,7 @@ mod tests {
             kind: ClosureKind::PerBatchRowwise,
             deterministic: true,
             stateless: true,
+            exclusive: false,
             anonymous: false,
         };
         let output = ElementSpec::new(vec![FieldSpec::scalar("value", DType::Int64)]).unwrap();

@@ -2,7 +2,10 @@
 //! filters are marked `num_parallel_calls = AUTOTUNE` (tf.data's map_parallelization and
 //! filter_parallelization), and an output whose last operator is synchronous gets a
 //! `prefetch(AUTOTUNE)` (tf.data's inject_prefetch) so production overlaps consumption.
-//! Order is kept: the map's `deterministic` setting is left as it was.
+//! Order is kept: the map's `deterministic` setting is left as it was. A function whose calls
+//! take a process-wide lock (a Python function and the GIL) gets neither: its calls on other
+//! threads would wait for the lock the consumer holds (a map of `x * 2` over batches of 1024
+//! ran 4x slower from Python with the prefetch than without).
 //!
 //! Neither reads ahead of a plan whose results depend on how far it is read
 //! (`Plan::depends_on_demand`: a closure that keeps state, a stateful generator, a cache, a
@@ -58,7 +61,7 @@ pub fn rules_for(parallelized: Parallelized) -> Vec<Rule> {
     vec![
         builtin("map-parallelization", "(map ?f default ?d ?x)", |m| {
             let (func, vectorized) = m.func("?f")?;
-            func.is_stateless_and_deterministic().then_some(())?;
+            (func.is_stateless_and_deterministic() && !func.is_exclusive()).then_some(())?;
             reads_ahead_safely(m)?;
             let op = Op::Map {
                 func,
@@ -72,7 +75,7 @@ pub fn rules_for(parallelized: Parallelized) -> Vec<Rule> {
         // tf.data's filter_parallelization: a stateless predicate runs like a parallel map.
         builtin("filter-parallelization", "(filter ?p default ?d ?x)", |m| {
             let (predicate, vectorized) = m.predicate("?p")?;
-            predicate.is_stateless_and_deterministic().then_some(())?;
+            (predicate.is_stateless_and_deterministic() && !predicate.is_exclusive()).then_some(())?;
             reads_ahead_safely(m)?;
             let op = Op::Filter {
                 predicate,
@@ -85,7 +88,7 @@ pub fn rules_for(parallelized: Parallelized) -> Vec<Rule> {
         }),
         builtin("map-and-batch-parallelization", "(map_and_batch ?f ?n ?r default ?d ?x)", |m| {
             let (func, vectorized) = m.func("?f")?;
-            func.is_stateless_and_deterministic().then_some(())?;
+            (func.is_stateless_and_deterministic() && !func.is_exclusive()).then_some(())?;
             reads_ahead_safely(m)?;
             let op = Op::MapAndBatch {
                 func,
@@ -101,7 +104,7 @@ pub fn rules_for(parallelized: Parallelized) -> Vec<Rule> {
         builtin("inject-prefetch", "(sink ?x)", move |m| {
             reads_ahead_safely(m)?;
             let x = m.id("?x")?;
-            if m.egraph[x].nodes.iter().any(|n| runs_ahead(m.egraph, n, parallelized)) {
+            if m.egraph[x].nodes.iter().any(|n| runs_ahead(m.egraph, n, parallelized) || exclusive(m.egraph, n)) {
                 return None;
             }
             let prefetched = m.add(Op::Prefetch { buffer_size: Tunable::Autotune }, &[x])?;
@@ -115,13 +118,23 @@ fn reads_ahead_safely(m: &Match) -> Option<()> {
     (!m.plan("?x")?.depends_on_demand()).then_some(())
 }
 
+/// Whether the plan term `node` calls a function whose calls take a process-wide lock: a
+/// prefetch after it would run it on a producer thread that waits for the lock while the
+/// consumer holds it (a Python consumer holds the GIL between `next()` calls).
+fn exclusive(egraph: &Graph, node: &Node) -> bool {
+    match node {
+        Node::Map([f, ..]) | Node::Filter([f, ..]) | Node::MapAndBatch([f, ..]) => egraph[*f].data.exclusive(),
+        _ => false,
+    }
+}
+
 /// Whether the plan term `node` runs ahead of its consumer on threads of its own, or will
 /// once this stage's rules of `parallelized` parallelize it (a stateless, deterministic
 /// function with default calls, as their guards ask).
 fn runs_ahead(egraph: &Graph, node: &Node, parallelized: Parallelized) -> bool {
     let calls = |c: Id| tunable(&egraph[c].data.value).ok();
     let runs = |c: Id, f: Id, on: bool| match calls(c) {
-        Some(Tunable::Default) => on && egraph[f].data.pure() == Some(true),
+        Some(Tunable::Default) => on && egraph[f].data.pure() == Some(true) && !egraph[f].data.exclusive(),
         Some(t) => parallel(&t),
         None => false,
     };
