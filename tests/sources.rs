@@ -426,6 +426,10 @@ fn sparse_features_parse_from_tfrecords_and_batch() {
         .collect::<Vec<_>>()
         .concat();
     assert_eq!(batches, vec![(vec![0, 0, 0, 2], vec![0.5, 2.0]), (vec![0, 1], vec![3.0])]);
+    // The element iterator gives each batch as one row (its entries do not say how many
+    // elements the batch holds), the same entries.
+    let elements: Vec<(Vec<i64>, Vec<f32>)> = batched.iter().map(|e| entry(&e.unwrap())).collect();
+    assert_eq!(elements, batches);
     // Unbatched back into the elements: where a batch's element count is known. A sparse
     // field alone does not record it (tf.data's dense_shape[0]) unless the batch size is fixed.
     let err = batched.unbatch().unwrap_err().to_string();

@@ -11,6 +11,7 @@ use arrow::datatypes::{
     UInt64Type, UInt8Type,
 };
 use arrow::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
+use flumen::{ElementSpec, FieldKind};
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyList, PyTuple};
@@ -103,23 +104,26 @@ pub fn field_dict<'py>(
 /// One element (`chunk` as the dataset iterator gives it) as a dict of its fields with the
 /// shapes of the element spec `element`, as tf.data's iterators give them: a scalar field
 /// as a 0-d array (a `str`/`bytes`/`None` for text and nulls), a `[d0, ..]` field as an
-/// array of that shape, a ragged field of one element as a 1-D array. A batch the runtime
-/// holds as rows (`batch` of scalars: `b` rows of a `[b]` field) is already in that shape
-/// and is given as `field_dict` gives it.
+/// array of that shape, a ragged field of one element as a 1-D array, a sparse field as the
+/// COO triplet `(indices, values, dense_shape)`. A batch the runtime holds as rows (`batch`
+/// of scalars: `b` rows of a `[b]` field) is already in that shape and is given as
+/// `field_dict` gives it.
 pub fn element_dict<'py>(
     py: Python<'py>,
     chunk: &RecordBatch,
-    element: &arrow::datatypes::Schema,
+    element: &ElementSpec,
     convert: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let one_row = chunk.num_rows() == 1;
     let out = PyDict::new(py);
-    for ((field, array), declared) in chunk.schema().fields().iter().zip(chunk.columns()).zip(element.fields()) {
-        if !(one_row && declared.data_type() == array.data_type()) {
+    for ((field, array), declared) in chunk.schema().fields().iter().zip(chunk.columns()).zip(&element.fields) {
+        if !(one_row && declared.arrow_type() == *array.data_type()) {
             out.set_item(field.name(), one_field(py, array, convert)?)?;
             continue;
         }
-        if let Some(mut c) = Column::view(array) {
+        if declared.kind == FieldKind::Sparse {
+            out.set_item(field.name(), sparse_element(py, array, &declared.shape, convert)?)?;
+        } else if let Some(mut c) = Column::view(array) {
             c.shape.remove(0);
             out.set_item(field.name(), convert.call1((Bound::new(py, c)?,))?)?;
         } else if let (DataType::List(_), 0) = (array.data_type(), array.null_count()) {
@@ -132,6 +136,42 @@ pub fn element_dict<'py>(
     Ok(out)
 }
 
+/// The sparse column `array` (one row: `indices`, a list of coordinate tuples, and `values`,
+/// a list) as `(indices, values, dense_shape)`: `[nnz, rank]` int64 coordinates and `[nnz]`
+/// values viewed in place, and the dense shape `declared` gives, its unknown dims the
+/// smallest that hold the entries.
+fn sparse_element<'py>(
+    py: Python<'py>,
+    array: &ArrayRef,
+    declared: &[i64],
+    convert: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let parts = array.as_struct();
+    let indices = parts.column(0).as_list::<i32>().value(0);
+    let values = parts.column(1).as_list::<i32>().value(0);
+    let (Some(coords), Some(vals)) = (Column::view(&indices), Column::view(&values)) else {
+        return self::values(py, array)?.get_item(0);
+    };
+    let rank = declared.len();
+    let flat =
+        indices.as_fixed_size_list().values().slice(indices.as_fixed_size_list().offset() * rank, indices.len() * rank);
+    let flat = flat.as_primitive::<Int64Type>().values();
+    let dense: Vec<i64> = (0..rank)
+        .map(|d| match declared[d] {
+            known if known >= 0 => known,
+            _ => flat.iter().skip(d).step_by(rank.max(1)).map(|&c| c + 1).max().unwrap_or(0),
+        })
+        .collect();
+    let np = py.import("numpy")?;
+    let dense = np.call_method1("array", (dense, "int64"))?;
+    let triplet = [
+        convert.call1((Bound::new(py, coords)?,))?,
+        convert.call1((Bound::new(py, vals)?,))?,
+        convert.call1((dense,))?,
+    ];
+    Ok(PyTuple::new(py, triplet)?.into_any())
+}
+
 /// A column as `field_dict` gives it.
 fn one_field<'py>(py: Python<'py>, array: &ArrayRef, convert: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     if let Some(c) = Column::view(array) {
@@ -142,7 +182,55 @@ fn one_field<'py>(py: Python<'py>, array: &ArrayRef, convert: &Bound<'py, PyAny>
         let offsets = convert.call1((Bound::new(py, offsets)?,))?;
         return Ok(PyTuple::new(py, [values, offsets])?.into_any());
     }
+    if let Some(triplet) = sparse_rows(py, array, convert)? {
+        return Ok(triplet);
+    }
     self::values(py, array)
+}
+
+/// A sparse column of several elements as one COO triplet with the element's position as
+/// the first coordinate (as tf.data batches `SparseTensor`s): a copy. `None` where `array`
+/// is not a sparse column of int64 coordinates and primitive values.
+fn sparse_rows<'py>(
+    py: Python<'py>,
+    array: &ArrayRef,
+    convert: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let DataType::Struct(parts) = array.data_type() else { return Ok(None) };
+    if parts.len() != 2 || parts[0].name() != "indices" || parts[1].name() != "values" || array.null_count() > 0 {
+        return Ok(None);
+    }
+    let parts = array.as_struct();
+    let (indices, values) = (parts.column(0).as_list::<i32>(), parts.column(1).as_list::<i32>());
+    let DataType::FixedSizeList(_, rank) = indices.value_type() else { return Ok(None) };
+    let rank = rank as usize;
+    let mut coords: Vec<i64> = Vec::new();
+    let mut dense = vec![0i64; rank + 1];
+    dense[0] = array.len() as i64;
+    for row in 0..array.len() {
+        let tuples = indices.value(row);
+        let tuples = tuples.as_fixed_size_list();
+        let flat = tuples.values().slice(tuples.offset() * rank, tuples.len() * rank);
+        for tuple in flat.as_primitive::<Int64Type>().values().chunks(rank.max(1)).take(tuples.len()) {
+            coords.push(row as i64);
+            coords.extend_from_slice(tuple);
+            for (d, &c) in tuple.iter().enumerate() {
+                dense[d + 1] = dense[d + 1].max(c + 1);
+            }
+        }
+    }
+    let starts = values.value_offsets();
+    let values = values.values().slice(starts[0] as usize, (starts[array.len()] - starts[0]) as usize);
+    let Some(values) = Column::view(&values) else { return Ok(None) };
+    let np = py.import("numpy")?;
+    let entries = coords.len() / (rank + 1);
+    let coords = np.call_method1("array", (coords, "int64"))?.call_method1("reshape", ((entries, rank + 1),))?;
+    let triplet = [
+        convert.call1((coords,))?,
+        convert.call1((Bound::new(py, values)?,))?,
+        convert.call1((np.call_method1("array", (dense, "int64"))?,))?,
+    ];
+    Ok(Some(PyTuple::new(py, triplet)?.into_any()))
 }
 
 /// A column NumPy can view in place (`numpy.asarray(column)`).

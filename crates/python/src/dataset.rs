@@ -67,6 +67,29 @@ fn function_name(f: &Bound<'_, PyAny>) -> String {
     f.getattr("__name__").and_then(|n| n.extract()).unwrap_or_else(|_| "function".to_string())
 }
 
+/// A `flumen.SparseFeature` (tf.io.SparseFeature's fields) as the feature `name`.
+fn sparse_feature(name: String, value: &Bound<'_, PyAny>) -> PyResult<FeatureSpec> {
+    let dtype: String = value.getattr("dtype")?.extract()?;
+    let dtype =
+        flumen::DType::from_name(&dtype).ok_or_else(|| PyValueError::new_err(format!("unknown dtype {dtype:?}")))?;
+    let index = value.getattr("index_key")?;
+    let index_keys = match index.extract::<String>() {
+        Ok(one) => vec![one],
+        Err(_) => index.extract::<Vec<String>>()?,
+    };
+    let size = value.getattr("size")?;
+    let size = match size.extract::<usize>() {
+        Ok(one) => vec![one],
+        Err(_) => size.extract::<Vec<usize>>()?,
+    };
+    let value_key: String = value.getattr("value_key")?.extract()?;
+    let mut spec = FeatureSpec::sparse(name, dtype, index_keys, value_key, size);
+    if value.getattr("already_sorted")?.extract::<bool>()? {
+        spec = spec.already_sorted();
+    }
+    Ok(spec)
+}
+
 /// `{"name": expr or literal}` as named expressions, in the dict's order.
 fn named_exprs(fields: &Bound<'_, PyDict>) -> PyResult<Vec<(String, datafusion_expr::Expr)>> {
     fields.iter().map(|(name, e)| Ok((name.extract::<String>()?, crate::expr::expr_of(&e)?))).collect()
@@ -80,7 +103,7 @@ fn dataset_function(
     output: &Bound<'_, PyDict>,
     input: &flumen::ElementSpec,
 ) -> PyResult<DatasetFunction> {
-    let input = input.arrow_schema();
+    let input = input.clone();
     if !f.is_callable() {
         return Err(PyTypeError::new_err("expected a function returning a flumen.Dataset"));
     }
@@ -559,8 +582,9 @@ impl Dataset {
 
     /// `tf.io.parse_example` of the serialized `tf.train.Example`s in bytes field `field`:
     /// one field per feature of `features`, `{"name": (dtype, shape)}` for a required
-    /// fixed-length feature or `{"name": (dtype, None)}` for a variable-length one (dtype
-    /// `int64`, `float32` or `bytes`). The plan function the optimizer vectorizes and fuses.
+    /// fixed-length feature, `{"name": (dtype, None)}` for a variable-length one (dtype
+    /// `int64`, `float32` or `bytes`), or `{"name": flumen.SparseFeature(...)}` for a
+    /// sparse one (iterated as `(indices, values, dense_shape)`). The plan function the optimizer vectorizes and fuses.
     #[pyo3(signature = (field, features, num_parallel_calls = None, deterministic = None))]
     fn parse_example(
         &self,
@@ -572,6 +596,10 @@ impl Dataset {
         let mut specs = Vec::with_capacity(features.len());
         for (name, value) in features.iter() {
             let name: String = name.extract()?;
+            if value.hasattr("value_key")? {
+                specs.push(sparse_feature(name, &value)?);
+                continue;
+            }
             let (dtype, shape): (String, Option<Vec<usize>>) = value.extract()?;
             let dtype = flumen::DType::from_name(&dtype)
                 .ok_or_else(|| PyValueError::new_err(format!("unknown dtype {dtype:?}")))?;

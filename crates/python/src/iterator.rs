@@ -25,16 +25,16 @@ pub enum Output {
     Whole(Py<PyAny>),
 }
 
-/// An iterator over a dataset's elements: each one row, or the `b` rows of a batch, as a
-/// dict of NumPy arrays (views of the Arrow buffers, read-only), of framework tensors, as a
-/// pyarrow `RecordBatch` or as a `Batch`.
+/// An iterator over a dataset's elements, each as a dict of NumPy arrays (views of the Arrow
+/// buffers, read-only) or of framework tensors in the element's shapes, or as the chunk that
+/// holds it: a pyarrow `RecordBatch` or a `Batch` (one row, or the `b` rows of a batch).
 #[pyclass(module = "flumen", frozen)]
 pub struct Iterator {
     /// `None` once dropped.
     inner: Mutex<Option<DatasetIterator>>,
     output: Output,
-    /// The element spec's schema: the shapes `Output::Fields` gives.
-    element: arrow::datatypes::SchemaRef,
+    /// The element spec: the shapes `Output::Fields` gives.
+    element: flumen::ElementSpec,
     /// Taken at the start, so that `cancel` need not wait for a `next()` in progress.
     cancel: CancelHandle,
 }
@@ -43,7 +43,7 @@ impl Iterator {
     /// Iterates `it`, whose elements have the spec `element`, giving each as `output` says.
     pub fn new(it: DatasetIterator, element: &flumen::ElementSpec, output: Output) -> Self {
         let cancel = it.cancel_handle();
-        Iterator { inner: Mutex::new(Some(it)), output, element: element.arrow_schema(), cancel }
+        Iterator { inner: Mutex::new(Some(it)), output, element: element.clone(), cancel }
     }
 }
 
@@ -59,7 +59,8 @@ impl Iterator {
         let next = py.detach(|| self.inner.lock().expect("flumen iterator").as_mut().and_then(|it| it.next()));
         if let Some(watch) = watch {
             drop(watch);
-            // Python's handler has run by now where a SIGINT came: let it raise.
+            // A SIGINT that came meanwhile runs Python's handler now, which raises
+            // `KeyboardInterrupt` (the watcher has cancelled the iterator).
             py.check_signals()?;
         }
         let batch = match next {

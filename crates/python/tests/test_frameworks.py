@@ -162,3 +162,24 @@ def test_a_dataset_pickles_through_its_serialized_form():
     assert [int(e["y"]) for e in back] == [v + 1 for v in range(20) if (v + 1) % 2 == 0]
     with pytest.raises(TypeError, match="filter runs a Python function"):
         pickle.dumps(flumen.Dataset.range(3).filter(lambda b: b["value"] > 0))
+
+
+def test_sparse_features_come_as_coo_triplets(tmp_path):
+    rows = [([2, 0], [2.0, 0.5]), ([], []), ([3], [1.0]), ([1], [3.0])]
+    path = str(tmp_path / "s.tfrecord")
+    # A record without entries leaves both features out.
+    flumen.write_tfrecord(path, [flumen.serialize_example({"idx": i, "val": v} if i else {}) for i, v in rows])
+    ds = flumen.Dataset.tfrecord(path).parse_example(
+        "record", {"s": flumen.SparseFeature(index_key="idx", value_key="val", dtype="float32", size=4)}
+    )
+    elements = [e["s"] for e in ds]
+    # Each element: its entries in index order (tf.io.parse_example sorts them), dense shape [4].
+    indices, values, dense_shape = elements[0]
+    assert indices.tolist() == [[0], [2]] and values.tolist() == [0.5, 2.0] and dense_shape.tolist() == [4]
+    assert not values.flags.writeable  # a view of flumen's buffer
+    assert elements[1][0].shape == (0, 1) and elements[1][1].tolist() == []
+    # Batched as tf.data batches SparseTensors: the element's position comes first.
+    indices, values, dense_shape = next(iter(ds.batch(3)))["s"]
+    assert indices.tolist() == [[0, 0], [0, 2], [2, 3]]
+    assert values.tolist() == [0.5, 2.0, 1.0]
+    assert dense_shape.tolist() == [3, 4]

@@ -67,7 +67,10 @@ impl Iterator for ChunkIterator {
 
 /// The elements of a pipeline, one `RecordBatch` each: an unbatched element is a one-row
 /// batch; a batched element is a batch of its `b` rows (zero-copy views of the list
-/// children), as a tf.data user receives a batch of tensors.
+/// children), as a tf.data user receives a batch of tensors. A batched element with a
+/// sparse field stays one row, its fields' lists whole: a sparse tensor's entries carry
+/// their element's position as their first coordinate and would not say how many rows
+/// there are (the elements at the end of a batch may have no entries).
 pub struct ElementIterator {
     chunks: ChunkIterator,
     current: Option<RecordBatch>,
@@ -82,7 +85,9 @@ pub struct ElementIterator {
 impl ElementIterator {
     /// Iterates the elements of `root`, whose output spec is `spec`.
     pub fn new(root: BoxOperator, spec: &ElementSpec) -> Result<Self> {
-        let element_schema = if spec.batch_dims > 0 { Some(spec.unbatched("iter")?.arrow_schema()) } else { None };
+        let sparse = spec.fields.iter().any(|f| f.kind == flumen_ir::FieldKind::Sparse);
+        let element_schema =
+            if spec.batch_dims > 0 && !sparse { Some(spec.unbatched("iter")?.arrow_schema()) } else { None };
         Ok(ElementIterator {
             chunks: ChunkIterator::new(root),
             current: None,

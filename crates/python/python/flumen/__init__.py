@@ -19,6 +19,8 @@ objects instead, which pyarrow (``pyarrow.record_batch(b)``), polars and others 
 a copy through the Arrow PyCapsule interface.
 """
 
+from typing import NamedTuple
+
 from flumen._flumen import (
     AUTOTUNE,
     Batch,
@@ -61,6 +63,7 @@ __all__ = [
     "func",
     "lit",
     "when",
+    "SparseFeature",
     "serialize_example",
     "write_tfrecord",
     "abs",
@@ -259,3 +262,15 @@ def normalize(e, mean, std):
 
 def _axes(axis):
     return [int(axis)] if isinstance(axis, int) else [int(a) for a in axis]
+
+
+class SparseFeature(NamedTuple):
+    """``tf.io.SparseFeature`` for ``Dataset.parse_example``: the ``dtype`` values of feature
+    ``value_key`` at the int64 coordinates of features ``index_key`` (one per dimension of
+    ``size``). Iteration gives the field as ``(indices, values, dense_shape)``."""
+
+    index_key: str | list[str]
+    value_key: str
+    dtype: str
+    size: int | list[int]
+    already_sorted: bool = False
