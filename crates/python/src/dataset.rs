@@ -90,6 +90,34 @@ fn sparse_feature(name: String, value: &Bound<'_, PyAny>) -> PyResult<FeatureSpe
     Ok(spec)
 }
 
+/// A dataset's chunks as an Arrow record batch reader (`Dataset.__arrow_c_stream__`).
+struct ChunkStream {
+    chunks: flumen::ChunkIter,
+    schema: arrow::datatypes::SchemaRef,
+}
+
+impl std::iter::Iterator for ChunkStream {
+    type Item = Result<RecordBatch, arrow::error::ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        // The consumer may read on a thread that holds the GIL (pyarrow does) while the
+        // pipeline's Python functions need it on flumen's threads: the pull runs with it
+        // released. Without an interpreter (it is shutting down) there is no GIL to release.
+        let chunks = &mut self.chunks;
+        let pulled = match Python::try_attach(|py| py.detach(|| chunks.next())) {
+            Some(pulled) => pulled,
+            None => self.chunks.next(),
+        };
+        pulled.map(|chunk| chunk.map_err(|e| arrow::error::ArrowError::ExternalError(Box::new(e))))
+    }
+}
+
+impl arrow::record_batch::RecordBatchReader for ChunkStream {
+    fn schema(&self) -> arrow::datatypes::SchemaRef {
+        self.schema.clone()
+    }
+}
+
 /// `{"name": expr or literal}` as named expressions, in the dict's order.
 fn named_exprs(fields: &Bound<'_, PyDict>) -> PyResult<Vec<(String, datafusion_expr::Expr)>> {
     fields.iter().map(|(name, e)| Ok((name.extract::<String>()?, crate::expr::expr_of(&e)?))).collect()
@@ -767,6 +795,23 @@ impl Dataset {
     /// The dataset as JSON (`Dataset.deserialize` reads it back).
     fn serialize(&self) -> PyResult<String> {
         self.0.serialize().map_err(to_py)
+    }
+
+    /// The Arrow PyCapsule stream interface: the dataset's elements as a stream of record
+    /// batches, one per chunk (each row an element; a batched dataset's batches as rows of
+    /// list fields), which `pyarrow.table(ds)`, `pyarrow.RecordBatchReader.from_stream(ds)`,
+    /// polars and duckdb read without copies. Each chunk is pulled as the consumer asks.
+    #[pyo3(signature = (requested_schema = None))]
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        if requested_schema.is_some_and(|s| !s.is_none()) {
+            return Err(PyValueError::new_err("flumen datasets are exported in their own schema"));
+        }
+        let stream = ChunkStream { chunks: self.0.iter_chunks(), schema: self.0.element_spec().arrow_schema() };
+        PyCapsule::new_with_value(py, FFI_ArrowArrayStream::new(Box::new(stream)), c"arrow_array_stream")
     }
 
     /// Pickling (e.g. into a `DataLoader` worker process) goes through `serialize`, so a

@@ -183,3 +183,19 @@ def test_sparse_features_come_as_coo_triplets(tmp_path):
     assert indices.tolist() == [[0, 0], [0, 2], [2, 3]]
     assert values.tolist() == [0.5, 2.0, 1.0]
     assert dense_shape.tolist() == [3, 4]
+
+
+def test_a_dataset_is_an_arrow_stream():
+    pa = pytest.importorskip("pyarrow")
+    ds = flumen.Dataset.range(1000).map({"y": col("value") * 2}).filter(col("value") % 7 != 0)
+    table = pa.table(ds)
+    assert table.column("y").to_pylist() == [2 * v for v in range(1000) if v % 7 != 0]
+    reader = pa.RecordBatchReader.from_stream(ds)
+    assert reader.schema.names == ["value", "y"]
+    # A Python function in the pipeline needs the GIL that the reading thread holds.
+    udf = flumen.Dataset.range(100).map(lambda c: {"z": c["value"] + 1}, output={"z": "int64"}, keep=False)
+    assert pa.table(udf).column("z").to_pylist() == list(range(1, 101))
+    # A failing element is an error of the stream.
+    bad = flumen.Dataset.range(10).map(lambda c: 1 / 0, output={"z": "int64"})
+    with pytest.raises(Exception, match="ZeroDivisionError"):
+        pa.table(bad)

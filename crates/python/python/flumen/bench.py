@@ -14,7 +14,13 @@ import os
 import resource
 import time
 
-import numpy as np
+# flumen does no linear algebra; NumPy's OpenBLAS starts a thread per core at import, which
+# spins for its first tenth of a second or so, taking a core from a pass of w2 or w4 (tens
+# of milliseconds) in a fresh process. One BLAS thread keeps the pass's figure about flumen.
+# An explicit OPENBLAS_NUM_THREADS wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402 - after the BLAS setting
 
 import flumen
 from flumen import col, lit
