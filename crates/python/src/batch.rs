@@ -310,6 +310,13 @@ impl Column {
         Ok(d)
     }
 
+    /// NumPy's array interface as a C structure (what `numpy.asarray` reads first, and
+    /// fastest): the values buffer, read-only.
+    #[getter]
+    fn __array_struct__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::array_struct::capsule(py, &self.values, &self.shape, self.typestr)
+    }
+
     /// The DLPack protocol (`torch.from_dlpack`, `jax.numpy.from_dlpack`,
     /// `numpy.from_dlpack`): the values buffer without a copy, read-only where the consumer
     /// speaks DLPack 1.0. Only CPU tensors are made: `dl_device` must be the CPU's and

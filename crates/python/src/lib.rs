@@ -8,7 +8,8 @@
 //! - [`expr`]: expressions built in Python, lowered to the same IR as the Rust builders.
 //! - [`iterator`]: iteration outside the GIL, checkpoints; [`interrupt`]: Ctrl-C in `next()`.
 //! - [`batch`]: a chunk of elements as the Arrow C data interface and NumPy array views,
-//!   [`dlpack`]: its columns as DLPack tensors;
+//!   [`dlpack`]: its columns as DLPack tensors, [`array_struct`]: as NumPy's C array
+//!   interface;
 //!   [`convert`]: Python values into Arrow arrays of a declared spec.
 //! - [`error`]: flumen's errors as Python exceptions; [`records`]: writing TFRecord files
 //!   and `tf.train.Example`s.
@@ -23,6 +24,7 @@ use pyo3::prelude::*;
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+pub mod array_struct;
 pub mod batch;
 pub mod convert;
 pub mod dataset;

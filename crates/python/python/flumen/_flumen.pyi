@@ -53,6 +53,8 @@ def serialize_example(features: Mapping[str, Sequence[int] | Sequence[float] | S
 class Column:
     @property
     def __array_interface__(self) -> dict[str, Any]: ...
+    @property
+    def __array_struct__(self) -> Any: ...
     def __dlpack__(
         self,
         *,
