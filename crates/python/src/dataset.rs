@@ -870,8 +870,7 @@ impl Dataset {
         device: Option<Bound<'_, PyAny>>,
         checkpoint: Option<&[u8]>,
     ) -> PyResult<Iterator> {
-        let convert = py.import("flumen._frameworks")?.getattr("torch_converter")?.call1((device,))?;
-        Ok(Iterator::new(self.start(py, checkpoint)?, self.0.element_spec(), Output::Fields(convert.unbind())))
+        self.iter_framework(py, "torch_converter", device, checkpoint)
     }
 
     /// Dicts of `jax.Array`s made through DLPack (JAX copies where its CPU backend needs
@@ -883,8 +882,7 @@ impl Dataset {
         device: Option<Bound<'_, PyAny>>,
         checkpoint: Option<&[u8]>,
     ) -> PyResult<Iterator> {
-        let convert = py.import("flumen._frameworks")?.getattr("jax_converter")?.call1((device,))?;
-        Ok(Iterator::new(self.start(py, checkpoint)?, self.0.element_spec(), Output::Fields(convert.unbind())))
+        self.iter_framework(py, "jax_converter", device, checkpoint)
     }
 
     /// Dicts of NumPy arrays, as `iter()`.
@@ -898,6 +896,19 @@ impl Dataset {
 }
 
 impl Dataset {
+    /// An iterator whose columns pass through the converter `flumen._frameworks.<name>`
+    /// makes for `device`.
+    fn iter_framework(
+        &self,
+        py: Python<'_>,
+        converter: &str,
+        device: Option<Bound<'_, PyAny>>,
+        checkpoint: Option<&[u8]>,
+    ) -> PyResult<Iterator> {
+        let convert = py.import("flumen._frameworks")?.getattr(converter)?.call1((device,))?;
+        Ok(Iterator::new(self.start(py, checkpoint)?, self.0.element_spec(), Output::Fields(convert.unbind())))
+    }
+
     /// A new iterator, continuing from `checkpoint` when given.
     fn start(&self, py: Python<'_>, checkpoint: Option<&[u8]>) -> PyResult<DatasetIterator> {
         match checkpoint {
