@@ -488,7 +488,7 @@ impl Dataset {
     }
 
     /// Folds every element into a state (`initial` and `update` as in `scan`) and returns
-    /// the final state as a dict of one-value NumPy arrays (tf.data's `reduce`).
+    /// the final state as a dict of NumPy arrays in the fields' shapes (tf.data's `reduce`).
     fn reduce<'py>(
         &self,
         py: Python<'py>,
@@ -497,7 +497,8 @@ impl Dataset {
     ) -> PyResult<Bound<'py, PyDict>> {
         let (initial, update) = (named_exprs(initial)?, named_exprs(update)?);
         let state = py.detach(|| self.0.reduce(&initial, &update)).map_err(to_py)?;
-        numpy_dict(py, &state)
+        let spec = flumen::ElementSpec::from_arrow_schema(&state.schema()).map_err(to_py)?;
+        element_dict(py, &state, &spec, &py.import("numpy")?.getattr("asarray")?)
     }
 
     /// Groups of `batch_size` consecutive elements, each one element whose fields gain a
