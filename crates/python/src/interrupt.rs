@@ -36,8 +36,9 @@ mod unix {
     static PIPE: AtomicI32 = AtomicI32::new(-1);
     /// The process that made the pipe and watcher (a forked child makes its own).
     static OWNER: Mutex<u32> = Mutex::new(0);
-    /// The cancel handles of the `next()` calls running on the main thread, by call.
-    static WAITING: Mutex<Vec<(u64, CancelHandle)>> = Mutex::new(Vec::new());
+    /// The `next()` calls running on the main thread: the call, the SIGINTs seen when it
+    /// began, its iterator's cancel handle.
+    static WAITING: Mutex<Vec<(u64, u64, CancelHandle)>> = Mutex::new(Vec::new());
     static CALLS: AtomicU64 = AtomicU64::new(0);
 
     /// A `next()` on the main thread, cancelled by a SIGINT until dropped.
@@ -55,7 +56,7 @@ mod unix {
 
     impl Drop for Watch {
         fn drop(&mut self) {
-            WAITING.lock().expect("interrupt watch").retain(|(call, _)| *call != self.call);
+            WAITING.lock().expect("interrupt watch").retain(|(call, _, _)| *call != self.call);
         }
     }
 
@@ -68,7 +69,7 @@ mod unix {
         }
         let signals = SIGNALS.load(Ordering::Acquire);
         let call = CALLS.fetch_add(1, Ordering::Relaxed);
-        WAITING.lock().expect("interrupt watch").push((call, cancel.clone()));
+        WAITING.lock().expect("interrupt watch").push((call, signals, cancel.clone()));
         let watch = Watch { call, signals };
         // A signal between the caller's last check and the registration: the watcher may
         // have looked before this call was listed.
@@ -157,7 +158,11 @@ mod unix {
             // SAFETY: reading into a local buffer of its length.
             let n = unsafe { libc::read(read, buf.as_mut_ptr().cast(), buf.len()) };
             if n > 0 {
-                for (_, cancel) in WAITING.lock().expect("interrupt watch").iter() {
+                // Only the calls that began before the latest signal: the watcher may wake
+                // after the main thread has handled it and started another `next()`.
+                let now = SIGNALS.load(Ordering::Acquire);
+                for (_, _, cancel) in WAITING.lock().expect("interrupt watch").iter().filter(|(_, seen, _)| *seen < now)
+                {
                     cancel.cancel();
                 }
             } else if n == 0 {
