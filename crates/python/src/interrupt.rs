@@ -39,6 +39,7 @@ mod unix {
     /// The `next()` calls running on the main thread: the call, the SIGINTs seen when it
     /// began, its iterator's cancel handle.
     static WAITING: Mutex<Vec<(u64, u64, CancelHandle)>> = Mutex::new(Vec::new());
+    /// Numbers the watched calls.
     static CALLS: AtomicU64 = AtomicU64::new(0);
 
     /// A `next()` on the main thread, cancelled by a SIGINT until dropped.

@@ -189,7 +189,7 @@ class Dataset:
     def parse_example(
         self,
         field: str,
-        features: Mapping[str, tuple[str, Sequence[int] | None]],
+        features: Mapping[str, tuple[str, Sequence[int] | None] | Any],
         num_parallel_calls: int | None = None,
         deterministic: bool | None = None,
     ) -> Dataset: ...
