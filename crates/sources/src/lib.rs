@@ -26,6 +26,7 @@
 
 #![warn(missing_docs)]
 
+pub mod avro;
 pub mod checksum;
 pub mod chunks;
 mod conform;

@@ -1,0 +1,246 @@
+//! Avro schemas (the JSON in a container file's header) as a typed tree, and the element
+//! spec they give: a record's fields become the element's fields.
+//!
+//! Mapping: `boolean`, `int`, `long`, `float`, `double`, `string`, `bytes` to the dtype of
+//! that name (`int` is int32); `enum` to its symbol as a string; `fixed` to bytes; an array
+//! to a ragged field one dimension deeper (arrays of arrays nest); `["null", T]` (either
+//! order) to a nullable `T`. Other unions, maps and nested records are refused when the
+//! dataset is built, naming the field.
+
+use std::collections::HashMap;
+
+use flumen_ir::{DType, ElementSpec, FieldSpec};
+use serde_json::Value;
+
+/// An Avro type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Type {
+    /// `null`.
+    Null,
+    /// `boolean`.
+    Boolean,
+    /// `int` (32 bits).
+    Int,
+    /// `long`.
+    Long,
+    /// `float`.
+    Float,
+    /// `double`.
+    Double,
+    /// `bytes`.
+    Bytes,
+    /// `string`.
+    String,
+    /// `fixed` of this many bytes.
+    Fixed(usize),
+    /// `enum` with these symbols.
+    Enum(Vec<String>),
+    /// `array` of items.
+    Array(Box<Type>),
+    /// `map` from strings to values.
+    Map(Box<Type>),
+    /// `record` with named fields, in order.
+    Record(Vec<(String, Type)>),
+    /// A union of branches, chosen per value by index.
+    Union(Vec<Type>),
+}
+
+/// Parses a schema's JSON.
+pub fn parse(json: &str) -> Result<Type, String> {
+    let value: Value = serde_json::from_str(json).map_err(|e| format!("the schema is not JSON: {e}"))?;
+    Parser::default().parse(&value)
+}
+
+/// Named types seen so far (records, enums, fixed), which later places refer to by name,
+/// and the namespace of the named type being parsed (which names inside it inherit).
+#[derive(Default)]
+struct Parser {
+    named: HashMap<String, Type>,
+    namespace: String,
+    /// The records whose fields are being parsed.
+    open: Vec<String>,
+}
+
+impl Parser {
+    fn parse(&mut self, value: &Value) -> Result<Type, String> {
+        match value {
+            Value::String(name) => self.named_or_primitive(name),
+            Value::Array(branches) => {
+                Ok(Type::Union(branches.iter().map(|b| self.parse(b)).collect::<Result<_, _>>()?))
+            }
+            Value::Object(o) => {
+                let kind = o.get("type").ok_or("a schema object without \"type\"")?;
+                let Value::String(kind) = kind else { return self.parse(kind) };
+                let name = o.get("name").and_then(Value::as_str);
+                let namespace = o
+                    .get("namespace")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| self.namespace.clone());
+                let full = |name: &str| match name.contains('.') || namespace.is_empty() {
+                    true => name.to_string(),
+                    false => format!("{namespace}.{name}"),
+                };
+                let parsed = match kind.as_str() {
+                    "record" | "error" => {
+                        let fields = o.get("fields").and_then(Value::as_array).ok_or("a record without \"fields\"")?;
+                        // A record that refers to itself would need a recursive decoder: the
+                        // reference is refused while its fields are parsed.
+                        if let Some(n) = name {
+                            self.open.push(full(n));
+                        }
+                        let enclosing = std::mem::replace(&mut self.namespace, namespace.clone());
+                        let mut out = Vec::with_capacity(fields.len());
+                        for f in fields {
+                            let fname = f.get("name").and_then(Value::as_str).ok_or("a record field without a name")?;
+                            let ftype = f.get("type").ok_or_else(|| format!("field {fname:?} without a type"))?;
+                            let parsed = self.parse(ftype);
+                            out.push((fname.to_string(), parsed.inspect_err(|_| self.namespace = enclosing.clone())?));
+                        }
+                        self.namespace = enclosing;
+                        if name.is_some() {
+                            self.open.pop();
+                        }
+                        Type::Record(out)
+                    }
+                    "enum" => {
+                        let symbols = o.get("symbols").and_then(Value::as_array).ok_or("an enum without symbols")?;
+                        Type::Enum(
+                            symbols
+                                .iter()
+                                .map(|s| s.as_str().map(str::to_string).ok_or("an enum symbol is not a string"))
+                                .collect::<Result<_, _>>()?,
+                        )
+                    }
+                    "fixed" => {
+                        Type::Fixed(o.get("size").and_then(Value::as_u64).ok_or("a fixed without a size")? as usize)
+                    }
+                    "array" => Type::Array(Box::new(self.parse(o.get("items").ok_or("an array without items")?)?)),
+                    "map" => Type::Map(Box::new(self.parse(o.get("values").ok_or("a map without values")?)?)),
+                    // A primitive written as an object (possibly with a logical type, read as
+                    // its underlying type).
+                    other => self.named_or_primitive(other)?,
+                };
+                if let (Some(n), "record" | "error" | "enum" | "fixed") = (name, kind.as_str()) {
+                    self.named.insert(full(n), parsed.clone());
+                }
+                Ok(parsed)
+            }
+            other => Err(format!("{other} is not a schema")),
+        }
+    }
+
+    fn named_or_primitive(&self, name: &str) -> Result<Type, String> {
+        Ok(match name {
+            "null" => Type::Null,
+            "boolean" => Type::Boolean,
+            "int" => Type::Int,
+            "long" => Type::Long,
+            "float" => Type::Float,
+            "double" => Type::Double,
+            "bytes" => Type::Bytes,
+            "string" => Type::String,
+            other if self.open.iter().any(|o| o == other || *o == format!("{}.{other}", self.namespace)) => {
+                return Err(format!("recursive type {other:?} is not supported"))
+            }
+            other => self
+                .named
+                .get(other)
+                .or_else(|| self.named.get(&format!("{}.{other}", self.namespace)))
+                .cloned()
+                .ok_or_else(|| format!("unknown type {other:?}"))?,
+        })
+    }
+}
+
+impl Type {
+    /// `T` of a `["null", T]` union (either order), with whether it was one.
+    pub fn nullable(&self) -> (&Type, bool) {
+        match self {
+            Type::Union(b) if b.len() == 2 && b[0] == Type::Null => (&b[1], true),
+            Type::Union(b) if b.len() == 2 && b[1] == Type::Null => (&b[0], true),
+            other => (other, false),
+        }
+    }
+}
+
+/// The element spec of a file whose schema is `schema`: one field per record field.
+pub fn element_spec(schema: &Type) -> Result<ElementSpec, String> {
+    let Type::Record(fields) = schema else { return Err("the schema is not a record".into()) };
+    let specs = fields.iter().map(|(name, t)| field_spec(name, t)).collect::<Result<Vec<_>, _>>()?;
+    ElementSpec::new(specs).map_err(|e| e.to_string())
+}
+
+fn field_spec(name: &str, t: &Type) -> Result<FieldSpec, String> {
+    let (t, _) = t.nullable();
+    let mut dims = 0;
+    let mut item = t;
+    while let Type::Array(inner) = item {
+        dims += 1;
+        item = inner.nullable().0;
+    }
+    let dtype = match item {
+        Type::Boolean => DType::Bool,
+        Type::Int => DType::Int32,
+        Type::Long => DType::Int64,
+        Type::Float => DType::Float32,
+        Type::Double => DType::Float64,
+        Type::String | Type::Enum(_) => DType::Utf8,
+        Type::Bytes | Type::Fixed(_) => DType::Binary,
+        other => return Err(format!("field {name:?}: Avro type {} is not supported yet", describe(other))),
+    };
+    Ok(match dims {
+        0 => FieldSpec::scalar(name, dtype),
+        n => FieldSpec::ragged(name, dtype, vec![-1; n]),
+    })
+}
+
+fn describe(t: &Type) -> &'static str {
+    match t {
+        Type::Map(_) => "map",
+        Type::Record(_) => "record (nested)",
+        Type::Union(_) => "union (other than [\"null\", T])",
+        Type::Null => "null",
+        _ => "this",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_map_to_element_specs() {
+        let schema = parse(
+            r#"{"type":"record","name":"r","namespace":"x","fields":[
+                {"name":"id","type":"long"},
+                {"name":"label","type":["null","int"]},
+                {"name":"f","type":{"type":"array","items":"float"}},
+                {"name":"grid","type":{"type":"array","items":{"type":"array","items":"double"}}},
+                {"name":"color","type":{"type":"enum","name":"c","symbols":["red","blue"]}},
+                {"name":"again","type":"x.c"},
+                {"name":"hash","type":{"type":"fixed","name":"h","size":4}},
+                {"name":"s","type":"string"}]}"#,
+        )
+        .unwrap();
+        let spec = element_spec(&schema).unwrap();
+        assert_eq!(
+            spec.to_string(),
+            "{id: int64[], label: int32[], f: ragged float32[?], grid: ragged float64[?, ?], color: string[], again: string[], hash: bytes[], s: string[]}"
+        );
+    }
+
+    #[test]
+    fn what_is_not_supported_is_named() {
+        let map =
+            parse(r#"{"type":"record","name":"r","fields":[{"name":"m","type":{"type":"map","values":"long"}}]}"#);
+        assert!(element_spec(&map.unwrap()).unwrap_err().contains("field \"m\": Avro type map"));
+        assert!(element_spec(&parse(r#""long""#).unwrap()).unwrap_err().contains("not a record"));
+        assert!(parse(r#"{"type":"record","name":"r","fields":[{"name":"a","type":"nope"}]}"#)
+            .unwrap_err()
+            .contains("unknown type"));
+        assert!(parse("{").unwrap_err().contains("not JSON"));
+        let list = r#"{"type":"record","name":"node","fields":[{"name":"next","type":["null","node"]}]}"#;
+        assert!(parse(list).unwrap_err().contains("recursive type \"node\""));
+    }
+}
