@@ -5,11 +5,13 @@
 //! - [`schema`]: writer schemas as a typed tree, and the element spec they give.
 //! - [`container`]: the header, the blocks and their codecs.
 //! - [`decode`]: a block's records straight into Arrow columns, unread fields skipped.
+//! - [`reader`]: a file (or one of its blocks) as chunks of elements, with positions.
 //! - [`writer`]: an Avro writer for tests and generated data.
 
 pub mod binary;
 pub mod container;
 pub mod decode;
+pub mod reader;
 pub mod schema;
 pub mod writer;
 
@@ -168,5 +170,72 @@ mod tests {
         )
         .unwrap_err()
         .contains("no field \"nope\""));
+    }
+
+    fn small_spec() -> ElementSpec {
+        ElementSpec::new(vec![
+            flumen_ir::FieldSpec::scalar("id", flumen_ir::DType::Int64),
+            flumen_ir::FieldSpec::scalar("name", flumen_ir::DType::Utf8),
+        ])
+        .unwrap()
+    }
+
+    fn ids(outcomes: &[crate::reader::testing::Outcome]) -> Vec<Result<Vec<i64>, String>> {
+        use crate::reader::testing::Outcome;
+        outcomes
+            .iter()
+            .map(|o| match o {
+                Outcome::Rows(b) => Ok(b.column(0).as_primitive::<Int64Type>().values().to_vec()),
+                Outcome::Error(e) => Err(e.clone()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_reader_resumes_exactly_and_reads_single_blocks() {
+        use super::reader::{block_count, AvroReader};
+        use crate::reader::testing::check_resume;
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), Codec::Deflate, 60);
+        let path = dir.path().join("deflate.avro").to_str().unwrap().to_string();
+        let whole = check_resume(7, |rows| Box::new(AvroReader::open(&path, &small_spec(), None, rows).unwrap()));
+        assert_eq!(ids(&whole), vec![Ok((0..60).collect::<Vec<i64>>())]);
+        // Block by block, the same rows.
+        let blocks = block_count(&path).unwrap();
+        assert!(blocks > 2);
+        let mut by_block = Vec::new();
+        for b in 0..blocks {
+            let outcomes =
+                check_resume(5, |rows| Box::new(AvroReader::open(&path, &small_spec(), Some(b), rows).unwrap()));
+            for got in ids(&outcomes) {
+                by_block.extend(got.unwrap());
+            }
+        }
+        assert_eq!(by_block, (0..60).collect::<Vec<i64>>());
+    }
+
+    #[test]
+    fn a_corrupt_block_is_an_error_and_reading_goes_on_at_the_next() {
+        use super::reader::AvroReader;
+        use crate::reader::testing::check_resume;
+        let dir = tempfile::tempdir().unwrap();
+        let file = write(dir.path(), Codec::Null, 60);
+        let h = header(&file).unwrap();
+        // Break the second block's sync marker.
+        let (_, second) = block(&file, h.data_start, &h.sync).unwrap().unwrap();
+        let (second_block, third) = block(&file, second, &h.sync).unwrap().unwrap();
+        let mut bad = file.clone();
+        bad[third - 1] ^= 0xff;
+        let path = dir.path().join("bad.avro").to_str().unwrap().to_string();
+        std::fs::write(&path, &bad).unwrap();
+        let got = ids(&check_resume(4, |rows| Box::new(AvroReader::open(&path, &small_spec(), None, rows).unwrap())));
+        let first_rows = got[0].clone().unwrap();
+        let error = got[1].clone().unwrap_err();
+        assert!(error.contains("bad.avro") && error.contains("block 1") && error.contains("sync marker"), "{error}");
+        let rest = got[2].clone().unwrap();
+        // Every record outside the broken block comes out.
+        let lost: Vec<i64> = (0..60).filter(|i| !first_rows.contains(i) && !rest.contains(i)).collect();
+        assert_eq!(lost.len(), second_block.count, "{lost:?}");
+        assert_eq!(got.len(), 3);
     }
 }
