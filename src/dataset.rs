@@ -277,6 +277,13 @@ impl Dataset {
         Dataset::files(paths, FileRead::Parquet { columns })
     }
 
+    /// The records of Avro container files, one element per record, the writer schema read
+    /// from the first file; `columns` reads only those fields (the others are skipped
+    /// without being decoded).
+    pub fn avro(paths: &[&str], columns: Option<Vec<String>>) -> Result<Dataset> {
+        Dataset::files(paths, FileRead::Avro { columns })
+    }
+
     /// The rows of Arrow IPC files.
     pub fn ipc_file(paths: &[&str]) -> Result<Dataset> {
         Dataset::files(paths, FileRead::IpcFile)

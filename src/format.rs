@@ -1,7 +1,7 @@
 //! File formats as users describe them, resolved to IR formats (with schemas) when a
 //! dataset is built.
 
-use flumen_ir::{CsvFormat, ElementSpec, Error, FileFormat, ParquetFormat, Result};
+use flumen_ir::{AvroFormat, CsvFormat, ElementSpec, Error, FileFormat, ParquetFormat, Result};
 
 use crate::function::FileRead;
 
@@ -78,6 +78,10 @@ pub fn resolve(read: &FileRead, sample: Option<&str>) -> Result<FileFormat> {
         FileRead::IpcStream => FileFormat::IpcStream { schema: flumen_sources::ipc::ipc_stream_schema(sample()?)? },
         FileRead::TextLines => FileFormat::TextLines,
         FileRead::TfRecord(compression) => FileFormat::TfRecord { compression: *compression },
+        FileRead::Avro { columns } => FileFormat::Avro(AvroFormat {
+            schema: flumen_sources::avro::reader::avro_spec(sample()?)?,
+            columns: columns.clone(),
+        }),
         FileRead::Chunks => FileFormat::Chunks { schema: flumen_sources::chunks::chunks_schema(sample()?)? },
     })
 }

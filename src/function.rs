@@ -252,6 +252,12 @@ pub enum FileRead {
     TextLines,
     /// TFRecord files, one element per record (field `record`, bytes).
     TfRecord(flumen_ir::RecordCompression),
+    /// Avro container files, one element per record; the writer schema is read from the
+    /// first listed file.
+    Avro {
+        /// Fields to read (all when absent).
+        columns: Option<Vec<String>>,
+    },
     /// flumen chunk files (snapshot shards, `cache_to` files); the schema is read from the
     /// first listed file.
     Chunks,

@@ -439,3 +439,139 @@ fn sparse_features_parse_from_tfrecords_and_batch() {
     let unbatched: Vec<(Vec<i64>, Vec<f32>)> = fixed.iter().map(|e| entry(&e.unwrap())).collect();
     assert_eq!(unbatched, vec![(vec![0, 2], vec![0.5, 2.0]), (vec![], vec![])]);
 }
+
+/// Avro files of `rows` records each (`id` long, `score` nullable double, `name` string,
+/// `tokens` array of longs), small deflate blocks; record `i` of file `f` has id
+/// `f * 1000 + i`.
+fn avro_files(dir: &std::path::Path, files: usize, rows: i64) -> Vec<String> {
+    use flumen::crates::sources::avro::container::Codec;
+    use flumen::crates::sources::avro::writer::{AvroWriter, Datum};
+    let schema = r#"{"type":"record","name":"r","fields":[{"name":"id","type":"long"},
+        {"name":"score","type":["null","double"]},{"name":"name","type":"string"},
+        {"name":"tokens","type":{"type":"array","items":"long"}}]}"#;
+    (0..files)
+        .map(|f| {
+            let path = dir.join(format!("part-{f}.avro")).to_str().unwrap().to_string();
+            let mut w = AvroWriter::create(&path, schema, Codec::Deflate).unwrap().with_block_bytes(300);
+            for i in 0..rows {
+                let id = f as i64 * 1000 + i;
+                let score = match i % 4 {
+                    0 => Datum::Union(0, Box::new(Datum::Null)),
+                    _ => Datum::Union(1, Box::new(Datum::Double(id as f64 / 2.0))),
+                };
+                let tokens = Datum::Array((0..i % 3).map(Datum::Long).collect());
+                w.append(&Datum::Record(vec![Datum::Long(id), score, Datum::String(format!("r{id}")), tokens]))
+                    .unwrap();
+            }
+            w.finish().unwrap();
+            path
+        })
+        .collect()
+}
+
+fn avro_ids(ds: &Dataset) -> Vec<i64> {
+    use arrow::array::AsArray;
+    ds.iter_chunks()
+        .flat_map(|c| {
+            c.unwrap().column_by_name("id").unwrap().as_primitive::<arrow::datatypes::Int64Type>().values().to_vec()
+        })
+        .collect()
+}
+
+#[test]
+fn avro_files_read_as_their_records() {
+    use arrow::array::{Array, AsArray};
+    let dir = tempfile::tempdir().unwrap();
+    let paths = avro_files(dir.path(), 2, 50);
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let ds = Dataset::avro(&refs, None).unwrap();
+    assert_eq!(
+        ds.element_spec().to_string(),
+        "{id: int64[], score: float64[], name: string[], tokens: ragged int64[?]}"
+    );
+    let expected: Vec<i64> = (0..2).flat_map(|f| (0..50).map(move |i| f * 1000 + i)).collect();
+    assert_eq!(avro_ids(&ds), expected);
+    // Every value as written, nulls included.
+    for chunk in ds.iter_chunks() {
+        let chunk = chunk.unwrap();
+        let ids = chunk.column(0).as_primitive::<arrow::datatypes::Int64Type>();
+        let scores = chunk.column(1).as_primitive::<arrow::datatypes::Float64Type>();
+        let names = chunk.column(2).as_string::<i32>();
+        let tokens = chunk.column(3).as_list::<i32>();
+        for r in 0..chunk.num_rows() {
+            let (id, i) = (ids.value(r), ids.value(r) % 1000);
+            assert_eq!(scores.is_null(r), i % 4 == 0);
+            if i % 4 != 0 {
+                assert_eq!(scores.value(r), id as f64 / 2.0);
+            }
+            assert_eq!(names.value(r), format!("r{id}"));
+            let t = tokens.value(r);
+            assert_eq!(
+                t.as_primitive::<arrow::datatypes::Int64Type>().values().to_vec(),
+                (0..i % 3).collect::<Vec<i64>>()
+            );
+        }
+    }
+    // Projection: the optimizer pushes the fields read into the reader.
+    let projected = ds.map(MapFunction::select([("id", col("id"))])).unwrap();
+    assert!(projected.explain().contains("columns [id]"), "{}", projected.explain());
+    assert_eq!(avro_ids(&projected), expected);
+    // Blocks as splits, read in parallel, in order.
+    let splits = Dataset::splits(&refs, FileRead::Avro { columns: None }).unwrap();
+    let parallel = splits
+        .interleave_with(
+            DatasetFunction::ReadSplit(FileRead::Avro { columns: None }),
+            Tunable::Fixed(4),
+            1,
+            Parallel { num_parallel_calls: Tunable::Fixed(2), deterministic: Some(true) },
+        )
+        .unwrap();
+    let mut got = avro_ids(&parallel);
+    got.sort_unstable();
+    assert_eq!(got, expected);
+    assert!(splits.iter_chunks().map(|c| c.unwrap().num_rows()).sum::<usize>() > 4, "several blocks per file");
+}
+
+#[test]
+fn avro_checkpoints_resume_exactly_and_bad_blocks_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = avro_files(dir.path(), 1, 80);
+    let ds = Dataset::avro(&[paths[0].as_str()], None).unwrap();
+    let mut it = ds.iter();
+    let head: Vec<RecordBatch> = (0..23).map(|_| it.next().unwrap().unwrap()).collect();
+    let checkpoint = it.save(SaveMode::Symbolic).unwrap();
+    let rest: Vec<RecordBatch> = ds.iter_from(&checkpoint).unwrap().map(|e| e.unwrap()).collect();
+    let whole: Vec<RecordBatch> = ds.iter().map(|e| e.unwrap()).collect();
+    assert_eq!(head.len() + rest.len(), whole.len());
+    assert_eq!([head, rest].concat(), whole);
+    // A corrupt byte in a block's data: that block is an error naming the file and block,
+    // and ignore_errors keeps every other record.
+    let mut bytes = std::fs::read(&paths[0]).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at..at + 8].copy_from_slice(&[0xff; 8]);
+    let bad = dir.path().join("bad.avro");
+    std::fs::write(&bad, &bytes).unwrap();
+    let bad = bad.to_str().unwrap();
+    let ds = Dataset::avro(&[bad], None).unwrap();
+    let errors: Vec<String> = ds.iter().filter_map(|e| e.err()).map(|e| e.to_string()).collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("bad.avro") && errors[0].contains("block"), "{}", errors[0]);
+    // The records lost are those of the block holding the corrupt bytes (found in the
+    // intact file).
+    use flumen::crates::sources::avro::container::{block, header};
+    let intact = std::fs::read(&paths[0]).unwrap();
+    let h = header(&intact).unwrap();
+    let mut offset = h.data_start;
+    let lost = loop {
+        let (b, next) = block(&intact, offset, &h.sync).unwrap().unwrap();
+        if next > at {
+            break b.count;
+        }
+        offset = next;
+    };
+    let kept = avro_ids(&ds.ignore_errors().unwrap());
+    assert_eq!(kept.len(), 80 - lost);
+    // Not an Avro file: an error when the dataset is built.
+    let err = Dataset::avro(&[paths[0].replace(".avro", ".missing").as_str()], None).unwrap_err().to_string();
+    assert!(err.contains(".missing"), "{err}");
+}

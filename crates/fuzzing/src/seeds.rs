@@ -161,6 +161,43 @@ pub fn ipc_stream() -> Vec<Vec<u8>> {
     vec![out]
 }
 
+/// Inputs of `targets::avro`: a file of several small blocks in each codec, with nullable,
+/// array, string, enum and map fields (the map skipped: it is not read).
+pub fn avro() -> Vec<Vec<u8>> {
+    use flumen::crates::sources::avro::container::Codec;
+    use flumen::crates::sources::avro::writer::{AvroWriter, Datum};
+    let schema = r#"{"type":"record","name":"r","fields":[{"name":"id","type":"long"},
+        {"name":"x","type":["null","float"]},{"name":"v","type":{"type":"array","items":"int"}},
+        {"name":"s","type":"string"},{"name":"e","type":{"type":"enum","name":"e","symbols":["a","b"]}}]}"#;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    [Codec::Null, Codec::Deflate, Codec::Snappy, Codec::Zstandard]
+        .into_iter()
+        .map(|codec| {
+            let path = dir.path().join(format!("{}.avro", codec.name()));
+            let path = path.to_str().expect("a UTF-8 path");
+            let mut writer = AvroWriter::create(path, schema, codec).expect("writer").with_block_bytes(40);
+            for i in 0..12i64 {
+                let x = if i % 3 == 0 {
+                    Datum::Union(0, Box::new(Datum::Null))
+                } else {
+                    Datum::Union(1, Box::new(Datum::Float(i as f32)))
+                };
+                let v = Datum::Array((0..i % 3).map(|k| Datum::Int(k as i32)).collect());
+                let record = Datum::Record(vec![
+                    Datum::Long(i),
+                    x,
+                    v,
+                    Datum::String(format!("s{i}")),
+                    Datum::Enum((i % 2) as i32),
+                ]);
+                writer.append(&record).expect("append");
+            }
+            writer.finish().expect("finish");
+            std::fs::read(path).expect("read")
+        })
+        .collect()
+}
+
 /// Inputs of `targets::chunk_file`: the table in each of the chunk files' compressions.
 pub fn chunk_file() -> Vec<Vec<u8>> {
     let dir = tempfile::tempdir().expect("a temporary directory");

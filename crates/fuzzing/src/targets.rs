@@ -30,6 +30,7 @@ pub const TARGETS: &[Target] = &[
     Target { name: "text", run: text, seeds: crate::seeds::text },
     Target { name: "parquet", run: parquet, seeds: crate::seeds::parquet },
     Target { name: "ipc_file", run: ipc_file, seeds: crate::seeds::ipc_file },
+    Target { name: "avro", run: avro, seeds: crate::seeds::avro },
     Target { name: "ipc_stream", run: ipc_stream, seeds: crate::seeds::ipc_stream },
     Target { name: "chunk_file", run: chunk_file, seeds: crate::seeds::chunk_file },
     Target { name: "snapshot", run: snapshot, seeds: crate::seeds::snapshot },
@@ -283,6 +284,14 @@ pub fn parquet(data: &[u8]) {
     let (_dir, path) = file("input.parquet", data);
     if let Ok(ds) = Dataset::parquet(&[path_str(&path)], None) {
         same_in_any_chunks("parquet", &ds);
+    }
+}
+
+/// Avro container files.
+pub fn avro(data: &[u8]) {
+    let (_dir, path) = file("input.avro", data);
+    if let Ok(ds) = Dataset::avro(&[path_str(&path)], None) {
+        same_in_any_chunks("avro", &ds);
     }
 }
 

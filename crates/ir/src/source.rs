@@ -44,6 +44,18 @@ pub struct ParquetFormat {
     pub predicate: Option<Expr>,
 }
 
+/// Options of the Avro reader.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AvroFormat {
+    /// The fields of the file's writer schema, read from its header when the dataset was
+    /// built.
+    pub schema: ElementSpec,
+    /// Read only these fields, in this order (projection: the others are skipped without
+    /// being decoded); all when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub columns: Option<Vec<String>>,
+}
+
 /// Whole-file compression of a record file (tf.data's `compression_type`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -84,6 +96,8 @@ pub enum FileFormat {
         #[serde(default)]
         compression: RecordCompression,
     },
+    /// Avro object container files, one element per record.
+    Avro(AvroFormat),
     /// flumen's checksummed chunk files: snapshot shards and `cache(path)` files.
     Chunks {
         /// The chunks' schema.
@@ -97,6 +111,7 @@ impl FileFormat {
         let (columns, predicate) = match self {
             FileFormat::Csv(c) => (&c.columns, None),
             FileFormat::Parquet(p) => (&p.columns, p.predicate.as_ref()),
+            FileFormat::Avro(a) => (&a.columns, None),
             _ => (&None, None),
         };
         let mut parts = Vec::new();
@@ -118,6 +133,7 @@ impl FileFormat {
             FileFormat::IpcStream { .. } => "ipc_stream",
             FileFormat::TextLines => "text_lines",
             FileFormat::TfRecord { .. } => "tfrecord",
+            FileFormat::Avro(_) => "avro",
             FileFormat::Chunks { .. } => "chunks",
         }
     }
@@ -127,6 +143,7 @@ impl FileFormat {
         let (schema, columns) = match self {
             FileFormat::Csv(c) => (&c.schema, &c.columns),
             FileFormat::Parquet(p) => (&p.schema, &p.columns),
+            FileFormat::Avro(a) => (&a.schema, &a.columns),
             FileFormat::IpcFile { schema } | FileFormat::IpcStream { schema } | FileFormat::Chunks { schema } => {
                 (schema, &None)
             }
@@ -219,7 +236,8 @@ pub enum SourceDesc {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         seed: Option<u64>,
     },
-    /// The splits of `files` in `format` (a Parquet row group, or a whole file otherwise),
+    /// The splits of `files` in `format` (a Parquet row group or an Avro block in field
+    /// `row_group`, or a whole file otherwise),
     /// one element each: fields `file` (string) and `row_group` (int64, `-1` for a whole
     /// file). `shard` and `interleave(read_split)` work on these units.
     Splits {
@@ -296,7 +314,7 @@ impl SourceDesc {
             }
             SourceDesc::InMemory { data, .. } => Some(data.batches.iter().map(|b| b.num_rows() as u64).sum()),
             SourceDesc::ListFiles { files, .. } => Some(files.len() as u64),
-            SourceDesc::Splits { format: FileFormat::Parquet(_), .. } => None,
+            SourceDesc::Splits { format: FileFormat::Parquet(_) | FileFormat::Avro(_), .. } => None,
             SourceDesc::Splits { files, .. } => Some(files.len() as u64),
             SourceDesc::Generator { .. } | SourceDesc::Files { .. } => None,
         }

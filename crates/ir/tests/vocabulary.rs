@@ -1,7 +1,9 @@
 //! One vocabulary: pipeline JSON spells dtypes, file formats and functions as `explain`,
 //! specs and errors do, and JSON written with the earlier spellings still reads.
 
-use flumen_ir::{CsvFormat, DType, ElementSpec, FieldSpec, FileFormat, Func, ParquetFormat, RecordCompression};
+use flumen_ir::{
+    AvroFormat, CsvFormat, DType, ElementSpec, FieldSpec, FileFormat, Func, ParquetFormat, RecordCompression,
+};
 use serde_json::{json, Value};
 
 #[test]
@@ -50,6 +52,7 @@ fn file_formats_serialize_as_their_names() {
         FileFormat::IpcStream { schema: schema.clone() },
         FileFormat::TextLines,
         FileFormat::TfRecord { compression: RecordCompression::Gzip },
+        FileFormat::Avro(AvroFormat { schema: schema.clone(), columns: Some(vec!["x".into()]) }),
         FileFormat::Chunks { schema },
     ];
     for format in formats {

@@ -58,6 +58,7 @@ fn file_read(format: &str) -> PyResult<FileRead> {
         "tfrecord" => FileRead::TfRecord(RecordCompression::None),
         "tfrecord-gzip" => FileRead::TfRecord(RecordCompression::Gzip),
         "tfrecord-zlib" => FileRead::TfRecord(RecordCompression::Zlib),
+        "avro" => FileRead::Avro { columns: None },
         other => return Err(PyValueError::new_err(format!("unknown file format {other:?}"))),
     })
 }
@@ -350,6 +351,14 @@ impl Dataset {
         ok(flumen::Dataset::parquet(&refs(&self::paths(paths)?), columns))
     }
 
+    /// The records of Avro container files (codecs null, deflate, snappy, zstandard), the
+    /// writer schema read from the first file; `columns` reads only those fields.
+    #[staticmethod]
+    #[pyo3(signature = (paths, columns = None))]
+    fn avro(paths: &Bound<'_, PyAny>, columns: Option<Vec<String>>) -> PyResult<Dataset> {
+        ok(flumen::Dataset::avro(&refs(&self::paths(paths)?), columns))
+    }
+
     /// The rows of Arrow IPC files.
     #[staticmethod]
     fn ipc_file(paths: &Bound<'_, PyAny>) -> PyResult<Dataset> {
@@ -567,7 +576,8 @@ impl Dataset {
     }
 
     /// The files named by field `field` of each element, read as `format` (`"csv"`,
-    /// `"parquet"`, `"ipc"`, `"text"`, `"tfrecord"`, `"tfrecord-gzip"`, `"tfrecord-zlib"`),
+    /// `"parquet"`, `"ipc"`, `"text"`, `"tfrecord"`, `"tfrecord-gzip"`, `"tfrecord-zlib"`,
+    /// `"avro"`),
     /// `cycle_length` at once, `block_length` elements from each in turn.
     #[pyo3(signature = (field, format, cycle_length = None, block_length = 1, num_parallel_calls = None, deterministic = None))]
     fn interleave_files(

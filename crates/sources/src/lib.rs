@@ -10,11 +10,12 @@
 //!   kind of reader, holding offsets (byte, row group, batch, row), never rows.
 //! - [`range`], [`memory`]: `range(start, stop, step)` and in-memory Arrow data.
 //! - [`files`]: glob listing of input files.
-//! - [`csv`], [`parquet`], [`ipc`], [`text`], [`tfrecord`]: the file formats, with schema inference or
-//!   schema reading for when a dataset is built, and projection where the format has it.
+//! - [`csv`], [`parquet`], [`ipc`], [`text`], [`tfrecord`], [`avro`]: the file formats, with
+//!   schema inference or schema reading for when a dataset is built, and projection where the
+//!   format has it.
 //! - [`checksum`]: CRC32C, fast for the short buffers of TFRecord framing.
 //! - [`chunks`]: flumen's own chunk files (snapshot shards, file caches).
-//! - [`split`]: units of parallel reading (a file, or a Parquet row group) and the reader
+//! - [`split`]: units of parallel reading (a file, a Parquet row group, an Avro block) and the reader
 //!   of a list of files.
 //! - [`open`]: [`open_source`], the reader of a [`SourceDesc`](flumen_ir::SourceDesc).
 //!

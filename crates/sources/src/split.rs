@@ -5,6 +5,7 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, FileFormat, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::avro::reader::AvroReader;
 use crate::csv::CsvReader;
 use crate::ipc::{IpcFileReader, IpcStreamReader};
 use crate::parquet::{row_group_count, ParquetReader};
@@ -17,17 +18,21 @@ use crate::text::TextLineReader;
 pub struct Split {
     /// The file.
     pub file: String,
-    /// The Parquet row group; `None` for the whole file.
+    /// The Parquet row group or Avro block; `None` for the whole file.
     pub row_group: Option<usize>,
 }
 
-/// The splits of `files` read in `format`, in reading order: one per file, or for Parquet
-/// one per row group (a Parquet file without row groups has none). Parquet footers are read.
+/// The splits of `files` read in `format`, in reading order: one per file, for Parquet one
+/// per row group (a Parquet file without row groups has none), for Avro one per block.
+/// Parquet footers are read; Avro block headers are walked.
 pub fn splits(files: &[String], format: &FileFormat) -> Result<Vec<Split>> {
     let mut out = Vec::with_capacity(files.len());
     for file in files {
         if let FileFormat::Parquet(_) = format {
             let count = row_group_count(file)?;
+            out.extend((0..count).map(|i| Split { file: file.clone(), row_group: Some(i) }));
+        } else if let FileFormat::Avro(_) = format {
+            let count = crate::avro::reader::block_count(file)?;
             out.extend((0..count).map(|i| Split { file: file.clone(), row_group: Some(i) }));
         } else {
             out.push(Split { file: file.clone(), row_group: None });
@@ -42,6 +47,9 @@ pub fn open_split(split: &Split, format: &FileFormat, read: ReadOptions) -> Resu
         (None, _) => open_file(&split.file, format, read),
         (Some(group), FileFormat::Parquet(p)) => {
             Ok(Box::new(ParquetReader::open(&split.file, p, Some(vec![group]), read.chunk_rows)?))
+        }
+        (Some(block), FileFormat::Avro(_)) => {
+            Ok(Box::new(AvroReader::open(&split.file, &format.output_spec()?, Some(block), read.chunk_rows)?))
         }
         (Some(_), other) => Err(Error::execution(
             "open_split",
@@ -62,6 +70,7 @@ pub fn open_file(path: &str, format: &FileFormat, read: ReadOptions) -> Result<B
         FileFormat::TfRecord { compression } => {
             Box::new(crate::tfrecord::TfRecordReader::open(path, *compression, read)?)
         }
+        FileFormat::Avro(_) => Box::new(AvroReader::open(path, &format.output_spec()?, None, chunk_rows)?),
         FileFormat::Chunks { schema } => Box::new(crate::chunks::ChunksReader::open(path, schema)?),
     })
 }

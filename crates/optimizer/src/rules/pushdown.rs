@@ -2,7 +2,7 @@
 //!
 //! - Projection: when a map reads only some fields, the fields nobody reads are pruned on
 //!   the way down — outputs of earlier maps that are never used (when they cannot fail)
-//!   and columns of Parquet and CSV sources (also inside `flat_map`/`interleave` reads),
+//!   and columns of Parquet, CSV and Avro sources (also inside `flat_map`/`interleave` reads),
 //!   so those columns are never decoded. CSV columns that can fail to parse (numbers,
 //!   bools) are kept, so a malformed record stays an error. Filters on the way add the
 //!   fields they read, and a `parse_example` reads its records' field only (its features
@@ -200,6 +200,9 @@ fn project_format(format: &FileFormat, needed: &BTreeSet<String>) -> Option<File
         FileFormat::Parquet(p) => {
             Some(FileFormat::Parquet(flumen_ir::ParquetFormat { columns: Some(columns), ..p.clone() }))
         }
+        // An Avro field not read is still walked over (a record has no index), so a
+        // malformed one is still an error of its block.
+        FileFormat::Avro(a) => Some(FileFormat::Avro(flumen_ir::AvroFormat { columns: Some(columns), ..a.clone() })),
         _ => None,
     }
 }

@@ -1,5 +1,6 @@
-//! Avro object container files (work in progress on this branch: the container, schema and
-//! record decoding layers; not yet a source of the IR).
+//! Avro object container files: `Dataset::avro`, and blocks as splits for parallel reads.
+//! Records decode straight into Arrow columns; fields the plan does not read are walked
+//! over, not kept.
 //!
 //! - [`binary`]: Avro's binary encoding, every length checked before use.
 //! - [`schema`]: writer schemas as a typed tree, and the element spec they give.
