@@ -21,7 +21,7 @@ use flumen_udf::registry::{Callable, Registry};
 
 use crate::checkpoint::Cursor;
 use crate::explain::ExplainFormat;
-use crate::format::{resolve, CsvOptions};
+use crate::format::{resolve, AvroOptions, CsvOptions};
 use crate::function::{DatasetFunction, FileRead, MapFunction, PredicateFunction};
 use crate::options::Options;
 
@@ -278,10 +278,9 @@ impl Dataset {
     }
 
     /// The records of Avro container files, one element per record, the writer schema read
-    /// from the first file; `columns` reads only those fields (the others are skipped
-    /// without being decoded).
-    pub fn avro(paths: &[&str], columns: Option<Vec<String>>) -> Result<Dataset> {
-        Dataset::files(paths, FileRead::Avro { columns })
+    /// from the first file (or the fields as `options.features` describes them).
+    pub fn avro(paths: &[&str], options: AvroOptions) -> Result<Dataset> {
+        Dataset::files(paths, FileRead::Avro(options))
     }
 
     /// The rows of Arrow IPC files.

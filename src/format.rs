@@ -50,6 +50,35 @@ impl CsvOptions {
     }
 }
 
+/// How `Dataset::avro` reads Avro container files.
+#[derive(Debug, Clone, Default)]
+pub struct AvroOptions {
+    /// Fields to read, in this order (all when absent): the others are skipped without
+    /// being decoded.
+    pub columns: Option<Vec<String>>,
+    /// The fields as ATDS's feature specs describe them, instead of as the writer schema
+    /// gives them: a dense field of fixed shape from (nested) arrays, every length checked
+    /// (`FieldSpec::tensor`), a sparse field from a record of `indices0..`
+    /// and `values` arrays (`FieldSpec::sparse`), a ragged field from arrays of any lengths
+    /// (`FieldSpec::ragged`). Checked against the first file's schema when the dataset is
+    /// built.
+    pub features: Option<ElementSpec>,
+}
+
+impl AvroOptions {
+    /// Reads only `columns`.
+    pub fn with_columns<S: Into<String>>(mut self, columns: impl IntoIterator<Item = S>) -> Self {
+        self.columns = Some(columns.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Reads the fields of `features` as they say.
+    pub fn with_features(mut self, features: ElementSpec) -> Self {
+        self.features = Some(features);
+        self
+    }
+}
+
 /// The IR format of `read`, reading schemas from `sample` (the first file) where needed.
 pub fn resolve(read: &FileRead, sample: Option<&str>) -> Result<FileFormat> {
     let sample = || {
@@ -78,9 +107,9 @@ pub fn resolve(read: &FileRead, sample: Option<&str>) -> Result<FileFormat> {
         FileRead::IpcStream => FileFormat::IpcStream { schema: flumen_sources::ipc::ipc_stream_schema(sample()?)? },
         FileRead::TextLines => FileFormat::TextLines,
         FileRead::TfRecord(compression) => FileFormat::TfRecord { compression: *compression },
-        FileRead::Avro { columns } => FileFormat::Avro(AvroFormat {
-            schema: flumen_sources::avro::reader::avro_spec(sample()?)?,
-            columns: columns.clone(),
+        FileRead::Avro(o) => FileFormat::Avro(AvroFormat {
+            schema: flumen_sources::avro::reader::avro_spec(sample()?, o.features.as_ref())?,
+            columns: o.columns.clone(),
         }),
         FileRead::Chunks => FileFormat::Chunks { schema: flumen_sources::chunks::chunks_schema(sample()?)? },
     })

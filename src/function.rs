@@ -254,10 +254,7 @@ pub enum FileRead {
     TfRecord(flumen_ir::RecordCompression),
     /// Avro container files, one element per record; the writer schema is read from the
     /// first listed file.
-    Avro {
-        /// Fields to read (all when absent).
-        columns: Option<Vec<String>>,
-    },
+    Avro(crate::format::AvroOptions),
     /// flumen chunk files (snapshot shards, `cache_to` files); the schema is read from the
     /// first listed file.
     Chunks,

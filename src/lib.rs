@@ -37,7 +37,7 @@ pub use flumen_udf::example::{
     serialize_example, Defaults as FeatureDefaults, FeatureKind, FeatureSpec, FeatureValues,
 };
 pub use flumen_udf::registry::{Callable, Registry};
-pub use format::CsvOptions;
+pub use format::{AvroOptions, CsvOptions};
 pub use function::{DatasetFunction, FileRead, MapFunction, PredicateFunction};
 pub use options::Options;
 pub use snapshot::{Compression, SnapshotOptions};
@@ -55,9 +55,9 @@ pub mod crates {
 pub mod prelude {
     pub use crate::snapshot::Compression;
     pub use crate::{
-        BucketOptions, Checkpoint, CsvOptions, DType, Dataset, DatasetFunction, ElementSpec, ExplainFormat,
-        ExternalState, FeatureDefaults, FeatureSpec, FieldSpec, FileRead, MapFunction, Options, PaddedBatchOptions,
-        Parallel, PredicateFunction, RecordCompression, SaveMode, SnapshotOptions, Tunable,
+        AvroOptions, BucketOptions, Checkpoint, CsvOptions, DType, Dataset, DatasetFunction, ElementSpec,
+        ExplainFormat, ExternalState, FeatureDefaults, FeatureSpec, FieldSpec, FileRead, MapFunction, Options,
+        PaddedBatchOptions, Parallel, PredicateFunction, RecordCompression, SaveMode, SnapshotOptions, Tunable,
     };
     pub use datafusion_expr::{cast, col, lit, when, Expr};
     pub use flumen_udf::functions::*;

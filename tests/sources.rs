@@ -484,7 +484,7 @@ fn avro_files_read_as_their_records() {
     let dir = tempfile::tempdir().unwrap();
     let paths = avro_files(dir.path(), 2, 50);
     let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
-    let ds = Dataset::avro(&refs, None).unwrap();
+    let ds = Dataset::avro(&refs, AvroOptions::default()).unwrap();
     assert_eq!(
         ds.element_spec().to_string(),
         "{id: int64[], score: float64[], name: string[], tokens: ragged int64[?]}"
@@ -517,10 +517,10 @@ fn avro_files_read_as_their_records() {
     assert!(projected.explain().contains("columns [id]"), "{}", projected.explain());
     assert_eq!(avro_ids(&projected), expected);
     // Blocks as splits, read in parallel, in order.
-    let splits = Dataset::splits(&refs, FileRead::Avro { columns: None }).unwrap();
+    let splits = Dataset::splits(&refs, FileRead::Avro(AvroOptions::default())).unwrap();
     let parallel = splits
         .interleave_with(
-            DatasetFunction::ReadSplit(FileRead::Avro { columns: None }),
+            DatasetFunction::ReadSplit(FileRead::Avro(AvroOptions::default())),
             Tunable::Fixed(4),
             1,
             Parallel { num_parallel_calls: Tunable::Fixed(2), deterministic: Some(true) },
@@ -536,7 +536,7 @@ fn avro_files_read_as_their_records() {
 fn avro_checkpoints_resume_exactly_and_bad_blocks_are_errors() {
     let dir = tempfile::tempdir().unwrap();
     let paths = avro_files(dir.path(), 1, 80);
-    let ds = Dataset::avro(&[paths[0].as_str()], None).unwrap();
+    let ds = Dataset::avro(&[paths[0].as_str()], AvroOptions::default()).unwrap();
     let mut it = ds.iter();
     let head: Vec<RecordBatch> = (0..23).map(|_| it.next().unwrap().unwrap()).collect();
     let checkpoint = it.save(SaveMode::Symbolic).unwrap();
@@ -552,7 +552,7 @@ fn avro_checkpoints_resume_exactly_and_bad_blocks_are_errors() {
     let bad = dir.path().join("bad.avro");
     std::fs::write(&bad, &bytes).unwrap();
     let bad = bad.to_str().unwrap();
-    let ds = Dataset::avro(&[bad], None).unwrap();
+    let ds = Dataset::avro(&[bad], AvroOptions::default()).unwrap();
     let errors: Vec<String> = ds.iter().filter_map(|e| e.err()).map(|e| e.to_string()).collect();
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].contains("bad.avro") && errors[0].contains("block"), "{}", errors[0]);
@@ -572,6 +572,116 @@ fn avro_checkpoints_resume_exactly_and_bad_blocks_are_errors() {
     let kept = avro_ids(&ds.ignore_errors().unwrap());
     assert_eq!(kept.len(), 80 - lost);
     // Not an Avro file: an error when the dataset is built.
-    let err = Dataset::avro(&[paths[0].replace(".avro", ".missing").as_str()], None).unwrap_err().to_string();
+    let err = Dataset::avro(&[paths[0].replace(".avro", ".missing").as_str()], AvroOptions::default())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains(".missing"), "{err}");
+}
+
+#[test]
+fn avro_feature_specs_read_fixed_shapes_sparse_records_and_varlen_arrays() {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{Float32Type, Int64Type};
+    use flumen::crates::sources::avro::container::Codec;
+    use flumen::crates::sources::avro::writer::{AvroWriter, Datum};
+    let schema = r#"{"type":"record","name":"Row","fields":[{"name":"label","type":"long"},
+        {"name":"dense_f","type":{"type":"array","items":"float"}},
+        {"name":"emb2d","type":{"type":"array","items":{"type":"array","items":"float"}}},
+        {"name":"sparse_f","type":{"type":"record","name":"sparse_f","fields":[
+            {"name":"indices0","type":{"type":"array","items":"long"}},
+            {"name":"values","type":{"type":"array","items":"float"}}]}},
+        {"name":"tokens","type":{"type":"array","items":"long"}}]}"#;
+    let floats = |v: Vec<f32>| Datum::Array(v.into_iter().map(Datum::Float).collect());
+    let longs = |v: Vec<i64>| Datum::Array(v.into_iter().map(Datum::Long).collect());
+    // Record `i`: dense_f = [i, i+1, i+2, i+3], emb2d = 2x3 of i, sparse entries at i % 50
+    // and 49, tokens 0..i%5. Record 7 (in `bad`) has a dense_f of 3 values.
+    let record = |i: i64, dense_len: usize| {
+        Datum::Record(vec![
+            Datum::Long(i),
+            floats((0..dense_len).map(|k| (i + k as i64) as f32).collect()),
+            Datum::Array((0..2).map(|_| floats(vec![i as f32; 3])).collect()),
+            Datum::Record(vec![longs(vec![i % 50, 49]), floats(vec![1.0, 2.0])]),
+            longs((0..i % 5).collect()),
+        ])
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, bad: Option<i64>| {
+        let path = dir.path().join(name).to_str().unwrap().to_string();
+        let mut w = AvroWriter::create(&path, schema, Codec::Deflate).unwrap().with_block_bytes(400);
+        for i in 0..30 {
+            w.append(&record(i, if Some(i) == bad { 3 } else { 4 })).unwrap();
+        }
+        w.finish().unwrap();
+        path
+    };
+    let good = write("good.avro", None);
+    let features = ElementSpec::new(vec![
+        FieldSpec::scalar("label", DType::Int64),
+        FieldSpec::tensor("dense_f", DType::Float32, vec![4]),
+        FieldSpec::tensor("emb2d", DType::Float32, vec![2, 3]),
+        FieldSpec::sparse("sparse_f", DType::Float32, vec![50]),
+        FieldSpec::ragged("tokens", DType::Int64, vec![-1]),
+    ])
+    .unwrap();
+    let options = AvroOptions::default().with_features(features.clone());
+    let ds = Dataset::avro(&[good.as_str()], options.clone()).unwrap();
+    assert_eq!(ds.element_spec(), &features);
+    let chunks: Vec<RecordBatch> = ds.iter_chunks().map(|c| c.unwrap()).collect();
+    let mut i = 0i64;
+    for c in &chunks {
+        let dense = c.column(1).as_fixed_size_list();
+        let emb = c.column(2).as_fixed_size_list();
+        let sparse = c.column(3).as_struct();
+        let tokens = c.column(4).as_list::<i32>();
+        for r in 0..c.num_rows() {
+            let d = dense.value(r);
+            assert_eq!(
+                d.as_primitive::<Float32Type>().values().to_vec(),
+                (0..4).map(|k| (i + k) as f32).collect::<Vec<_>>()
+            );
+            let e = emb.value(r);
+            assert_eq!(e.len(), 2);
+            let coords = sparse.column(0).as_list::<i32>().value(r);
+            let coords = coords.as_fixed_size_list().values().as_primitive::<Int64Type>().values().to_vec();
+            assert_eq!(coords, vec![i % 50, 49]);
+            let t = tokens.value(r);
+            assert_eq!(t.as_primitive::<Int64Type>().values().to_vec(), (0..i % 5).collect::<Vec<_>>());
+            i += 1;
+        }
+    }
+    assert_eq!(i, 30);
+    // Batched as tf.data batches (a batch with a sparse field is one row of lists).
+    let batched = ds.batch(8).unwrap();
+    let sizes: Vec<usize> = batched.iter().map(|b| b.unwrap().column(0).as_list::<i32>().value(0).len()).collect();
+    assert_eq!(sizes, vec![8, 8, 8, 6]);
+    // A record that does not fit its spec is an error naming file, block and record; the
+    // other records of the file are read with ignore_errors, those of its block lost.
+    let bad = write("bad.avro", Some(7));
+    let ds = Dataset::avro(&[bad.as_str()], options.clone()).unwrap();
+    let errors: Vec<String> = ds.iter().filter_map(|e| e.err()).map(|e| e.to_string()).collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    // Where record 7 lies: the blocks' record counts in the file as written.
+    use flumen::crates::sources::avro::container::{block, header};
+    let bytes = std::fs::read(&bad).unwrap();
+    let h = header(&bytes).unwrap();
+    let (mut offset, mut first, mut index) = (h.data_start, 0, 0);
+    let (block_index, record, lost) = loop {
+        let (b, next) = block(&bytes, offset, &h.sync).unwrap().unwrap();
+        if first + b.count > 7 {
+            break (index, 7 - first, b.count);
+        }
+        (offset, first, index) = (next, first + b.count, index + 1);
+    };
+    let want = [
+        format!("block {block_index},"),
+        format!("record {record} of the block"),
+        "3 values where its shape says 4".into(),
+    ];
+    assert!(errors[0].contains("bad.avro") && want.iter().all(|w| errors[0].contains(w.as_str())), "{}", errors[0]);
+    let kept: usize = ds.ignore_errors().unwrap().iter_chunks().map(|c| c.unwrap().num_rows()).sum();
+    assert_eq!(kept, 30 - lost);
+    // A spec the writer schema cannot give is refused when the dataset is built.
+    let wrong = ElementSpec::new(vec![FieldSpec::tensor("label", DType::Float32, vec![2])]).unwrap();
+    let err = Dataset::avro(&[good.as_str()], AvroOptions::default().with_features(wrong)).unwrap_err().to_string();
+    assert!(err.contains("good.avro") && err.contains("\"label\""), "{err}");
 }

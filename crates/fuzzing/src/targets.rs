@@ -290,7 +290,7 @@ pub fn parquet(data: &[u8]) {
 /// Avro container files.
 pub fn avro(data: &[u8]) {
     let (_dir, path) = file("input.avro", data);
-    if let Ok(ds) = Dataset::avro(&[path_str(&path)], None) {
+    if let Ok(ds) = Dataset::avro(&[path_str(&path)], flumen::AvroOptions::default()) {
         same_in_any_chunks("avro", &ds);
     }
 }

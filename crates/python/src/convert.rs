@@ -27,16 +27,24 @@ pub fn spec_of(declared: &Bound<'_, PyDict>) -> PyResult<ElementSpec> {
     let mut fields = Vec::with_capacity(declared.len());
     for (name, value) in declared.iter() {
         let name: String = name.extract()?;
-        let (dtype, shape): (String, Vec<Option<i64>>) = match value.extract::<String>() {
-            Ok(dtype) => (dtype, vec![]),
-            Err(_) => value.extract()?,
+        // `dtype`, `(dtype, shape)`, or `(dtype, shape, "sparse")` for a sparse tensor.
+        let (dtype, shape, kind): (String, Vec<Option<i64>>, Option<String>) = match value.extract::<String>() {
+            Ok(dtype) => (dtype, vec![], None),
+            Err(_) => match value.extract::<(String, Vec<Option<i64>>)>() {
+                Ok((dtype, shape)) => (dtype, shape, None),
+                Err(_) => value.extract::<(String, Vec<Option<i64>>, String)>().map(|(d, s, k)| (d, s, Some(k)))?,
+            },
         };
         let dtype =
             DType::from_name(&dtype).ok_or_else(|| PyValueError::new_err(format!("unknown dtype {dtype:?}")))?;
         let shape: Vec<i64> = shape.into_iter().map(|d| d.unwrap_or(-1)).collect();
-        fields.push(match shape.is_empty() {
-            true => FieldSpec::scalar(name, dtype),
-            false => FieldSpec::tensor(name, dtype, shape),
+        fields.push(match (kind.as_deref(), shape.is_empty()) {
+            (Some("sparse"), _) => FieldSpec::sparse(name, dtype, shape),
+            (Some(other), _) => {
+                return Err(PyValueError::new_err(format!("field {name:?}: unknown kind {other:?} (only \"sparse\")")))
+            }
+            (None, true) => FieldSpec::scalar(name, dtype),
+            (None, false) => FieldSpec::tensor(name, dtype, shape),
         });
     }
     ElementSpec::new(fields).map_err(crate::error::to_py)

@@ -58,7 +58,7 @@ fn file_read(format: &str) -> PyResult<FileRead> {
         "tfrecord" => FileRead::TfRecord(RecordCompression::None),
         "tfrecord-gzip" => FileRead::TfRecord(RecordCompression::Gzip),
         "tfrecord-zlib" => FileRead::TfRecord(RecordCompression::Zlib),
-        "avro" => FileRead::Avro { columns: None },
+        "avro" => FileRead::Avro(flumen::AvroOptions::default()),
         other => return Err(PyValueError::new_err(format!("unknown file format {other:?}"))),
     })
 }
@@ -353,10 +353,19 @@ impl Dataset {
 
     /// The records of Avro container files (codecs null, deflate, snappy, zstandard), the
     /// writer schema read from the first file; `columns` reads only those fields.
+    /// `features` reads fields as ATDS's feature specs say: `{"name": (dtype, shape)}` a
+    /// dense tensor from (nested) arrays, every length checked (`None` dims: any length),
+    /// `{"name": (dtype, shape, "sparse")}` a sparse tensor from a record of `indices0..` and
+    /// `values` arrays.
     #[staticmethod]
-    #[pyo3(signature = (paths, columns = None))]
-    fn avro(paths: &Bound<'_, PyAny>, columns: Option<Vec<String>>) -> PyResult<Dataset> {
-        ok(flumen::Dataset::avro(&refs(&self::paths(paths)?), columns))
+    #[pyo3(signature = (paths, columns = None, features = None))]
+    fn avro(
+        paths: &Bound<'_, PyAny>,
+        columns: Option<Vec<String>>,
+        features: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Dataset> {
+        let features = features.map(spec_of).transpose()?;
+        ok(flumen::Dataset::avro(&refs(&self::paths(paths)?), flumen::AvroOptions { columns, features }))
     }
 
     /// The rows of Arrow IPC files.

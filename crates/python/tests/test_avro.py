@@ -69,3 +69,18 @@ def test_avro_records_from_python(tmp_path):
     split = flumen.Dataset.read_files(path, "avro", num_parallel_calls=2)
     assert sorted(int(r["id"]) for r in split) == list(range(40))
     assert "avro" in ds.map({"x": col("id") + 1}, keep=False).explain()
+
+
+def test_avro_feature_specs(tmp_path):
+    path = str(tmp_path / "f.avro")
+    write(path, 12, 5)
+    # Records with i % 4 == 0 have an empty f: a shape of [None] reads every record.
+    ds = flumen.Dataset.avro(path, features={"id": "int64", "f": ("float32", [None])})
+    assert [r["f"].tolist() for r in ds][:3] == [[], [0.5], [0.5, 1.5]]
+    # A fixed shape checks every record's length: most records do not fit [2].
+    fixed = flumen.Dataset.avro(path, features={"f": ("float32", [2])})
+    try:
+        list(fixed)
+        raise AssertionError("a record that does not fit its shape must be an error")
+    except flumen.DataError as e:
+        assert "f.avro" in str(e) and "where its shape says 2" in str(e)

@@ -14,7 +14,7 @@ class UdfError(Error): ...
 class CancelledError(Error): ...
 
 _Value = Expr | bool | int | float | str
-_Spec = Mapping[str, str | tuple[str, Sequence[int | None]]]
+_Spec = Mapping[str, str | tuple[str, Sequence[int | None]] | tuple[str, Sequence[int | None], str]]
 _Columns = dict[str, np.ndarray | tuple[np.ndarray, np.ndarray] | list[Any]]
 
 class Expr:
@@ -117,7 +117,9 @@ class Dataset:
     @staticmethod
     def parquet(paths: str | Sequence[str], columns: Sequence[str] | None = None) -> Dataset: ...
     @staticmethod
-    def avro(paths: str | Sequence[str], columns: Sequence[str] | None = None) -> Dataset: ...
+    def avro(
+        paths: str | Sequence[str], columns: Sequence[str] | None = None, features: _Spec | None = None
+    ) -> Dataset: ...
     @staticmethod
     def ipc_file(paths: str | Sequence[str]) -> Dataset: ...
     @staticmethod

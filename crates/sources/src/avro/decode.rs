@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use arrow::array::BooleanBufferBuilder;
 use arrow::array::{
-    ArrayRef, BinaryArray, BooleanArray, ListArray, NullBufferBuilder, PrimitiveArray, RecordBatch, RecordBatchOptions,
-    StringArray,
+    ArrayRef, BinaryArray, BooleanArray, FixedSizeListArray, ListArray, NullBufferBuilder, PrimitiveArray, RecordBatch,
+    RecordBatchOptions, StringArray, StructArray,
 };
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{DataType, Float32Type, Float64Type, Int32Type, Int64Type, SchemaRef};
-use flumen_ir::ElementSpec;
+use flumen_ir::{ElementSpec, FieldKind, FieldSpec};
 
 use super::binary::{Bad, Input};
 use super::schema::Type;
@@ -21,6 +21,7 @@ use super::schema::Type;
 pub struct Decoder {
     /// Each writer field's type and, when read, its column in the output.
     fields: Vec<(Type, Option<usize>)>,
+    spec: ElementSpec,
     schema: SchemaRef,
 }
 
@@ -34,23 +35,25 @@ impl Decoder {
             out.push((t.clone(), spec.fields.iter().position(|f| &f.name == name)));
         }
         for f in &spec.fields {
-            if !fields.iter().any(|(name, _)| name == &f.name) {
+            let Some((_, t)) = fields.iter().find(|(name, _)| name == &f.name) else {
                 return Err(format!("the file has no field {:?}", f.name));
-            }
+            };
+            fits(f, t).map_err(|why| format!("field {:?}: {why}", f.name))?;
         }
-        Ok(Decoder { fields: out, schema: spec.arrow_schema() })
+        Ok(Decoder { fields: out, spec: spec.clone(), schema: spec.arrow_schema() })
     }
 
     /// The chunk of the `count` records in `data` (a decompressed block).
     pub fn decode(&self, data: &[u8], count: usize) -> Result<RecordBatch, Bad> {
-        let mut columns: Vec<Builder> = self.schema.fields().iter().map(|f| Builder::of(f.data_type())).collect();
+        let mut columns: Vec<Builder> = self.spec.fields.iter().map(Builder::of_field).collect();
         let mut input = Input::new(data);
-        for _ in 0..count {
+        for record in 0..count {
             for (t, column) in &self.fields {
-                match column {
-                    Some(c) => columns[*c].append(t, &mut input)?,
-                    None => skip(t, &mut input)?,
-                }
+                let done = match column {
+                    Some(c) => columns[*c].append(t, &mut input),
+                    None => skip(t, &mut input),
+                };
+                done.map_err(|bad| Bad { at: bad.at, what: format!("record {record} of the block: {}", bad.what) })?;
             }
         }
         if input.remaining() > 0 {
@@ -83,9 +86,33 @@ enum Values {
     Bytes(Vec<i32>, Vec<u8>),
     /// A list: offsets and the items' column.
     List(Vec<i32>, Box<Builder>),
+    /// A fixed-size dimension: its size and the items' column.
+    Fixed(usize, Box<Builder>),
+    /// A sparse tensor from a record of `indices0..` arrays and a `values` array.
+    Sparse(Box<Sparse>),
+}
+
+/// A sparse column being built: per element, its entries' coordinates and values.
+struct Sparse {
+    /// The dense shape, to check coordinates against.
+    shape: Vec<i64>,
+    /// The element's entries so far (offsets into `coords` / rank).
+    entries: Vec<i32>,
+    /// Coordinates, `rank` per entry.
+    coords: Vec<i64>,
+    values: Builder,
 }
 
 impl Builder {
+    fn of_field(field: &FieldSpec) -> Builder {
+        if field.kind != FieldKind::Sparse {
+            return Builder::of(&field.arrow_type());
+        }
+        let values = Builder::of(&field.dtype.to_arrow());
+        let sparse = Sparse { shape: field.shape.clone(), entries: vec![0], coords: Vec::new(), values };
+        Builder { nulls: NullBufferBuilder::new(0), values: Values::Sparse(Box::new(sparse)) }
+    }
+
     fn of(dt: &DataType) -> Builder {
         let values = match dt {
             DataType::Boolean => Values::Bool(BooleanBufferBuilder::new(0)),
@@ -94,6 +121,7 @@ impl Builder {
             DataType::Float32 => Values::Float32(Vec::new()),
             DataType::Float64 => Values::Float64(Vec::new()),
             DataType::List(item) => Values::List(vec![0], Box::new(Builder::of(item.data_type()))),
+            DataType::FixedSizeList(item, n) => Values::Fixed(*n as usize, Box::new(Builder::of(item.data_type()))),
             // Utf8 and Binary: the schema mapping gives nothing else.
             _ => Values::Bytes(vec![0], Vec::new()),
         };
@@ -157,6 +185,29 @@ impl Builder {
                 let last = *offsets.last().expect("offsets start at 0") as usize;
                 push_offset(offsets, last + n, at)?;
             }
+            (Values::Fixed(size, items), Type::Array(item)) => {
+                let mut n = 0usize;
+                loop {
+                    let count = array_block(input)?;
+                    if count == 0 {
+                        break;
+                    }
+                    if n + count > *size {
+                        return Err(Bad {
+                            at,
+                            what: format!("an array of more than the {size} values its shape says"),
+                        });
+                    }
+                    for _ in 0..count {
+                        items.append(item, input)?;
+                    }
+                    n += count;
+                }
+                if n != *size {
+                    return Err(Bad { at, what: format!("an array of {n} values where its shape says {size}") });
+                }
+            }
+            (Values::Sparse(sparse), Type::Record(fields)) => sparse.append(fields, input, at)?,
             _ => return Err(Bad { at, what: "a value of a type the column was not made for".into() }),
         }
         self.nulls.append_non_null();
@@ -174,6 +225,8 @@ impl Builder {
             Values::Bytes(offsets, _) | Values::List(offsets, _) => {
                 offsets.push(*offsets.last().expect("offsets start at 0"))
             }
+            Values::Fixed(size, items) => (0..*size).for_each(|_| items.push_null()),
+            Values::Sparse(sparse) => sparse.entries.push(*sparse.entries.last().expect("offsets start at 0")),
         }
     }
 
@@ -199,9 +252,123 @@ impl Builder {
                 let items = items.finish(field.data_type());
                 Arc::new(ListArray::new(field.clone(), OffsetBuffer::new(ScalarBuffer::from(offsets)), items, nulls))
             }
-            (Values::List(..), other) => unreachable!("a list column of type {other}"),
+            (Values::Fixed(size, items), DataType::FixedSizeList(field, _)) => {
+                let items = items.finish(field.data_type());
+                Arc::new(FixedSizeListArray::new(field.clone(), size as i32, items, nulls))
+            }
+            (Values::Sparse(sparse), DataType::Struct(parts)) => sparse.finish(parts, nulls),
+            (Values::List(..) | Values::Fixed(..) | Values::Sparse(_), other) => {
+                unreachable!("a nested column of type {other}")
+            }
         }
     }
+}
+
+impl Sparse {
+    /// One element from the record `fields`: `indices0..indices{rank-1}` (arrays of longs)
+    /// and `values` (an array), in any order, other fields skipped.
+    fn append(&mut self, fields: &[(String, Type)], input: &mut Input, at: usize) -> Result<(), Bad> {
+        let rank = self.shape.len();
+        let mut indices: Vec<Vec<i64>> = vec![Vec::new(); rank];
+        let mut values = 0usize;
+        for (name, t) in fields {
+            let dim = name.strip_prefix("indices").and_then(|d| d.parse::<usize>().ok()).filter(|d| *d < rank);
+            match (dim, name.as_str(), t) {
+                (Some(d), _, Type::Array(item)) if **item == Type::Long => loop {
+                    let count = array_block(input)?;
+                    if count == 0 {
+                        break;
+                    }
+                    for _ in 0..count {
+                        indices[d].push(input.long()?);
+                    }
+                },
+                (None, "values", Type::Array(item)) => loop {
+                    let count = array_block(input)?;
+                    if count == 0 {
+                        break;
+                    }
+                    for _ in 0..count {
+                        self.values.append(item, input)?;
+                    }
+                    values += count;
+                },
+                _ => skip(t, input)?,
+            }
+        }
+        for (d, index) in indices.iter().enumerate() {
+            if index.len() != values {
+                return Err(Bad { at, what: format!("indices{d} has {} entries and values {values}", index.len()) });
+            }
+            if let Some(&bad) = index.iter().find(|&&i| i < 0 || (self.shape[d] >= 0 && i >= self.shape[d])) {
+                return Err(Bad { at, what: format!("index {bad} of indices{d} is outside [0, {})", self.shape[d]) });
+            }
+        }
+        for entry in 0..values {
+            self.coords.extend(indices.iter().map(|index| index[entry]));
+        }
+        let end = i32::try_from(self.coords.len() / rank.max(1))
+            .map_err(|_| Bad { at, what: "a block's sparse column passes 2^31 entries".into() })?;
+        self.entries.push(end);
+        Ok(())
+    }
+
+    /// The column as flumen's sparse layout: a struct of per-element `indices` (coordinate
+    /// tuples) and `values` lists.
+    fn finish(self, parts: &arrow::datatypes::Fields, nulls: Option<arrow::buffer::NullBuffer>) -> ArrayRef {
+        let (DataType::List(index_item), DataType::List(value_item)) = (parts[0].data_type(), parts[1].data_type())
+        else {
+            unreachable!("a sparse column is a struct of two lists")
+        };
+        let DataType::FixedSizeList(coord, rank) = index_item.data_type() else {
+            unreachable!("coordinates are tuples")
+        };
+        let coords: ArrayRef = Arc::new(PrimitiveArray::<Int64Type>::new(ScalarBuffer::from(self.coords), None));
+        let tuples: ArrayRef = Arc::new(FixedSizeListArray::new(coord.clone(), *rank, coords, None));
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(self.entries));
+        let indices = ListArray::new(index_item.clone(), offsets.clone(), tuples, None);
+        let values = ListArray::new(value_item.clone(), offsets, self.values.finish(value_item.data_type()), None);
+        Arc::new(StructArray::new(parts.clone(), vec![Arc::new(indices), Arc::new(values)], nulls))
+    }
+}
+
+/// Whether values of the writer type `t` can be read as `field`: the same scalar type, an
+/// array per dimension of a dense or ragged field, a record of `indices0..` and `values`
+/// arrays for a sparse one.
+fn fits(field: &FieldSpec, t: &Type) -> Result<(), String> {
+    let (t, _) = t.nullable();
+    let scalar = |t: &Type| match (field.dtype, t) {
+        (flumen_ir::DType::Bool, Type::Boolean)
+        | (flumen_ir::DType::Int32, Type::Int)
+        | (flumen_ir::DType::Int64, Type::Long)
+        | (flumen_ir::DType::Float32, Type::Float)
+        | (flumen_ir::DType::Float64, Type::Double)
+        | (flumen_ir::DType::Utf8, Type::String | Type::Enum(_))
+        | (flumen_ir::DType::Binary, Type::Bytes | Type::Fixed(_)) => Ok(()),
+        (dtype, other) => Err(format!("{} values cannot be read from Avro {other:?}", dtype.name())),
+    };
+    if field.kind == FieldKind::Sparse {
+        let Type::Record(parts) = t else { return Err("a sparse feature is a record of indices0.. and values".into()) };
+        for d in 0..field.shape.len() {
+            let name = format!("indices{d}");
+            match parts.iter().find(|(n, _)| *n == name) {
+                Some((_, Type::Array(item))) if **item == Type::Long => {}
+                _ => return Err(format!("a sparse feature's record needs {name}, an array of longs")),
+            }
+        }
+        return match parts.iter().find(|(n, _)| n == "values") {
+            Some((_, Type::Array(item))) => scalar(item.nullable().0),
+            _ => Err("a sparse feature's record needs values, an array".into()),
+        };
+    }
+    let mut t = t;
+    for _ in &field.shape {
+        match t {
+            Type::Array(item) => t = item.nullable().0,
+            other => return Err(format!("a dimension of its shape is not an Avro array but {other:?}")),
+        }
+    }
+    scalar(t)
 }
 
 fn push_offset(offsets: &mut Vec<i32>, end: usize, at: usize) -> Result<(), Bad> {

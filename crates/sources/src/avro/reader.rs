@@ -18,13 +18,19 @@ use super::schema::{element_spec, parse};
 use crate::position::{check_len, decode, encode};
 use crate::reader::{ChunkReader, ReaderPosition};
 
-/// The element spec of the Avro file `path`, from its writer schema (read when a dataset is
-/// built, so that plans type-check without decoding data).
-pub fn avro_spec(path: &str) -> Result<ElementSpec> {
+/// The element spec of the Avro file `path` (read when a dataset is built, so that plans
+/// type-check without decoding data): `features` where given (ATDS's feature specs: fixed
+/// shapes from arrays, sparse tensors from records of `indices0..` and `values`), checked
+/// against the writer schema; otherwise what the writer schema gives.
+pub fn avro_spec(path: &str, features: Option<&ElementSpec>) -> Result<ElementSpec> {
     let file = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     let h = header(&file).map_err(|b| Error::data(Location::new(path, format!("byte {}", b.at)), b.what))?;
     let schema = parse(&h.schema).map_err(|e| Error::data(Location::new(path, "header"), e))?;
-    element_spec(&schema).map_err(|e| Error::data(Location::new(path, "header"), e))
+    let bad = |e: String| Error::data(Location::new(path, "header"), e);
+    match features {
+        Some(spec) => Decoder::new(&schema, spec).map(|_| spec.clone()).map_err(bad),
+        None => element_spec(&schema).map_err(bad),
+    }
 }
 
 /// The number of blocks of the Avro file `path` (its units of parallel reading), found by
