@@ -59,6 +59,18 @@ def w2(data):
     return ds, lambda b: float(b["features"][:, 0].sum(dtype=np.float64))
 
 
+# w3's features as AvroTensorDataset's `features=` spec gives them.
+W3_FEATURES = {"label": "int64", "weight": "float32", "age": "int32", "score": "float64", "flag": "bool",
+               "dense_f": ("float32", [128]), "emb2d": ("float32", [4, 16]),
+               "sparse_f": ("float32", [50001], "sparse"), "tokens": ("int64", [None])}
+
+
+def w3(data):
+    """Avro (deflate) read with feature specs → batch(1024); Σ dense_f[:, 0]."""
+    ds = flumen.Dataset.avro(_files(data, "avro_atds", "avro"), features=W3_FEATURES).batch(1024)
+    return ds, lambda b: float(b["dense_f"][:, 0].sum(dtype=np.float64))
+
+
 def w4(_data):
     """range(2,000,000) → a chain of expression maps and a filter → batch(4096); Σ v."""
     ds = (flumen.Dataset.range(2_000_000)
@@ -87,7 +99,7 @@ def w6(data):
     return ds, non_zero
 
 
-WORKLOADS = {"w1": w1, "w2": w2, "w4": w4, "w6": w6}
+WORKLOADS = {"w1": w1, "w2": w2, "w3": w3, "w4": w4, "w6": w6}
 
 
 def run(workload, data):
@@ -96,7 +108,7 @@ def run(workload, data):
     ds, reduce = WORKLOADS[workload](data)
     rows = batches = 0
     checksum = 0.0
-    field = {"w1": "cross", "w2": "features", "w4": "v", "w6": "tokens"}[workload]
+    field = {"w1": "cross", "w2": "features", "w3": "label", "w4": "v", "w6": "tokens"}[workload]
     for batch in ds:
         checksum += reduce(batch)
         column = batch[field]
