@@ -18,12 +18,43 @@ use super::schema::{element_spec, parse};
 use crate::position::{check_len, decode, encode};
 use crate::reader::{ChunkReader, ReaderPosition};
 
+/// The bytes of the file `path`: mapped, so that a reader of one block (a split) costs no
+/// read of the whole file; read into memory where mapping fails (an empty file, a file
+/// system without maps).
+fn contents(path: &str) -> Result<Contents> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: the map is only read, and Avro files are written once and then read. A file
+    // another program changes in place while mapped breaks that (bytes change under a block
+    // being decoded; bytes cut off fault where they are read), as for TFRecord's maps.
+    match unsafe { memmap2::Mmap::map(&file) } {
+        Ok(map) => Ok(Contents::Mapped(map)),
+        Err(_) => std::fs::read(path).map(Contents::Read).map_err(|e| Error::io(path, e)),
+    }
+}
+
+/// A file's bytes, mapped or read.
+enum Contents {
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
+}
+
+impl std::ops::Deref for Contents {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Contents::Mapped(m) => m,
+            Contents::Read(v) => v,
+        }
+    }
+}
+
 /// The element spec of the Avro file `path` (read when a dataset is built, so that plans
 /// type-check without decoding data): `features` where given (ATDS's feature specs: fixed
 /// shapes from arrays, sparse tensors from records of `indices0..` and `values`), checked
 /// against the writer schema; otherwise what the writer schema gives.
 pub fn avro_spec(path: &str, features: Option<&ElementSpec>) -> Result<ElementSpec> {
-    let file = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let file = contents(path)?;
     let h = header(&file).map_err(|b| Error::data(Location::new(path, format!("byte {}", b.at)), b.what))?;
     let schema = parse(&h.schema).map_err(|e| Error::data(Location::new(path, "header"), e))?;
     let bad = |e: String| Error::data(Location::new(path, "header"), e);
@@ -36,7 +67,7 @@ pub fn avro_spec(path: &str, features: Option<&ElementSpec>) -> Result<ElementSp
 /// The number of blocks of the Avro file `path` (its units of parallel reading), found by
 /// walking the block headers without decompressing them.
 pub fn block_count(path: &str) -> Result<usize> {
-    let file = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let file = contents(path)?;
     let h = header(&file).map_err(|b| Error::data(Location::new(path, format!("byte {}", b.at)), b.what))?;
     let (mut at, mut n) = (h.data_start, 0);
     // A framing error ends the count: the reader reports it when it gets there.
@@ -67,7 +98,7 @@ struct BlockRow {
 /// Reads elements from an Avro container file.
 pub struct AvroReader {
     path: String,
-    file: Vec<u8>,
+    file: Contents,
     header: Header,
     decoder: Decoder,
     /// The blocks to read, by index (all of them when the range is open-ended).
@@ -84,7 +115,7 @@ impl AvroReader {
     /// Opens `path` to read the fields of `spec` (some of the file's, any order) in chunks
     /// of at most `chunk_rows` rows; `block` reads that block only.
     pub fn open(path: &str, spec: &ElementSpec, block: Option<usize>, chunk_rows: usize) -> Result<Self> {
-        let file = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let file = contents(path)?;
         let h = header(&file).map_err(|b| Error::data(Location::new(path, format!("byte {}", b.at)), b.what))?;
         let schema = parse(&h.schema).map_err(|e| Error::data(Location::new(path, "header"), e))?;
         let decoder = Decoder::new(&schema, spec).map_err(|e| Error::data(Location::new(path, "header"), e))?;
