@@ -171,38 +171,21 @@ impl Builder {
                 push_offset(offsets, data.len(), at)?;
             }
             (Values::List(offsets, items), Type::Array(item)) => {
-                let mut n = 0usize;
-                loop {
-                    let count = array_block(input)?;
-                    if count == 0 {
-                        break;
-                    }
-                    for _ in 0..count {
-                        items.append(item, input)?;
-                    }
-                    n += count;
-                }
+                let n = each_item(input, |input| items.append(item, input))?;
                 let last = *offsets.last().expect("offsets start at 0") as usize;
                 push_offset(offsets, last + n, at)?;
             }
             (Values::Fixed(size, items), Type::Array(item)) => {
                 let mut n = 0usize;
-                loop {
-                    let count = array_block(input)?;
-                    if count == 0 {
-                        break;
+                each_item(input, |input| {
+                    n += 1;
+                    match n <= *size {
+                        true => items.append(item, input),
+                        false => {
+                            Err(Bad { at, what: format!("an array of more than the {size} values its shape says") })
+                        }
                     }
-                    if n + count > *size {
-                        return Err(Bad {
-                            at,
-                            what: format!("an array of more than the {size} values its shape says"),
-                        });
-                    }
-                    for _ in 0..count {
-                        items.append(item, input)?;
-                    }
-                    n += count;
-                }
+                })?;
                 if n != *size {
                     return Err(Bad { at, what: format!("an array of {n} values where its shape says {size}") });
                 }
@@ -274,25 +257,15 @@ impl Sparse {
         for (name, t) in fields {
             let dim = name.strip_prefix("indices").and_then(|d| d.parse::<usize>().ok()).filter(|d| *d < rank);
             match (dim, name.as_str(), t) {
-                (Some(d), _, Type::Array(item)) if **item == Type::Long => loop {
-                    let count = array_block(input)?;
-                    if count == 0 {
-                        break;
-                    }
-                    for _ in 0..count {
+                (Some(d), _, Type::Array(item)) if **item == Type::Long => {
+                    each_item(input, |input| {
                         indices[d].push(input.long()?);
-                    }
-                },
-                (None, "values", Type::Array(item)) => loop {
-                    let count = array_block(input)?;
-                    if count == 0 {
-                        break;
-                    }
-                    for _ in 0..count {
-                        self.values.append(item, input)?;
-                    }
-                    values += count;
-                },
+                        Ok(())
+                    })?;
+                }
+                (None, "values", Type::Array(item)) => {
+                    values += each_item(input, |input| self.values.append(item, input))?;
+                }
                 _ => skip(t, input)?,
             }
         }
@@ -375,6 +348,21 @@ fn push_offset(offsets: &mut Vec<i32>, end: usize, at: usize) -> Result<(), Bad>
     let end = i32::try_from(end).map_err(|_| Bad { at, what: "a block's column passes 2 GiB".into() })?;
     offsets.push(end);
     Ok(())
+}
+
+/// Calls `item` for each item of an array (its blocks one after another); the item count.
+fn each_item(input: &mut Input, mut item: impl FnMut(&mut Input) -> Result<(), Bad>) -> Result<usize, Bad> {
+    let mut n = 0;
+    loop {
+        let count = array_block(input)?;
+        if count == 0 {
+            return Ok(n);
+        }
+        for _ in 0..count {
+            item(input)?;
+        }
+        n += count;
+    }
 }
 
 /// The item count of the next block of an array (or map), reading past the byte size a
