@@ -11,6 +11,10 @@
 //!   map(parse_example: features `f32[64]`, label, id, weight) → map(features × weight) →
 //!   filter(label < 8) → batch(256, drop_remainder) → prefetch; checksum Σ features[:, 0].
 //!   The scaling is a tensor expression: `features * weight` broadcasts the weight.
+//! - w3: Avro files `avro_atds/*.avro` (deflate) read with AvroTensorDataset's feature specs
+//!   (label, weight, age, score, flag, `dense_f` f32[128], `emb2d` f32[4, 16], `sparse_f`
+//!   sparse f32[50001], `tokens` varlen int64) → batch(1024); checksum Σ dense_f[:, 0].
+//!   Blocks are inflated and decoded on the pool.
 //! - w4: range(2,000,000) → map(f64(3x+1)) → map(sqrt(v)·0.5) → filter(floor(v) mod 3 ≠ 0) →
 //!   map(v·v+1) → batch(4096); checksum Σ v.
 //!
@@ -28,7 +32,7 @@ use flumen::prelude::*;
 use flumen::Parallel;
 
 use crate::limit::Outcome;
-use crate::workload_data::{w2_features, w2_scale, w6_features};
+use crate::workload_data::{w2_features, w2_scale, w3_features, w6_features};
 
 /// The workloads `flumen bench` runs.
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -37,6 +41,8 @@ pub enum Workload {
     W1,
     /// TFRecord + tf.train.Example.
     W2,
+    /// Avro with feature specs.
+    W3,
     /// Map chain over a range.
     W4,
     /// Variable-length text, bucketed by length.
@@ -48,6 +54,7 @@ impl Workload {
         match self {
             Workload::W1 => "w1",
             Workload::W2 => "w2",
+            Workload::W3 => "w3",
             Workload::W4 => "w4",
             Workload::W6 => "w6",
         }
@@ -109,6 +116,14 @@ fn w2(data: &Path) -> Result<Dataset, String> {
     ds.map_err(|e| e.to_string())
 }
 
+fn w3(data: &Path) -> Result<Dataset, String> {
+    let paths = files(data, "avro_atds", "avro")?;
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let options = AvroOptions::default().with_features(w3_features());
+    let ds = Dataset::avro(&paths, options).and_then(|d| d.batch(1024));
+    ds.map_err(|e| e.to_string())
+}
+
 fn w6(data: &Path) -> Result<Dataset, String> {
     let paths = files(data, "tfrecord_text", "tfrecord")?;
     let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
@@ -160,7 +175,8 @@ fn w4() -> Result<Dataset, String> {
     ds.map_err(|e| e.to_string())
 }
 
-/// Σ of a float column (f32 or f64), or of the first value of each row of a float32 tensor.
+/// Σ of a float column (f32 or f64), or of the first value of each row of a float32 tensor
+/// (or of a batch of them).
 ///
 /// A float64 column is summed with Arrow's `sum` kernel, as the tf.data consumer sums with
 /// `tf.reduce_sum`: a value-at-a-time `f64` sum waits on each addition, and in a profile of
@@ -175,6 +191,12 @@ fn sum_first(column: &ArrayRef) -> f64 {
             let width = rows.value_length() as usize;
             let values = rows.values().as_primitive::<Float32Type>();
             (0..rows.len()).map(|r| f64::from(values.value((rows.offset() + r) * width))).sum()
+        }
+        // A batch of fixed-shape rows: the rows it holds.
+        DataType::List(_) => {
+            let batch = column.as_list::<i32>();
+            let (start, end) = (batch.value_offsets()[0] as usize, batch.value_offsets()[batch.len()] as usize);
+            sum_first(&batch.values().slice(start, end - start))
         }
         other => unreachable!("a checksum over {other}"),
     }
@@ -197,6 +219,7 @@ fn run_flumen(workload: Workload, data: &Path, analyze: bool) -> Result<Outcome,
     let (ds, field) = match workload {
         Workload::W1 => (w1(data)?, "cross"),
         Workload::W2 => (w2(data)?, "features"),
+        Workload::W3 => (w3(data)?, "dense_f"),
         Workload::W4 => (w4()?, "v"),
         Workload::W6 => (w6(data)?, "tokens"),
     };
@@ -209,7 +232,14 @@ fn run_flumen(workload: Workload, data: &Path, analyze: bool) -> Result<Outcome,
             Workload::W6 => non_zero(column),
             _ => sum_first(column),
         };
-        rows += batch.num_rows() as u64;
+        rows += match workload {
+            // A batch of tensors is one element per batch: its rows are the list's.
+            Workload::W3 => {
+                let rows = column.as_list::<i32>().value_offsets();
+                (rows[rows.len() - 1] - rows[0]) as u64
+            }
+            _ => batch.num_rows() as u64,
+        };
         batches += 1;
     }
     if analyze {

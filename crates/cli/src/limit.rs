@@ -365,12 +365,147 @@ pub fn w6(files: &[String]) -> Result<Outcome, String> {
     Ok(Outcome { rows, batches, checksum: non_zero as f64 })
 }
 
+/// w3: Avro files of `gen_data.py`'s schema (deflate) → every field decoded into column
+/// buffers (scalars, `dense_f` f32[128], `emb2d` f32[4, 16], `sparse_f` as COO, `tokens` as
+/// a list); Σ dense_f[:, 0]; batches of 1024. The blocks of all files are found first (the
+/// headers walked with flumen's framing, which reads lengths only) and split over the
+/// threads, each inflating and decoding its blocks.
+pub fn w3(files: &[String]) -> Result<Outcome, String> {
+    use flumen::crates::sources::avro::container::{block, header, Codec};
+    let maps = files
+        .iter()
+        .map(|path| {
+            let file = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+            // SAFETY: the map is only read, and the bench's files are not written while it runs.
+            unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("{path}: {e}"))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let mut blocks = Vec::new();
+    for (map, path) in maps.iter().zip(files) {
+        let h = header(map).map_err(|b| format!("{path}: {}", b.what))?;
+        if h.codec != Codec::Deflate {
+            return Err(format!("{path}: w3's files are deflate, not {}", h.codec.name()));
+        }
+        let mut at = h.data_start;
+        while let Some((b, next)) = block(map, at, &h.sync).map_err(|b| format!("{path}: {}", b.what))? {
+            blocks.push((b.count, b.data));
+            at = next;
+        }
+    }
+    let per_block = on_threads(blocks.len(), |i| {
+        let (count, data) = blocks[i];
+        let mut inflated = Vec::with_capacity(data.len() * 4);
+        std::io::Read::read_to_end(&mut flate2::read::DeflateDecoder::new(data), &mut inflated)
+            .map_err(|e| format!("block {i}: {e}"))?;
+        let columns = W3Columns::decode(&inflated, count).ok_or_else(|| format!("block {i}: a bad record"))?;
+        let sum: f64 = columns.dense_f.chunks_exact(128).map(|row| f64::from(row[0])).sum();
+        black_box(&columns);
+        Ok((sum, count as u64))
+    })?;
+    let (checksum, rows) = per_block.iter().fold((0.0, 0), |(s, r), (bs, br)| (s + bs, r + br));
+    Ok(Outcome { rows, batches: rows.div_ceil(1024), checksum })
+}
+
+/// w3's fields as column buffers.
+#[derive(Default)]
+struct W3Columns {
+    label: Vec<i64>,
+    weight: Vec<f32>,
+    age: Vec<i32>,
+    score: Vec<f64>,
+    flag: Vec<bool>,
+    dense_f: Vec<f32>,
+    emb2d: Vec<f32>,
+    sparse_offsets: Vec<i32>,
+    sparse_indices: Vec<i64>,
+    sparse_values: Vec<f32>,
+    token_offsets: Vec<i32>,
+    tokens: Vec<i64>,
+}
+
+impl W3Columns {
+    /// The `count` records of an inflated block; `None` where a record does not fit.
+    fn decode(mut b: &[u8], count: usize) -> Option<W3Columns> {
+        let mut c = W3Columns { sparse_offsets: vec![0], token_offsets: vec![0], ..Default::default() };
+        c.dense_f.reserve(count * 128);
+        c.emb2d.reserve(count * 64);
+        for _ in 0..count {
+            c.label.push(zigzag(&mut b)?);
+            c.weight.push(f32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?));
+            c.age.push(i32::try_from(zigzag(&mut b)?).ok()?);
+            c.score.push(f64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?));
+            c.flag.push(take(&mut b, 1)?[0] != 0);
+            (floats(&mut b, &mut c.dense_f)? == 128).then_some(())?;
+            let mut rows = 0;
+            each_block(&mut b, |b| {
+                rows += 1;
+                (floats(b, &mut c.emb2d)? == 16).then_some(())
+            })?;
+            (rows == 4).then_some(())?;
+            let indices = each_block(&mut b, |b| {
+                c.sparse_indices.push(zigzag(b)?);
+                Some(())
+            })?;
+            (floats(&mut b, &mut c.sparse_values)? == indices).then_some(())?;
+            c.sparse_offsets.push(i32::try_from(c.sparse_values.len()).ok()?);
+            each_block(&mut b, |b| {
+                c.tokens.push(zigzag(b)?);
+                Some(())
+            })?;
+            c.token_offsets.push(i32::try_from(c.tokens.len()).ok()?);
+        }
+        b.is_empty().then_some(c)
+    }
+}
+
+/// The next `n` bytes of `b`.
+fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    let (head, rest) = (b.get(..n)?, b.get(n..)?);
+    *b = rest;
+    Some(head)
+}
+
+/// An Avro `int` or `long`: a zigzag varint.
+fn zigzag(b: &mut &[u8]) -> Option<i64> {
+    let (value, used) = varint(b, 0)?;
+    *b = &b[used..];
+    Some((value >> 1) as i64 ^ -((value & 1) as i64))
+}
+
+/// Calls `item` for each item of an Avro array; the item count.
+fn each_block(b: &mut &[u8], mut item: impl FnMut(&mut &[u8]) -> Option<()>) -> Option<usize> {
+    let mut n = 0;
+    loop {
+        let mut count = zigzag(b)?;
+        if count == 0 {
+            return Some(n);
+        }
+        if count < 0 {
+            zigzag(b)?;
+            count = -count;
+        }
+        for _ in 0..count {
+            item(b)?;
+        }
+        n += count as usize;
+    }
+}
+
+/// An Avro array of floats appended to `out`; its length.
+fn floats(b: &mut &[u8], out: &mut Vec<f32>) -> Option<usize> {
+    each_block(b, |b| {
+        out.push(f32::from_le_bytes(take(b, 4)?.try_into().ok()?));
+        Some(())
+    })
+}
+
 /// The limit program of `workload`; `find(dir, extension)` lists its files (w4 reads
 /// none).
 pub fn run(workload: &str, find: impl Fn(&str, &str) -> Result<Vec<String>, String>) -> Result<Outcome, String> {
     match workload {
         "w1" => w1(&find("csv_tabular", "csv")?),
         "w2" => w2(&find("tfrecord_example", "tfrecord")?),
+        "w3" => w3(&find("avro_atds", "avro")?),
         "w4" => Ok(w4()),
         "w6" => w6(&find("tfrecord_text", "tfrecord")?),
         other => Err(format!("no limit program for {other}")),

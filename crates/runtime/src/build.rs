@@ -35,7 +35,7 @@ use crate::ops::repeat::RepeatOp;
 use crate::ops::sample_from_datasets::SampleOp;
 use crate::ops::shuffle::ShuffleOp;
 use crate::ops::snapshot::SnapshotOp;
-use crate::ops::source::build_source;
+use crate::ops::source::{avro_source, build_source, is_avro_source};
 use crate::ops::unbatch::{RebatchOp, UnbatchOp};
 use crate::ops::window::WindowOp;
 use crate::ops::zip::ZipOp;
@@ -68,6 +68,20 @@ fn has_autotune(plan: &Plan) -> bool {
 /// The physical operator tree of `plan` for one iterator.
 pub fn build(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
     Ok(metered(plan, ctx, build_node(plan, ctx)?))
+}
+
+/// The input of the batch `plan`: an Avro source right below it cuts its runs to whole
+/// batches (the read-and-batch fusion), which the batch wraps without copying.
+fn batch_input(plan: &Plan, batch_size: u64, ctx: &ExecContext) -> Result<BoxOperator> {
+    let input = plan.input();
+    let Op::Source(desc) = input.op() else { return build(input, ctx) };
+    if !is_avro_source(input) {
+        return build(input, ctx);
+    }
+    let rows = usize::try_from(batch_size).unwrap_or(usize::MAX);
+    let source = avro_source(input, desc, input.spec().arrow_schema(), ctx)?;
+    let source = source.in_batches_of(rows, ctx.options.read().chunk_rows);
+    Ok(metered(input, ctx, Box::new(source)))
 }
 
 /// `op`, the operator of `plan`, counted as that plan node.
@@ -426,11 +440,13 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         {
             let gather: crate::ops::function::ChunkFn = Arc::new(|chunk| Ok(chunk.clone()));
             let size = TaskSize::Rows(usize::try_from(*batch_size).unwrap_or(usize::MAX));
-            let rows = parallel_map(plan, ctx, input()?, gather, *num_parallel_calls, *deterministic, size);
+            let rows = batch_input(plan, *batch_size, ctx)?;
+            let rows = parallel_map(plan, ctx, rows, gather, *num_parallel_calls, *deterministic, size);
             Box::new(BatchOp::new(rows, *batch_size, *drop_remainder, schema).holding_in(ctx.budget.clone()))
         }
         Op::Batch { batch_size, drop_remainder, .. } => {
-            Box::new(BatchOp::new(input()?, *batch_size, *drop_remainder, schema).holding_in(ctx.budget.clone()))
+            let rows = batch_input(plan, *batch_size, ctx)?;
+            Box::new(BatchOp::new(rows, *batch_size, *drop_remainder, schema).holding_in(ctx.budget.clone()))
         }
         Op::PaddedBatch { batch_size, padded_shapes, padding_values, drop_remainder } => Box::new(PaddedBatchOp::new(
             input()?,

@@ -22,7 +22,9 @@
 //! - a parallel `map` is a `ParallelMapOp` on the iterator's thread pool, with its number of
 //!   calls (or "autotuned") and its order; `prefetch` is a `PrefetchOp` with a producer thread;
 //! - sources are `ReaderOp[...]` with what is pushed into the reader (projected columns, a
-//!   Parquet predicate), or `GeneratorOp[...]`;
+//!   Parquet predicate), or `GeneratorOp[...]`; Avro files are a `ParallelReadOp[...]`, whose
+//!   blocks are inflated and decoded on the pool, and a `batch` right above it says that it
+//!   wraps the reader's runs, cut to whole batches;
 //! - a `parse_example` map straight over an interleave ends `; records read in place from
 //!   the interleave's readers`: the interleave hands it the records as views of its readers'
 //!   windows instead of copying them into one buffer (also where the parse is fused into
@@ -38,8 +40,9 @@
 use std::collections::HashMap;
 
 use crate::build::{is_parallel, parses_in_place, runs_one_at_a_time};
+use crate::ops::source::is_avro_source;
 use crate::stage::Stage;
-use flumen_ir::{ClosureKind, ClosureRef, DatasetFn, MapFn, Op, Plan, Predicate, SourceDesc, Tunable};
+use flumen_ir::{ClosureKind, ClosureRef, DatasetFn, FileFormat, MapFn, Op, Plan, Predicate, SourceDesc, Tunable};
 
 /// The physical operator tree that [`build`](crate::build::build) creates for `plan` (with
 /// stage fusion when `fuse`), one operator per line, output first, inputs indented by two
@@ -102,9 +105,11 @@ pub fn fused_member(op: &Op) -> String {
 
 /// [`operator`] of `plan`'s node, saying where a `parse_example` reads the records of the
 /// interleave below it in place (the interleave hands them on as views of its readers'
-/// windows instead of copying them).
+/// windows instead of copying them), and where a `batch` wraps an Avro reader's runs.
 pub fn node_operator(plan: &Plan) -> String {
-    format!("{}{}", operator(plan.op()), in_place(plan))
+    let batches_runs = matches!(plan.op(), Op::Batch { .. }) && is_avro_source(plan.input());
+    let runs = if batches_runs { "; wraps the reader's runs, cut to whole batches" } else { "" };
+    format!("{}{}{runs}", operator(plan.op()), in_place(plan))
 }
 
 /// What ends the line of a `parse_example` map (an operator or a stage member) that reads
@@ -273,6 +278,11 @@ fn source(desc: &SourceDesc) -> String {
             files.len(),
             if *shuffle { format!(", shuffled each iteration (seed {})", seed_text(*seed)) } else { String::new() }
         ),
+        SourceDesc::Files { files, format: format @ FileFormat::Avro(_) } => {
+            let pushed = format.pushdown();
+            let pushed = if pushed.is_empty() { pushed } else { format!(", {pushed}") };
+            format!("ParallelReadOp[avro: {} files{pushed}; blocks inflated and decoded on the pool]", files.len())
+        }
         SourceDesc::Files { files, format } | SourceDesc::Splits { files, format } => {
             let pushed = format.pushdown();
             format!(

@@ -65,6 +65,15 @@ pub trait ChunkReader: Send {
     /// silently different sequence.
     fn seek(&mut self, position: &ReaderPosition) -> flumen_ir::Result<()>;
 
+    /// The next chunk described, of exactly `rows` rows where the input has them (fewer at
+    /// its end, or before an error), cutting its units (blocks) if need be: for a consumer
+    /// that batches, so that each chunk is whole batches. By default, what
+    /// [`ChunkReader::next_deferred`] gives.
+    fn next_deferred_rows(&mut self, rows: usize) -> flumen_ir::Result<Option<Arc<dyn Deferred>>> {
+        let _ = rows;
+        self.next_deferred()
+    }
+
     /// Whether the reader can describe its next chunks rather than make them
     /// ([`ChunkReader::next_deferred`]); by default it cannot.
     fn defers(&self) -> bool {
@@ -95,6 +104,13 @@ pub trait Deferred: Send + Sync {
 
     /// Makes the chunk: what [`ChunkReader::next_chunk`] would have returned.
     fn make(&self) -> flumen_ir::Result<RecordBatch>;
+
+    /// Makes the chunk with its errors in their places, as the reader's `next_chunk` calls
+    /// would give them (rows, a bad record's error, the rows after it), where
+    /// [`Deferred::make`] can only give the rows or an error. By default, `make` alone.
+    fn make_each(&self) -> Vec<flumen_ir::Result<RecordBatch>> {
+        vec![self.make()]
+    }
 }
 
 /// A reader's position: a small JSON value whose shape is the reader's own (file index, byte
@@ -188,6 +204,36 @@ pub(crate) mod testing {
             }
         }
         outcomes(&whole)
+    }
+
+    /// Checks that a reader that describes its chunks ([`ChunkReader::next_deferred`]) gives,
+    /// made with [`Deferred::make_each`](super::Deferred::make_each), exactly the rows and
+    /// errors its `next_chunk` calls give, and that the position taken before each
+    /// description resumes there: a fresh reader sought to it, read either way, gives the
+    /// rest. Returns what the reader gives.
+    pub(crate) fn check_described(chunk_rows: usize, open: impl Fn(usize) -> BoxReader) -> Vec<Outcome> {
+        let whole = outcomes(&pull_all(&mut *open(chunk_rows)));
+        let mut reader = open(chunk_rows);
+        assert!(reader.defers());
+        let mut described: Vec<(serde_json::Value, Vec<Result<RecordBatch, String>>)> = vec![];
+        for _ in 0..1000 {
+            let position = reader.position().unwrap();
+            let made = match reader.next_deferred() {
+                Ok(None) => break,
+                Ok(Some(rows)) => rows.make_each().into_iter().map(|r| r.map_err(|e| e.to_string())).collect(),
+                Err(e) => vec![Err(e.to_string())],
+            };
+            described.push((position, made));
+        }
+        let all: Vec<_> = described.iter().flat_map(|(_, made)| made.iter().cloned()).collect();
+        assert_eq!(outcomes(&all), whole, "described and made, the reader gives what it reads");
+        for (k, (position, _)) in described.iter().enumerate() {
+            let rest: Vec<_> = described[k..].iter().flat_map(|(_, made)| made.iter().cloned()).collect();
+            let mut resumed = open(chunk_rows + 1);
+            resumed.seek(position).unwrap();
+            assert_eq!(outcomes(&pull_all(&mut *resumed)), outcomes(&rest), "resuming at {position}");
+        }
+        whole
     }
 
     /// The message of the error of seeking a fresh reader from `open` to `position`; panics

@@ -107,10 +107,9 @@ impl FilesReader {
     pub fn new(files: Vec<String>, format: FileFormat, read: ReadOptions) -> Self {
         FilesReader { files, format, read, next: 0, current: None }
     }
-}
 
-impl ChunkReader for FilesReader {
-    fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
+    /// What `next` gives from the current file, opening the next file when one ends.
+    fn pull<T>(&mut self, mut next: impl FnMut(&mut BoxReader) -> Result<Option<T>>) -> Result<Option<T>> {
         loop {
             let reader = match &mut self.current {
                 Some(reader) => reader,
@@ -120,11 +119,32 @@ impl ChunkReader for FilesReader {
                     self.current.insert(open_file(file, &self.format, self.read)?)
                 }
             };
-            match reader.next_chunk()? {
-                Some(chunk) => return Ok(Some(chunk)),
+            match next(reader)? {
+                Some(item) => return Ok(Some(item)),
                 None => self.current = None,
             }
         }
+    }
+}
+
+impl ChunkReader for FilesReader {
+    fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
+        self.pull(|reader| reader.next_chunk())
+    }
+
+    /// Avro files are described for the pool ([`AvroReader`]'s runs of blocks), one file
+    /// after another.
+    fn defers(&self) -> bool {
+        matches!(self.format, FileFormat::Avro(_))
+    }
+
+    fn next_deferred(&mut self) -> Result<Option<std::sync::Arc<dyn crate::reader::Deferred>>> {
+        self.pull(|reader| reader.next_deferred())
+    }
+
+    /// A run of the current file: one that ends with its file has fewer rows.
+    fn next_deferred_rows(&mut self, rows: usize) -> Result<Option<std::sync::Arc<dyn crate::reader::Deferred>>> {
+        self.pull(|reader| reader.next_deferred_rows(rows))
     }
 
     fn position(&self) -> Result<ReaderPosition> {

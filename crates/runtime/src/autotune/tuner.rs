@@ -85,7 +85,8 @@ fn add(plan: &Plan, metrics: &Metrics, fuse: bool, live: &mut LiveModel) -> Opti
     let asynchronous = stats.asynchronous.load(Ordering::Relaxed);
     let knobs = stats.knobs();
     let kind = match plan.op() {
-        _ if inputs.is_empty() => Kind::Source,
+        // A source that decodes on the pool (Avro) is tuned as a parallel map is.
+        _ if inputs.is_empty() && !asynchronous => Kind::Source,
         Op::Interleave { cycle_length, .. } if asynchronous => {
             let cycle = match cycle_length {
                 flumen_ir::Tunable::Fixed(n) => *n as f64,

@@ -18,6 +18,7 @@ pub mod map;
 pub mod nested;
 pub mod padded_batch;
 pub mod parallel_map;
+pub mod parallel_read;
 pub mod prefetch;
 pub mod repeat;
 pub mod sample_from_datasets;

@@ -6,17 +6,21 @@ use std::sync::Arc;
 use arrow::array::StringArray;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use flumen_ir::{Error, Plan, Result, SourceDesc};
+use flumen_ir::{Error, FileFormat, Op, Plan, Result, SourceDesc, Tunable};
 use flumen_sources::reader::BoxReader;
 use flumen_udf::closure::{guarded, ChunkIter};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::autotune::model::Param;
+use crate::build::knob;
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::{conform_chunk, relabel};
 use crate::context::ExecContext;
+use crate::metrics::StatsKey;
 use crate::operator::{BoxOperator, Deferred, Operator};
+use crate::ops::parallel_read::ParallelReadOp;
 
 /// A `flumen-sources` reader. Readers continue after bad input where their format allows
 /// (a CSV reader skips to the next record) and end otherwise, so errors pass straight through.
@@ -157,6 +161,7 @@ impl Operator for GeneratorOp {
 /// The physical operator of a source node.
 pub fn build_source(plan: &Plan, desc: &SourceDesc, schema: SchemaRef, ctx: &ExecContext) -> Result<BoxOperator> {
     match desc {
+        SourceDesc::Files { format: FileFormat::Avro(_), .. } => Ok(Box::new(avro_source(plan, desc, schema, ctx)?)),
         SourceDesc::Generator { name, .. } => {
             let factory = ctx.registry.generator_fn(name)?;
             let operator = format!("generator '{name}'");
@@ -174,4 +179,22 @@ pub fn build_source(plan: &Plan, desc: &SourceDesc, schema: SchemaRef, ctx: &Exe
         }
         other => Ok(Box::new(ReaderOp::new(flumen_sources::open_source(other, ctx.options.read())?, schema))),
     }
+}
+
+/// Whether `plan` reads Avro files (decoded on the pool: [`avro_source`]); not a list of
+/// their splits, which is read by an `interleave`.
+pub fn is_avro_source(plan: &Plan) -> bool {
+    matches!(plan.op(), Op::Source(SourceDesc::Files { format: FileFormat::Avro(_), .. }))
+}
+
+/// An Avro source: decoding is most of an Avro read, so the pool decodes runs of blocks while
+/// the consumer's thread walks block headers. Its parallelism starts, as tf.data starts a
+/// tuned one, at the cores.
+pub fn avro_source(plan: &Plan, desc: &SourceDesc, schema: SchemaRef, ctx: &ExecContext) -> Result<ParallelReadOp> {
+    let reader = flumen_sources::open_source(desc, ctx.options.read())?;
+    let max = ctx.options.autotune.cpu_budget.max(ctx.options.threads);
+    let knob = knob(plan, ctx, Param::Parallelism, Tunable::Autotune, ctx.options.threads, max);
+    let stats = ctx.metrics.stats(StatsKey::Node(plan.node_id()));
+    let ordered = ctx.options.deterministic;
+    Ok(ParallelReadOp::new(reader, schema, ctx.pool.clone(), knob, stats, ordered, ctx.cancel.clone()))
 }

@@ -43,30 +43,121 @@ impl Decoder {
         Ok(Decoder { fields: out, spec: spec.clone(), schema: spec.arrow_schema() })
     }
 
-    /// The chunk of the `count` records in `data` (a decompressed block).
-    pub fn decode(&self, data: &[u8], count: usize) -> Result<RecordBatch, Bad> {
-        let mut columns: Vec<Builder> = self.spec.fields.iter().map(Builder::of_field).collect();
+    /// The Arrow schema of the chunks.
+    pub fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    /// Columns to append records to, empty.
+    pub fn columns(&self) -> Columns {
+        Columns { builders: self.spec.fields.iter().map(Builder::of_field).collect(), rows: 0 }
+    }
+
+    /// Appends records `from..to` of the `count` records in `data` (a decompressed block)
+    /// to `columns`, walking over the records before `from`. When `to` is `count`, bytes
+    /// after the last record are an error too. On an error, `columns` keeps the records
+    /// before the bad one, and the [`Failure`] says whether reading can go on after it.
+    pub fn append(
+        &self,
+        columns: &mut Columns,
+        data: &[u8],
+        count: usize,
+        from: usize,
+        to: usize,
+    ) -> Result<(), Failure> {
         let mut input = Input::new(data);
-        for record in 0..count {
+        for record in 0..from {
+            self.walk(&mut input).map_err(|bad| Failure::at(record, bad, false))?;
+        }
+        for record in from..to {
+            let start = input.position();
             for (t, column) in &self.fields {
                 let done = match column {
-                    Some(c) => columns[*c].append(t, &mut input),
+                    Some(c) => columns.builders[*c].append(t, &mut input),
                     None => skip(t, &mut input),
                 };
-                done.map_err(|bad| Bad { at: bad.at, what: format!("record {record} of the block: {}", bad.what) })?;
+                if let Err(bad) = done {
+                    columns.truncate();
+                    // A record whose values do not fit the spec but whose bytes are whole
+                    // can be walked over: reading goes on at the next one.
+                    let mut again = Input::new(data);
+                    again.fixed(start).expect("the record starts within the block");
+                    let walkable = self.walk(&mut again).is_ok();
+                    return Err(Failure::at(record, bad, walkable));
+                }
             }
+            columns.rows += 1;
         }
-        if input.remaining() > 0 {
-            return Err(Bad {
+        if to == count && input.remaining() > 0 {
+            let bad = Bad {
                 at: input.position(),
                 what: format!("{} bytes after the block's {count} records", input.remaining()),
-            });
+            };
+            return Err(Failure { record: count, bad, walkable: false });
         }
+        Ok(())
+    }
+
+    /// Walks over one record.
+    fn walk(&self, input: &mut Input) -> Result<(), Bad> {
+        self.fields.iter().try_for_each(|(t, _)| skip(t, input))
+    }
+
+    /// The chunk of the records appended to `columns`.
+    pub fn finish(&self, columns: Columns) -> RecordBatch {
         let arrays: Vec<ArrayRef> =
-            columns.into_iter().zip(self.schema.fields()).map(|(b, f)| b.finish(f.data_type())).collect();
-        let options = RecordBatchOptions::new().with_row_count(Some(count));
+            columns.builders.into_iter().zip(self.schema.fields()).map(|(b, f)| b.finish(f.data_type())).collect();
+        let options = RecordBatchOptions::new().with_row_count(Some(columns.rows));
         RecordBatch::try_new_with_options(self.schema.clone(), arrays, &options)
-            .map_err(|e| Bad { at: 0, what: e.to_string() })
+            .expect("the columns are built for the schema, one value per record")
+    }
+
+    /// The chunk of the `count` records in `data` (a decompressed block).
+    #[cfg(test)]
+    pub fn decode(&self, data: &[u8], count: usize) -> Result<RecordBatch, Bad> {
+        let mut columns = self.columns();
+        self.append(&mut columns, data, count, 0, count).map_err(|f| f.bad)?;
+        Ok(self.finish(columns))
+    }
+}
+
+/// Why appending records stopped: the bad record (the block's record count for bytes after
+/// the last one), what was wrong, and whether its bytes could be walked over, so that the
+/// records after it can still be read.
+#[derive(Debug)]
+pub struct Failure {
+    /// The index of the bad record in its block.
+    pub record: usize,
+    /// What was wrong, at which byte of the decompressed block.
+    pub bad: Bad,
+    /// Whether the records after it can be read.
+    pub walkable: bool,
+}
+
+impl Failure {
+    fn at(record: usize, bad: Bad, walkable: bool) -> Self {
+        let bad = Bad { at: bad.at, what: format!("record {record} of the block: {}", bad.what) };
+        Failure { record, bad, walkable }
+    }
+}
+
+/// Columns being built from records, possibly of several blocks.
+pub struct Columns {
+    builders: Vec<Builder>,
+    /// The whole records appended.
+    rows: usize,
+}
+
+impl Columns {
+    /// The whole records appended.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Drops what a record that failed half-way appended.
+    fn truncate(&mut self) {
+        let rows = self.rows;
+        self.builders.iter_mut().for_each(|b| b.truncate(rows));
     }
 }
 
@@ -171,16 +262,16 @@ impl Builder {
                 push_offset(offsets, data.len(), at)?;
             }
             (Values::List(offsets, items), Type::Array(item)) => {
-                let n = each_item(input, |input| items.append(item, input))?;
+                let n = each_block(input, |input, count| items.append_run(item, input, count))?;
                 let last = *offsets.last().expect("offsets start at 0") as usize;
                 push_offset(offsets, last + n, at)?;
             }
             (Values::Fixed(size, items), Type::Array(item)) => {
                 let mut n = 0usize;
-                each_item(input, |input| {
-                    n += 1;
+                each_block(input, |input, count| {
+                    n += count;
                     match n <= *size {
-                        true => items.append(item, input),
+                        true => items.append_run(item, input, count),
                         false => {
                             Err(Bad { at, what: format!("an array of more than the {size} values its shape says") })
                         }
@@ -197,6 +288,26 @@ impl Builder {
         Ok(())
     }
 
+    /// Appends `count` values of `t` one after another (an array block's items): floats and
+    /// doubles, most of a feature vector's bytes, as one run of bytes.
+    fn append_run(&mut self, t: &Type, input: &mut Input, count: usize) -> Result<(), Bad> {
+        let at = input.position();
+        let too_many = || Bad { at, what: format!("an array block of {count} items") };
+        match (&mut self.values, t) {
+            (Values::Float32(v), Type::Float) => {
+                let bytes = input.fixed(count.checked_mul(4).ok_or_else(too_many)?)?;
+                v.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("four bytes"))));
+            }
+            (Values::Float64(v), Type::Double) => {
+                let bytes = input.fixed(count.checked_mul(8).ok_or_else(too_many)?)?;
+                v.extend(bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("eight bytes"))));
+            }
+            _ => return (0..count).try_for_each(|_| self.append(t, input)),
+        }
+        self.nulls.append_n_non_nulls(count);
+        Ok(())
+    }
+
     fn push_null(&mut self) {
         self.nulls.append_null();
         match &mut self.values {
@@ -210,6 +321,33 @@ impl Builder {
             }
             Values::Fixed(size, items) => (0..*size).for_each(|_| items.push_null()),
             Values::Sparse(sparse) => sparse.entries.push(*sparse.entries.last().expect("offsets start at 0")),
+        }
+    }
+
+    /// Keeps the first `rows` values: what a record that failed half-way appended goes.
+    fn truncate(&mut self, rows: usize) {
+        self.nulls.truncate(rows);
+        match &mut self.values {
+            Values::Bool(b) => b.truncate(rows),
+            Values::Int32(v) => v.truncate(rows),
+            Values::Int64(v) => v.truncate(rows),
+            Values::Float32(v) => v.truncate(rows),
+            Values::Float64(v) => v.truncate(rows),
+            Values::Bytes(offsets, data) => {
+                offsets.truncate(rows + 1);
+                data.truncate(offsets[rows] as usize);
+            }
+            Values::List(offsets, items) => {
+                offsets.truncate(rows + 1);
+                items.truncate(offsets[rows] as usize);
+            }
+            Values::Fixed(size, items) => items.truncate(rows * *size),
+            Values::Sparse(sparse) => {
+                sparse.entries.truncate(rows + 1);
+                let entries = sparse.entries[rows] as usize;
+                sparse.coords.truncate(entries * sparse.shape.len());
+                sparse.values.truncate(entries);
+            }
         }
     }
 
@@ -258,13 +396,10 @@ impl Sparse {
             let dim = name.strip_prefix("indices").and_then(|d| d.parse::<usize>().ok()).filter(|d| *d < rank);
             match (dim, name.as_str(), t) {
                 (Some(d), _, Type::Array(item)) if **item == Type::Long => {
-                    each_item(input, |input| {
-                        indices[d].push(input.long()?);
-                        Ok(())
-                    })?;
+                    each_block(input, |input, count| (0..count).try_for_each(|_| Ok(indices[d].push(input.long()?))))?;
                 }
                 (None, "values", Type::Array(item)) => {
-                    values += each_item(input, |input| self.values.append(item, input))?;
+                    values += each_block(input, |input, count| self.values.append_run(item, input, count))?;
                 }
                 _ => skip(t, input)?,
             }
@@ -350,17 +485,16 @@ fn push_offset(offsets: &mut Vec<i32>, end: usize, at: usize) -> Result<(), Bad>
     Ok(())
 }
 
-/// Calls `item` for each item of an array (its blocks one after another); the item count.
-fn each_item(input: &mut Input, mut item: impl FnMut(&mut Input) -> Result<(), Bad>) -> Result<usize, Bad> {
+/// Calls `block` with the item count of each block of an array, one after another, to read
+/// that many items; the array's item count.
+fn each_block(input: &mut Input, mut block: impl FnMut(&mut Input, usize) -> Result<(), Bad>) -> Result<usize, Bad> {
     let mut n = 0;
     loop {
         let count = array_block(input)?;
         if count == 0 {
             return Ok(n);
         }
-        for _ in 0..count {
-            item(input)?;
-        }
+        block(input, count)?;
         n += count;
     }
 }

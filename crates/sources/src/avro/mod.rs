@@ -7,12 +7,14 @@
 //! - [`container`]: the header, the blocks and their codecs.
 //! - [`decode`]: a block's records straight into Arrow columns, unread fields skipped.
 //! - [`reader`]: a file (or one of its blocks) as chunks of elements, with positions.
+//! - `run`: runs of blocks described on one thread and decoded on any (the parallel read).
 //! - [`writer`]: an Avro writer for tests and generated data.
 
 pub mod binary;
 pub mod container;
 pub mod decode;
 pub mod reader;
+mod run;
 pub mod schema;
 pub mod writer;
 
@@ -238,5 +240,62 @@ mod tests {
         let lost: Vec<i64> = (0..60).filter(|i| !first_rows.contains(i) && !rest.contains(i)).collect();
         assert_eq!(lost.len(), second_block.count, "{lost:?}");
         assert_eq!(got.len(), 3);
+    }
+
+    #[test]
+    fn described_runs_give_what_the_reader_reads_and_resume_at_their_positions() {
+        use super::reader::AvroReader;
+        use crate::reader::testing::check_described;
+        let dir = tempfile::tempdir().unwrap();
+        let file = write(dir.path(), Codec::Deflate, 60);
+        let path = dir.path().join("deflate.avro").to_str().unwrap().to_string();
+        for rows in [1, 7, 1000] {
+            let got =
+                check_described(rows, |rows| Box::new(AvroReader::open(&path, &small_spec(), None, rows).unwrap()));
+            assert_eq!(ids(&got), vec![Ok((0..60).collect::<Vec<i64>>())]);
+        }
+        // A broken sync marker and corrupt compressed data, each an error of its block.
+        let h = header(&file).unwrap();
+        let (_, second) = block(&file, h.data_start, &h.sync).unwrap().unwrap();
+        let (second_block, third) = block(&file, second, &h.sync).unwrap().unwrap();
+        let mut bad = file.clone();
+        bad[third - 1] ^= 0xff;
+        let (third_block, _) = block(&file, third, &h.sync).unwrap().unwrap();
+        // A first byte of 0xff is a deflate block of the reserved type 3.
+        bad[third_block.data.as_ptr() as usize - file.as_ptr() as usize] = 0xff;
+        let path = dir.path().join("bad.avro").to_str().unwrap().to_string();
+        std::fs::write(&path, &bad).unwrap();
+        for rows in [3, 1000] {
+            let got =
+                check_described(rows, |rows| Box::new(AvroReader::open(&path, &small_spec(), None, rows).unwrap()));
+            let errors: Vec<String> = ids(&got).into_iter().filter_map(|o| o.err()).collect();
+            assert_eq!(errors.len(), 2, "{errors:?}");
+            assert!(errors[0].contains("block 1") && errors[0].contains("sync marker"), "{errors:?}");
+            assert!(errors[1].contains("block 2"), "{errors:?}");
+        }
+    }
+
+    #[test]
+    fn a_record_that_does_not_fit_the_spec_is_its_own_error() {
+        use super::reader::AvroReader;
+        use crate::reader::testing::check_described;
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), Codec::Snappy, 60);
+        let path = dir.path().join("snappy.avro").to_str().unwrap().to_string();
+        // `f` holds i % 4 floats: as a dense [2] field, only rows with i % 4 == 2 fit.
+        let spec = ElementSpec::new(vec![
+            flumen_ir::FieldSpec::scalar("id", flumen_ir::DType::Int64),
+            flumen_ir::FieldSpec::tensor("f", flumen_ir::DType::Float32, vec![2]),
+        ])
+        .unwrap();
+        for rows in [2, 1000] {
+            let got = check_described(rows, |rows| Box::new(AvroReader::open(&path, &spec, None, rows).unwrap()));
+            let outcomes = ids(&got);
+            let kept: Vec<i64> = outcomes.iter().filter_map(|o| o.as_ref().ok()).flatten().copied().collect();
+            assert_eq!(kept, (0..60).filter(|i| i % 4 == 2).collect::<Vec<i64>>());
+            let errors: Vec<&String> = outcomes.iter().filter_map(|o| o.as_ref().err()).collect();
+            assert_eq!(errors.len(), 45, "one error per record that does not fit");
+            assert!(errors.iter().all(|e| e.contains("snappy.avro") && e.contains("block ") && e.contains("record ")));
+        }
     }
 }

@@ -1,27 +1,32 @@
 //! Reading an Avro container file, or some of its blocks, as chunks of elements.
 //!
-//! A chunk is the rows of one block, cut at `chunk_rows`. A block that fails (a wrong sync
-//! marker, corrupt compressed data, a record that does not decode) is an error naming the
-//! file, the block and the byte, given after the rows before it; reading then goes on at the
-//! next block, found by its sync marker where the framing was lost, so `ignore_errors`
-//! keeps every good block.
+//! A chunk is rows of one block, cut at `chunk_rows` (or, described for the pool, of a run of
+//! blocks). A record that does not fit the spec is an error naming the file, the block, the
+//! record and its byte, given after the rows before it; reading goes on at the next record.
+//! A block that fails as a whole (a wrong sync marker, corrupt compressed data, a record
+//! whose bytes end early) is an error naming the file, the block and the byte; reading goes
+//! on at the next block, found by its sync marker where the framing was lost. So
+//! `ignore_errors` keeps every good record of a block it can read.
 
+use std::collections::VecDeque;
 use std::ops::Range;
+use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{ElementSpec, Error, Location, Result};
 use serde::{Deserialize, Serialize};
 
-use super::container::{block, decompress, header, Header};
+use super::container::{block, header};
 use super::decode::Decoder;
+use super::run::{BlockAt, Outcome, Run, Source};
 use super::schema::{element_spec, parse};
 use crate::position::{check_len, decode, encode};
-use crate::reader::{ChunkReader, ReaderPosition};
+use crate::reader::{ChunkReader, Deferred, ReaderPosition};
 
 /// The bytes of the file `path`: mapped, so that a reader of one block (a split) costs no
 /// read of the whole file; read into memory where mapping fails (an empty file, a file
 /// system without maps).
-fn contents(path: &str) -> Result<Contents> {
+pub(crate) fn contents(path: &str) -> Result<Contents> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     // SAFETY: the map is only read, and Avro files are written once and then read. A file
     // another program changes in place while mapped breaks that (bytes change under a block
@@ -33,7 +38,7 @@ fn contents(path: &str) -> Result<Contents> {
 }
 
 /// A file's bytes, mapped or read.
-enum Contents {
+pub(crate) enum Contents {
     Mapped(memmap2::Mmap),
     Read(Vec<u8>),
 }
@@ -79,7 +84,7 @@ pub fn block_count(path: &str) -> Result<usize> {
 }
 
 /// Where an Avro reader is: the block the next row comes from (its index and byte offset)
-/// and the rows of it already given; no block when done.
+/// and the records of it already given; no block when done.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AvroPosition {
@@ -95,20 +100,31 @@ struct BlockRow {
     row: usize,
 }
 
+/// The compressed bytes a described run of blocks ends after (it ends sooner at the chunk
+/// size in records): enough work that handing it to a pool thread costs little beside it,
+/// little enough that a pass of a few files is many runs. w3's deflate blocks are 62 KB of
+/// about 62 records, so a run is some 17 blocks and 1,000 records.
+const RUN_BYTES: usize = 1 << 20;
+
 /// Reads elements from an Avro container file.
+///
+/// Read with [`ChunkReader::next_chunk`], it decodes one block at a time; described with
+/// [`ChunkReader::next_deferred`], it walks block headers only and hands out runs of blocks
+/// that any thread decodes, with the same rows and errors.
 pub struct AvroReader {
-    path: String,
-    file: Contents,
-    header: Header,
-    decoder: Decoder,
+    source: Arc<Source>,
+    sync: [u8; 16],
     /// The blocks to read, by index (all of them when the range is open-ended).
     blocks: Range<usize>,
     chunk_rows: usize,
-    /// The next block to decode: its index and byte offset.
+    /// The next block to describe: its index and byte offset.
     next: Option<(usize, usize)>,
-    /// The decoded block rows are being given from: its index, offset, rows, rows given.
-    current: Option<(usize, usize, RecordBatch, usize)>,
-    scratch: Vec<u8>,
+    /// Records of the next block already given (after a seek into it).
+    skip: usize,
+    /// The outcomes of the decoded block being given out (its index and offset with each),
+    /// and the rows of the first one already given.
+    decoded: VecDeque<(usize, usize, Outcome)>,
+    given: usize,
 }
 
 impl AvroReader {
@@ -123,23 +139,23 @@ impl AvroReader {
             Some(b) => b..b + 1,
             None => 0..usize::MAX,
         };
+        let source = Source { path: path.to_string(), file, codec: h.codec, decoder };
         let mut reader = AvroReader {
-            path: path.to_string(),
+            source: Arc::new(source),
+            sync: h.sync,
             next: Some((0, h.data_start)),
-            file,
-            header: h,
-            decoder,
             blocks,
             chunk_rows: chunk_rows.max(1),
-            current: None,
-            scratch: Vec::new(),
+            skip: 0,
+            decoded: VecDeque::new(),
+            given: 0,
         };
         reader.skip_to(reader.blocks.start)?;
         Ok(reader)
     }
 
     fn location(&self, block: usize, at: impl std::fmt::Display) -> Location {
-        Location::new(self.path.as_str(), format!("block {block}, {at}"))
+        Location::new(self.source.path.as_str(), format!("block {block}, {at}"))
     }
 
     /// Walks the block headers up to block `index`.
@@ -148,7 +164,7 @@ impl AvroReader {
             if i >= index {
                 break;
             }
-            match block(&self.file, offset, &self.header.sync) {
+            match block(&self.source.file, offset, &self.sync) {
                 Ok(Some((_, next))) => self.next = Some((i + 1, next)),
                 Ok(None) => self.next = None,
                 Err(bad) => {
@@ -159,103 +175,157 @@ impl AvroReader {
         Ok(())
     }
 
-    /// Decodes the next block into `current`; `Ok(false)` at the end.
-    fn next_block(&mut self) -> Result<bool> {
-        let Some((index, offset)) = self.next else { return Ok(false) };
-        if index >= self.blocks.end {
-            self.next = None;
-            return Ok(false);
+    /// The next run of at most `max_blocks` blocks, ending sooner once it has `max_rows`
+    /// records or [`RUN_BYTES`]; `Ok(None)` at the end. With `exact`, the run ends at
+    /// exactly `max_rows` records (fewer at the end of the file), in the middle of a block
+    /// if need be: the next run starts with the rest of that block. A block whose framing
+    /// is broken is an error of its own (the run before it ends there), after which
+    /// describing goes on at the next block.
+    fn describe(&mut self, max_blocks: usize, max_rows: usize, exact: bool) -> Result<Option<Run>> {
+        // Outcomes decoded and not all given (`next_chunk` before) are described again.
+        if let Some((index, offset, outcome)) = self.decoded.front() {
+            let row = outcome.first + if outcome.result.is_ok() { self.given } else { 0 };
+            (self.next, self.skip) = (Some((*index, *offset)), row);
+            self.decoded.clear();
+            self.given = 0;
         }
-        match block(&self.file, offset, &self.header.sync) {
-            Ok(None) => {
+        let (mut blocks, mut records, mut bytes) = (Vec::new(), 0usize, 0usize);
+        let skip = self.skip;
+        while let Some((index, offset)) = self.next {
+            if index >= self.blocks.end {
                 self.next = None;
-                Ok(false)
+                break;
             }
-            Ok(Some((b, next))) => {
-                self.next = Some((index + 1, next));
-                decompress(self.header.codec, b.data, &mut self.scratch)
-                    .map_err(|e| Error::data(self.location(index, format!("byte {offset}")), e))?;
-                let rows = self.decoder.decode(&self.scratch, b.count).map_err(|bad| {
-                    Error::data(self.location(index, format!("byte {} of its decompressed data", bad.at)), bad.what)
-                })?;
-                self.current = Some((index, offset, rows, 0));
-                Ok(true)
+            let rows = records.saturating_sub(skip);
+            let full = rows >= max_rows || (!exact && bytes >= RUN_BYTES);
+            if blocks.len() >= max_blocks || (!blocks.is_empty() && full) {
+                break;
             }
-            Err(bad) => {
-                // The next block starts where this one's marker should have ended, if a block
-                // parses there (only the marker was bad); else after the next sync marker.
-                let after_marker = bad.at + 16;
-                let resumes = matches!(block(&self.file, after_marker, &self.header.sync), Ok(Some(_)));
-                let from = (offset + 1).min(self.file.len());
-                self.next = match resumes {
-                    true => Some((index + 1, after_marker)),
-                    false => self.file[from..]
-                        .windows(16)
-                        .position(|w| w == self.header.sync)
-                        .map(|p| (index + 1, from + p + 16)),
-                };
-                Err(Error::data(self.location(index, format!("byte {}", bad.at)), bad.what))
+            match block(&self.source.file, offset, &self.sync) {
+                Ok(None) => self.next = None,
+                Ok(Some((b, next))) => {
+                    let end = next - 16;
+                    blocks.push(BlockAt { index, offset, data: end - b.data.len()..end, count: b.count });
+                    (records, bytes) = (records + b.count, bytes + b.data.len());
+                    self.next = Some((index + 1, next));
+                    self.skip = 0;
+                }
+                // The error comes with the next run, which starts at this block.
+                Err(_) if !blocks.is_empty() => break,
+                Err(bad) => {
+                    self.resync(index, offset, bad.at);
+                    return Err(Error::data(self.location(index, format!("byte {}", bad.at)), bad.what));
+                }
             }
         }
+        if blocks.is_empty() {
+            return Ok(None);
+        }
+        let mut rows = records.saturating_sub(skip);
+        if exact && rows > max_rows {
+            // The last block's records past the cut start the next run.
+            let last: &BlockAt = blocks.last().expect("a block");
+            let excess = rows - max_rows;
+            (self.next, self.skip) = (Some((last.index, last.offset)), last.count - excess);
+            rows = max_rows;
+        }
+        Ok(Some(Run { source: self.source.clone(), blocks: blocks.into(), skip, rows }))
+    }
+
+    /// Moves past the block `index` at `offset`, whose framing broke at byte `at`: the next
+    /// block starts where its marker should have ended, if a block parses there (only the
+    /// marker was bad); else after the next sync marker.
+    fn resync(&mut self, index: usize, offset: usize, at: usize) {
+        let file = &self.source.file;
+        let after_marker = at + 16;
+        let resumes = matches!(block(file, after_marker, &self.sync), Ok(Some(_)));
+        let from = (offset + 1).min(file.len());
+        self.skip = 0;
+        self.next = match resumes {
+            true => Some((index + 1, after_marker)),
+            false => file[from..].windows(16).position(|w| w == self.sync).map(|p| (index + 1, from + p + 16)),
+        };
     }
 }
 
 impl ChunkReader for AvroReader {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
         loop {
-            if let Some((_, _, rows, given)) = &mut self.current {
-                if *given < rows.num_rows() {
-                    let n = self.chunk_rows.min(rows.num_rows() - *given);
-                    let chunk = rows.slice(*given, n);
-                    *given += n;
-                    return Ok(Some(chunk));
+            if let Some((_, _, outcome)) = self.decoded.front_mut() {
+                match &outcome.result {
+                    Ok(rows) if self.given < rows.num_rows() => {
+                        let n = self.chunk_rows.min(rows.num_rows() - self.given);
+                        let chunk = rows.slice(self.given, n);
+                        self.given += n;
+                        return Ok(Some(chunk));
+                    }
+                    Ok(_) => {}
+                    Err(_) => {
+                        let (_, _, outcome) = self.decoded.pop_front().expect("a front");
+                        return outcome.result.map(Some);
+                    }
                 }
-                self.current = None;
+                self.decoded.pop_front();
+                self.given = 0;
+                continue;
             }
-            if !self.next_block()? {
-                return Ok(None);
-            }
+            let Some(run) = self.describe(1, usize::MAX, false)? else { return Ok(None) };
+            let (index, offset) = (run.blocks[0].index, run.blocks[0].offset);
+            self.decoded = run.outcomes().into_iter().map(|o| (index, offset, o)).collect();
         }
     }
 
     fn position(&self) -> Result<ReaderPosition> {
-        let at = match (&self.current, self.next) {
-            (Some((block, offset, rows, given)), _) if *given < rows.num_rows() => {
-                Some(BlockRow { block: *block, offset: *offset, row: *given })
+        let at = match (self.decoded.front(), self.next) {
+            (Some((block, offset, outcome)), _) => {
+                let given = if outcome.result.is_ok() { self.given } else { 0 };
+                Some(BlockRow { block: *block, offset: *offset, row: outcome.first + given })
             }
-            (_, Some((block, offset))) if block < self.blocks.end => Some(BlockRow { block, offset, row: 0 }),
+            (None, Some((block, offset))) if block < self.blocks.end => {
+                Some(BlockRow { block, offset, row: self.skip })
+            }
             _ => None,
         };
-        encode("avro", &AvroPosition { len: self.file.len() as u64, at })
+        encode("avro", &AvroPosition { len: self.source.file.len() as u64, at })
     }
 
     fn seek(&mut self, position: &ReaderPosition) -> Result<()> {
         let at: AvroPosition = decode("avro", position)?;
-        check_len(&self.path, at.len, self.file.len() as u64)?;
-        self.current = None;
-        let Some(BlockRow { block, offset, row }) = at.at else {
+        check_len(&self.source.path, at.len, self.source.file.len() as u64)?;
+        self.decoded.clear();
+        self.given = 0;
+        let Some(BlockRow { block: index, offset, row }) = at.at else {
             self.next = None;
             return Ok(());
         };
-        self.next = Some((block, offset));
+        (self.next, self.skip) = (Some((index, offset)), row);
         if row == 0 {
             return Ok(());
         }
-        let path = self.path.clone();
-        let past = |rows: usize| {
-            Error::data(
-                Location::new(path.as_str(), format!("block {block}")),
-                format!("cannot seek to row {row} of the block: it has {rows} rows"),
-            )
+        // A row past the block's records is not a position of this file. (A block whose
+        // framing is broken is reported when it is read.)
+        let count = match block(&self.source.file, offset, &self.sync) {
+            Ok(Some((b, _))) => b.count,
+            _ => 0,
         };
-        if !self.next_block()? {
-            return Err(past(0));
+        if row > count {
+            return Err(Error::data(
+                Location::new(self.source.path.as_str(), format!("block {index}")),
+                format!("cannot seek to row {row} of the block: it has {count} rows"),
+            ));
         }
-        let Some((_, _, rows, given)) = &mut self.current else { return Err(past(0)) };
-        if row >= rows.num_rows() {
-            return Err(past(rows.num_rows()));
-        }
-        *given = row;
         Ok(())
+    }
+
+    fn defers(&self) -> bool {
+        true
+    }
+
+    fn next_deferred(&mut self) -> Result<Option<Arc<dyn Deferred>>> {
+        Ok(self.describe(usize::MAX, self.chunk_rows, false)?.map(|run| Arc::new(run) as Arc<dyn Deferred>))
+    }
+
+    fn next_deferred_rows(&mut self, rows: usize) -> Result<Option<Arc<dyn Deferred>>> {
+        Ok(self.describe(usize::MAX, rows.max(1), true)?.map(|run| Arc::new(run) as Arc<dyn Deferred>))
     }
 }
