@@ -32,7 +32,7 @@ use flumen::prelude::*;
 use flumen::Parallel;
 
 use crate::limit::Outcome;
-use crate::workload_data::{w2_features, w2_scale, w3_features, w6_features};
+use crate::workload_data::{w2_features, w2_scale, w6_features};
 
 /// The workloads `flumen bench` runs.
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -119,7 +119,7 @@ fn w2(data: &Path) -> Result<Dataset, String> {
 fn w3(data: &Path) -> Result<Dataset, String> {
     let paths = files(data, "avro_atds", "avro")?;
     let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
-    let options = AvroOptions::default().with_features(w3_features());
+    let options = AvroOptions::default().with_features(crate::w3_data::features());
     let ds = Dataset::avro(&paths, options).and_then(|d| d.batch(1024));
     ds.map_err(|e| e.to_string())
 }

@@ -16,7 +16,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::workload_data::{avro, create_dir, examples, text, Rng};
+use crate::workload_data::{create_dir, examples, text, Rng};
 
 /// How much data: `gen_data.py`'s two scales.
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -63,6 +63,6 @@ pub fn generate(out: &Path, scale: Scale) -> Result<(), String> {
     tabular(out, csv_rows, &mut rng)?;
     examples(out, example_rows, &mut rng)?;
     text(out, text_rows, &mut rng)?;
-    avro(out, avro_rows, &mut Rng(5))?;
+    crate::w3_data::files(out, avro_rows, &mut Rng(5))?;
     Ok(())
 }

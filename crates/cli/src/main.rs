@@ -40,6 +40,7 @@ mod bench;
 mod gen_data;
 mod limit;
 mod output;
+mod w3_data;
 mod workload_data;
 use flumen::{Checkpoint, Dataset, ExplainFormat, Registry, SaveMode};
 use output::{json_line, Checksum, Output, OutputFormat};

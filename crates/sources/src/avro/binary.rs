@@ -40,6 +40,7 @@ impl<'a> Input<'a> {
     }
 
     /// A zig-zag varint `long` (at most ten bytes).
+    #[inline]
     pub fn long(&mut self) -> Result<i64, Bad> {
         let start = self.at;
         let mut value: u64 = 0;
@@ -57,6 +58,23 @@ impl<'a> Input<'a> {
             }
         }
         Err(self.bad(start, "a variable-length integer is longer than ten bytes"))
+    }
+
+    /// Walks over `n` varints (`long`s or `int`s) without decoding them: each ends at a byte
+    /// below 0x80.
+    pub fn skip_varints(&mut self, n: usize) -> Result<(), Bad> {
+        if n == 0 {
+            return Ok(());
+        }
+        let mut seen = 0;
+        for (i, byte) in self.data[self.at..].iter().enumerate() {
+            seen += usize::from(*byte < 0x80);
+            if seen == n {
+                self.at += i + 1;
+                return Ok(());
+            }
+        }
+        Err(self.bad(self.at, format!("{n} variable-length integers run past the end")))
     }
 
     /// A zig-zag varint `int`: a `long` within 32 bits.

@@ -192,6 +192,8 @@ struct Sparse {
     /// Coordinates, `rank` per entry.
     coords: Vec<i64>,
     values: Builder,
+    /// The record being read's indices, per dimension (kept to reuse their memory).
+    indices: Vec<Vec<i64>>,
 }
 
 impl Builder {
@@ -200,7 +202,8 @@ impl Builder {
             return Builder::of(&field.arrow_type());
         }
         let values = Builder::of(&field.dtype.to_arrow());
-        let sparse = Sparse { shape: field.shape.clone(), entries: vec![0], coords: Vec::new(), values };
+        let indices = vec![Vec::new(); field.shape.len()];
+        let sparse = Sparse { shape: field.shape.clone(), entries: vec![0], coords: Vec::new(), values, indices };
         Builder { nulls: NullBufferBuilder::new(0), values: Values::Sparse(Box::new(sparse)) }
     }
 
@@ -289,7 +292,8 @@ impl Builder {
     }
 
     /// Appends `count` values of `t` one after another (an array block's items): floats and
-    /// doubles, most of a feature vector's bytes, as one run of bytes.
+    /// doubles, most of a feature vector's bytes, as one run of bytes, and longs without the
+    /// per-value dispatch of [`Builder::append`].
     fn append_run(&mut self, t: &Type, input: &mut Input, count: usize) -> Result<(), Bad> {
         let at = input.position();
         let too_many = || Bad { at, what: format!("an array block of {count} items") };
@@ -301,6 +305,12 @@ impl Builder {
             (Values::Float64(v), Type::Double) => {
                 let bytes = input.fixed(count.checked_mul(8).ok_or_else(too_many)?)?;
                 v.extend(bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("eight bytes"))));
+            }
+            (Values::Int64(v), Type::Long) => {
+                v.reserve(count.min(input.remaining()));
+                for _ in 0..count {
+                    v.push(input.long()?);
+                }
             }
             _ => return (0..count).try_for_each(|_| self.append(t, input)),
         }
@@ -389,14 +399,35 @@ impl Sparse {
     /// One element from the record `fields`: `indices0..indices{rank-1}` (arrays of longs)
     /// and `values` (an array), in any order, other fields skipped.
     fn append(&mut self, fields: &[(String, Type)], input: &mut Input, at: usize) -> Result<(), Bad> {
+        let mut indices = std::mem::take(&mut self.indices);
+        indices.iter_mut().for_each(Vec::clear);
+        let done = self.append_with(&mut indices, fields, input, at);
+        self.indices = indices;
+        done
+    }
+
+    /// [`Sparse::append`], reading the indices into `indices` (one list per dimension).
+    fn append_with(
+        &mut self,
+        indices: &mut [Vec<i64>],
+        fields: &[(String, Type)],
+        input: &mut Input,
+        at: usize,
+    ) -> Result<(), Bad> {
         let rank = self.shape.len();
-        let mut indices: Vec<Vec<i64>> = vec![Vec::new(); rank];
         let mut values = 0usize;
         for (name, t) in fields {
             let dim = name.strip_prefix("indices").and_then(|d| d.parse::<usize>().ok()).filter(|d| *d < rank);
             match (dim, name.as_str(), t) {
                 (Some(d), _, Type::Array(item)) if **item == Type::Long => {
-                    each_block(input, |input, count| (0..count).try_for_each(|_| Ok(indices[d].push(input.long()?))))?;
+                    each_block(input, |input, count| {
+                        let index = &mut indices[d];
+                        index.reserve(count.min(input.remaining()));
+                        (0..count).try_for_each(|_| {
+                            index.push(input.long()?);
+                            Ok(())
+                        })
+                    })?;
                 }
                 (None, "values", Type::Array(item)) => {
                     values += each_block(input, |input, count| self.values.append_run(item, input, count))?;
@@ -553,8 +584,21 @@ fn skip(t: &Type, input: &mut Input) -> Result<(), Bad> {
                 continue;
             }
             let n = usize::try_from(count).map_err(|_| Bad { at, what: "an array block count".into() })?;
-            for _ in 0..n {
-                skip(item, input)?;
+            // Items of one size (floats, doubles, fixed) are jumped over at once, and varints
+            // counted by their last bytes.
+            let size = match &**item {
+                Type::Float => Some(4),
+                Type::Double => Some(8),
+                Type::Fixed(size) => Some(*size),
+                _ => None,
+            };
+            match (size, &**item) {
+                (Some(size), _) => {
+                    let bytes = n.checked_mul(size).ok_or(Bad { at, what: "an array block count".into() })?;
+                    input.fixed(bytes)?;
+                }
+                (None, Type::Long | Type::Int) => input.skip_varints(n)?,
+                (None, _) => (0..n).try_for_each(|_| skip(item, input))?,
             }
         },
         Type::Map(value) => loop {
