@@ -1,7 +1,7 @@
 //! File formats as users describe them, resolved to IR formats (with schemas) when a
 //! dataset is built.
 
-use flumen_ir::{AvroFormat, CsvFormat, ElementSpec, Error, FileFormat, ParquetFormat, Result};
+use flumen_ir::{AvroFormat, BlockShuffle, CsvFormat, ElementSpec, Error, FileFormat, ParquetFormat, Result};
 
 use crate::function::FileRead;
 
@@ -63,9 +63,23 @@ pub struct AvroOptions {
     /// (`FieldSpec::ragged`). Checked against the first file's schema when the dataset is
     /// built.
     pub features: Option<ElementSpec>,
+    /// Read the blocks of all the files in a seeded random order, drawn anew each iteration
+    /// (AvroTensorDataset's shuffle of blocks, but reproducible). Records keep their order
+    /// within a block: follow with `shuffle(buffer)` to mix records too (see
+    /// [`AvroOptions::with_shuffled_blocks`]).
+    pub shuffle_blocks: Option<BlockShuffle>,
 }
 
 impl AvroOptions {
+    /// Reads the blocks of all the files in an order drawn from `seed` (the pipeline's seed
+    /// when `None`), reshuffled each iteration. Blocks are the unit: a block of `n` records
+    /// gives them together, in file order, so a record-level `shuffle(buffer)` after the
+    /// read should hold several blocks' records to mix them (w3's blocks hold about 60).
+    pub fn with_shuffled_blocks(mut self, seed: Option<u64>) -> Self {
+        self.shuffle_blocks = Some(BlockShuffle { seed });
+        self
+    }
+
     /// Reads only `columns`.
     pub fn with_columns<S: Into<String>>(mut self, columns: impl IntoIterator<Item = S>) -> Self {
         self.columns = Some(columns.into_iter().map(Into::into).collect());
@@ -110,6 +124,7 @@ pub fn resolve(read: &FileRead, sample: Option<&str>) -> Result<FileFormat> {
         FileRead::Avro(o) => FileFormat::Avro(AvroFormat {
             schema: flumen_sources::avro::reader::avro_spec(sample()?, o.features.as_ref())?,
             columns: o.columns.clone(),
+            shuffle_blocks: o.shuffle_blocks,
         }),
         FileRead::Chunks => FileFormat::Chunks { schema: flumen_sources::chunks::chunks_schema(sample()?)? },
     })

@@ -31,7 +31,9 @@ pub use dataset::{
     BucketOptions, CancelHandle, ChunkIter, Dataset, DatasetIterator, Iter, PaddedBatchOptions, Parallel,
 };
 pub use explain::ExplainFormat;
-pub use flumen_ir::{DType, ElementSpec, Error, FieldKind, FieldSpec, Plan, RecordCompression, Result, Tunable};
+pub use flumen_ir::{
+    BlockShuffle, DType, ElementSpec, Error, FieldKind, FieldSpec, Plan, RecordCompression, Result, Tunable,
+};
 pub use flumen_sources::tfrecord::TfRecordWriter;
 pub use flumen_udf::example::{
     serialize_example, Defaults as FeatureDefaults, FeatureKind, FeatureSpec, FeatureValues,

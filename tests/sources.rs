@@ -731,3 +731,53 @@ fn avro_blocks_decode_on_the_pool_in_order_and_resume_exactly() {
         assert_eq!(got, want);
     }
 }
+
+#[test]
+fn avro_blocks_in_a_seeded_order_reshuffled_each_iteration_and_resumed_exactly() {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::Int64Type;
+    let dir = tempfile::tempdir().unwrap();
+    let paths = avro_files(dir.path(), 3, 120);
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let want: Vec<i64> = (0..3).flat_map(|f| (0..120).map(move |i| f * 1000 + i)).collect();
+    let ids = |c: &RecordBatch| -> Vec<i64> {
+        let lists = c.column_by_name("id").unwrap().as_list::<i32>();
+        (0..lists.len()).flat_map(|i| lists.value(i).as_primitive::<Int64Type>().values().to_vec()).collect()
+    };
+    let shuffled = |seed: u64| {
+        let read = AvroOptions::default().with_shuffled_blocks(Some(seed));
+        let options = Options::default().with_threads(2).with_chunk_rows(10);
+        Dataset::avro(&refs, read).unwrap().with_options(options).batch(8).unwrap()
+    };
+    let ds = shuffled(7);
+    let explain = ds.explain();
+    assert!(explain.contains("blocks in a random order each iteration (seed 7)"), "{explain}");
+    let pass = |ds: &Dataset| -> Vec<i64> { ds.iter_chunks().flat_map(|c| ids(&c.unwrap())).collect() };
+    let (first, second) = (pass(&ds), pass(&ds));
+    for got in [&first, &second] {
+        let mut sorted = got.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, want, "every record once");
+    }
+    assert_ne!(first, want, "not in file order");
+    assert_ne!(first, second, "another order each iteration");
+    assert_eq!(pass(&shuffled(7)), first, "the same seed, the same orders");
+    assert_ne!(pass(&shuffled(8)), first);
+    // A checkpoint resumes the same order exactly.
+    let whole: Vec<RecordBatch> = ds.iter_chunks().map(|c| c.unwrap()).collect();
+    for cut in [0, 1, 5, 17, whole.len()] {
+        let mut it = ds.iter_chunks();
+        let head: Vec<i64> = (0..cut).flat_map(|_| ids(&it.next().unwrap().unwrap())).collect();
+        let checkpoint = it.save(SaveMode::Symbolic).unwrap();
+        let mut resumed = ds.iter_chunks();
+        resumed.restore(&checkpoint).unwrap();
+        let rest: Vec<i64> = resumed.flat_map(|c| ids(&c.unwrap())).collect();
+        // The pass saved from goes on in the same order as the restored one.
+        let original: Vec<i64> = it.flat_map(|c| ids(&c.unwrap())).collect();
+        assert_eq!(rest, original, "resumed after {cut} batches");
+        let mut got = head.clone();
+        got.extend(rest);
+        got.sort_unstable();
+        assert_eq!(got, want, "resumed after {cut} batches: every record once");
+    }
+}

@@ -35,5 +35,7 @@ pub use expr::{BinaryOp, Expr, Func, Scalar, UnaryOp};
 pub use function::{ClosureKind, ClosureRef, DatasetFn, MapFn, NamedExpr, Predicate};
 pub use op::{Compression, Op, SnapshotSpec, Tunable};
 pub use plan::{Plan, WeakPlan};
-pub use source::{AvroFormat, CsvFormat, FileFormat, InlineData, ParquetFormat, RecordCompression, SourceDesc};
+pub use source::{
+    AvroFormat, BlockShuffle, CsvFormat, FileFormat, InlineData, ParquetFormat, RecordCompression, SourceDesc,
+};
 pub use spec::{ElementSpec, FieldKind, FieldSpec, UNKNOWN};

@@ -54,6 +54,19 @@ pub struct AvroFormat {
     /// being decoded); all when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub columns: Option<Vec<String>>,
+    /// Read the blocks of all the files in a seeded random order, drawn anew each iteration
+    /// (AvroTensorDataset's shuffle of blocks, reproducible); in file order when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shuffle_blocks: Option<BlockShuffle>,
+}
+
+/// A seeded order of the blocks of Avro files: a permutation of every (file, block) drawn
+/// from the seed, mixed with the iteration as `shuffle`'s seed is, so that each iteration
+/// reads the blocks in another order and the same seed gives the same orders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockShuffle {
+    /// The seed; the pipeline's own (`Options` seed, or one drawn per dataset) when absent.
+    pub seed: Option<u64>,
 }
 
 /// Whole-file compression of a record file (tf.data's `compression_type`).

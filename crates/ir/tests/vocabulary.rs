@@ -52,7 +52,11 @@ fn file_formats_serialize_as_their_names() {
         FileFormat::IpcStream { schema: schema.clone() },
         FileFormat::TextLines,
         FileFormat::TfRecord { compression: RecordCompression::Gzip },
-        FileFormat::Avro(AvroFormat { schema: schema.clone(), columns: Some(vec!["x".into()]) }),
+        FileFormat::Avro(AvroFormat {
+            schema: schema.clone(),
+            columns: Some(vec!["x".into()]),
+            shuffle_blocks: Some(flumen_ir::BlockShuffle { seed: Some(3) }),
+        }),
         FileFormat::Chunks { schema },
     ];
     for format in formats {

@@ -356,16 +356,24 @@ impl Dataset {
     /// `features` reads fields as ATDS's feature specs say: `{"name": (dtype, shape)}` a
     /// dense tensor from (nested) arrays, every length checked (`None` dims: any length),
     /// `{"name": (dtype, shape, "sparse")}` a sparse tensor from a record of `indices0..` and
-    /// `values` arrays.
+    /// `values` arrays. `shuffle_blocks` reads the blocks of all the files in a random order
+    /// drawn from `seed` (the pipeline's seed when `None`), another each iteration; records
+    /// keep their order within a block, so follow with `shuffle(buffer)` to mix them too.
     #[staticmethod]
-    #[pyo3(signature = (paths, columns = None, features = None))]
+    #[pyo3(signature = (paths, columns = None, features = None, shuffle_blocks = false, seed = None))]
     fn avro(
         paths: &Bound<'_, PyAny>,
         columns: Option<Vec<String>>,
         features: Option<&Bound<'_, PyDict>>,
+        shuffle_blocks: bool,
+        seed: Option<u64>,
     ) -> PyResult<Dataset> {
         let features = features.map(spec_of).transpose()?;
-        ok(flumen::Dataset::avro(&refs(&self::paths(paths)?), flumen::AvroOptions { columns, features }))
+        let shuffle_blocks = shuffle_blocks.then_some(flumen::BlockShuffle { seed });
+        ok(flumen::Dataset::avro(
+            &refs(&self::paths(paths)?),
+            flumen::AvroOptions { columns, features, shuffle_blocks },
+        ))
     }
 
     /// The rows of Arrow IPC files.

@@ -84,3 +84,20 @@ def test_avro_feature_specs(tmp_path):
         raise AssertionError("a record that does not fit its shape must be an error")
     except flumen.DataError as e:
         assert "f.avro" in str(e) and "where its shape says 2" in str(e)
+
+
+def test_avro_blocks_in_a_seeded_order(tmp_path):
+    paths = []
+    for i in range(2):
+        paths.append(str(tmp_path / f"part-{i}.avro"))
+        write(paths[-1], 50, 5)
+    ids = lambda ds: [int(r["id"]) for r in ds]
+    in_order = ids(flumen.Dataset.avro(paths))
+    shuffled = flumen.Dataset.avro(paths, shuffle_blocks=True, seed=3)
+    first, second = ids(shuffled), ids(shuffled)
+    assert sorted(first) == sorted(in_order) == sorted(second)
+    assert first != in_order and first != second  # another order each iteration
+    assert ids(flumen.Dataset.avro(paths, shuffle_blocks=True, seed=3)) == first
+    # Records keep their order within a block of five.
+    assert all(first[s + j + 1] == first[s + j] + 1 for s in range(0, 100, 5) for j in range(4))
+    assert "blocks in a random order each iteration (seed 3)" in shuffled.explain()

@@ -278,10 +278,17 @@ fn source(desc: &SourceDesc) -> String {
             files.len(),
             if *shuffle { format!(", shuffled each iteration (seed {})", seed_text(*seed)) } else { String::new() }
         ),
-        SourceDesc::Files { files, format: format @ FileFormat::Avro(_) } => {
+        SourceDesc::Files { files, format: format @ FileFormat::Avro(avro) } => {
             let pushed = format.pushdown();
             let pushed = if pushed.is_empty() { pushed } else { format!(", {pushed}") };
-            format!("ParallelReadOp[avro: {} files{pushed}; blocks inflated and decoded on the pool]", files.len())
+            let order = match avro.shuffle_blocks {
+                Some(order) => format!("; blocks in a random order each iteration (seed {})", seed_text(order.seed)),
+                None => String::new(),
+            };
+            format!(
+                "ParallelReadOp[avro: {} files{pushed}{order}; blocks inflated and decoded on the pool]",
+                files.len()
+            )
         }
         SourceDesc::Files { files, format } | SourceDesc::Splits { files, format } => {
             let pushed = format.pushdown();

@@ -118,7 +118,11 @@ class Dataset:
     def parquet(paths: str | Sequence[str], columns: Sequence[str] | None = None) -> Dataset: ...
     @staticmethod
     def avro(
-        paths: str | Sequence[str], columns: Sequence[str] | None = None, features: _Spec | None = None
+        paths: str | Sequence[str],
+        columns: Sequence[str] | None = None,
+        features: _Spec | None = None,
+        shuffle_blocks: bool = False,
+        seed: int | None = None,
     ) -> Dataset: ...
     @staticmethod
     def ipc_file(paths: str | Sequence[str]) -> Dataset: ...

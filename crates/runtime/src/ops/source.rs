@@ -6,7 +6,8 @@ use std::sync::Arc;
 use arrow::array::StringArray;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use flumen_ir::{Error, FileFormat, Op, Plan, Result, SourceDesc, Tunable};
+use flumen_ir::{AvroFormat, Error, FileFormat, Op, Plan, Result, SourceDesc, Tunable};
+use flumen_sources::avro::shuffle::ShuffledBlocksReader;
 use flumen_sources::reader::BoxReader;
 use flumen_udf::closure::{guarded, ChunkIter};
 use rand::seq::SliceRandom;
@@ -189,9 +190,20 @@ pub fn is_avro_source(plan: &Plan) -> bool {
 
 /// An Avro source: decoding is most of an Avro read, so the pool decodes runs of blocks while
 /// the consumer's thread walks block headers. Its parallelism starts, as tf.data starts a
-/// tuned one, at the cores.
+/// tuned one, at the cores. Shuffled blocks are drawn with the seed `shuffle` would use, so
+/// that each iteration reads them in another order.
 pub fn avro_source(plan: &Plan, desc: &SourceDesc, schema: SchemaRef, ctx: &ExecContext) -> Result<ParallelReadOp> {
-    let reader = flumen_sources::open_source(desc, ctx.options.read())?;
+    let reader: BoxReader = match desc {
+        SourceDesc::Files {
+            files,
+            format: format @ FileFormat::Avro(AvroFormat { shuffle_blocks: Some(order), .. }),
+        } => {
+            let seed = ctx.seed(plan, order.seed, true);
+            let chunk_rows = ctx.options.read().chunk_rows;
+            Box::new(ShuffledBlocksReader::open(files, &format.output_spec()?, seed, chunk_rows)?)
+        }
+        _ => flumen_sources::open_source(desc, ctx.options.read())?,
+    };
     let max = ctx.options.autotune.cpu_budget.max(ctx.options.threads);
     let knob = knob(plan, ctx, Param::Parallelism, Tunable::Autotune, ctx.options.threads, max);
     let stats = ctx.metrics.stats(StatsKey::Node(plan.node_id()));

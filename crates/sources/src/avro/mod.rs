@@ -8,6 +8,7 @@
 //! - [`decode`]: a block's records straight into Arrow columns, unread fields skipped.
 //! - [`reader`]: a file (or one of its blocks) as chunks of elements, with positions.
 //! - `run`: runs of blocks described on one thread and decoded on any (the parallel read).
+//! - [`shuffle`]: the blocks of several files in a seeded random order.
 //! - [`writer`]: an Avro writer for tests and generated data.
 
 pub mod binary;
@@ -16,6 +17,7 @@ pub mod decode;
 pub mod reader;
 mod run;
 pub mod schema;
+pub mod shuffle;
 pub mod writer;
 
 #[cfg(test)]
@@ -297,5 +299,50 @@ mod tests {
             assert_eq!(errors.len(), 45, "one error per record that does not fit");
             assert!(errors.iter().all(|e| e.contains("snappy.avro") && e.contains("block ") && e.contains("record ")));
         }
+    }
+
+    #[test]
+    fn shuffled_blocks_give_every_record_once_in_a_seeded_order_and_resume_exactly() {
+        use super::shuffle::ShuffledBlocksReader;
+        use crate::reader::testing::{check_described, check_resume};
+        let dir = tempfile::tempdir().unwrap();
+        let mut paths = Vec::new();
+        for (i, codec) in [Codec::Deflate, Codec::Null].into_iter().enumerate() {
+            let file = write(dir.path(), codec, 60);
+            let path = dir.path().join(format!("part-{i}.avro"));
+            std::fs::write(&path, file).unwrap();
+            paths.push(path.to_str().unwrap().to_string());
+        }
+        let open = |seed: u64, rows: usize| -> crate::reader::BoxReader {
+            Box::new(ShuffledBlocksReader::open(&paths, &small_spec(), seed, rows).unwrap())
+        };
+        let order = |seed: u64| -> Vec<i64> {
+            ids(&check_resume(4, |rows| open(seed, rows))).into_iter().flat_map(|o| o.unwrap()).collect()
+        };
+        let first = order(1);
+        let mut sorted = first.clone();
+        sorted.sort_unstable();
+        // Both files hold ids 0..60: every record of each once.
+        let want: Vec<i64> = (0..60).flat_map(|i| [i, i]).collect();
+        assert_eq!(sorted, want);
+        assert_ne!(first, (0..60).chain(0..60).collect::<Vec<i64>>(), "the blocks are not in file order");
+        assert_eq!(order(1), first, "the same seed, the same order");
+        assert_ne!(order(2), first, "another seed, another order");
+        // Within a block, records keep their order: runs of consecutive ids.
+        assert!(first.windows(2).filter(|w| w[1] == w[0] + 1).count() > first.len() / 2);
+        for rows in [3, 1000] {
+            let got = check_described(rows, |rows| open(5, rows));
+            assert_eq!(got.len(), 1, "no errors");
+        }
+        // A broken sync marker: that block's error takes its place in the order.
+        let h = header(&std::fs::read(&paths[1]).unwrap()).unwrap();
+        let mut bad = std::fs::read(&paths[1]).unwrap();
+        let (_, second) = block(&bad, h.data_start, &h.sync).unwrap().unwrap();
+        bad[second - 1] ^= 0xff;
+        std::fs::write(&paths[1], &bad).unwrap();
+        let got = ids(&check_described(7, |rows| open(5, rows)));
+        let errors: Vec<&String> = got.iter().filter_map(|o| o.as_ref().err()).collect();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("part-1.avro") && errors[0].contains("block 0"), "{errors:?}");
     }
 }

@@ -154,6 +154,11 @@ impl AvroReader {
         Ok(reader)
     }
 
+    /// What makes this file's runs.
+    pub(super) fn source(&self) -> Arc<Source> {
+        self.source.clone()
+    }
+
     fn location(&self, block: usize, at: impl std::fmt::Display) -> Location {
         Location::new(self.source.path.as_str(), format!("block {block}, {at}"))
     }
@@ -181,7 +186,7 @@ impl AvroReader {
     /// if need be: the next run starts with the rest of that block. A block whose framing
     /// is broken is an error of its own (the run before it ends there), after which
     /// describing goes on at the next block.
-    fn describe(&mut self, max_blocks: usize, max_rows: usize, exact: bool) -> Result<Option<Run>> {
+    pub(super) fn describe(&mut self, max_blocks: usize, max_rows: usize, exact: bool) -> Result<Option<Run>> {
         // Outcomes decoded and not all given (`next_chunk` before) are described again.
         if let Some((index, offset, outcome)) = self.decoded.front() {
             let row = outcome.first + if outcome.result.is_ok() { self.given } else { 0 };
