@@ -68,9 +68,23 @@ pub struct AvroOptions {
     /// within a block: follow with `shuffle(buffer)` to mix records too (see
     /// [`AvroOptions::with_shuffled_blocks`]).
     pub shuffle_blocks: Option<BlockShuffle>,
+    /// A reader schema (JSON, a record) to read every file as, whatever schema it was
+    /// written with (Avro's schema resolution): a field is read from the writer field of its
+    /// name or of one of its `aliases`, promoted where the types differ (int to long, float
+    /// or double; long to float or double; float to double; string and bytes either way),
+    /// or filled from its `default` where a file lacks it. Files written with different
+    /// schemas that resolve to it are read in one dataset. The fields (or `features`) are
+    /// the reader schema's.
+    pub reader_schema: Option<String>,
 }
 
 impl AvroOptions {
+    /// Reads every file as the reader schema `json` says (see [`AvroOptions::reader_schema`]).
+    pub fn with_reader_schema(mut self, json: impl Into<String>) -> Self {
+        self.reader_schema = Some(json.into());
+        self
+    }
+
     /// Reads the blocks of all the files in an order drawn from `seed` (the pipeline's seed
     /// when `None`), reshuffled each iteration. Blocks are the unit: a block of `n` records
     /// gives them together, in file order, so a record-level `shuffle(buffer)` after the
@@ -122,9 +136,14 @@ pub fn resolve(read: &FileRead, sample: Option<&str>) -> Result<FileFormat> {
         FileRead::TextLines => FileFormat::TextLines,
         FileRead::TfRecord(compression) => FileFormat::TfRecord { compression: *compression },
         FileRead::Avro(o) => FileFormat::Avro(AvroFormat {
-            schema: flumen_sources::avro::reader::avro_spec(sample()?, o.features.as_ref())?,
+            schema: flumen_sources::avro::reader::avro_spec(
+                sample()?,
+                o.features.as_ref(),
+                o.reader_schema.as_deref(),
+            )?,
             columns: o.columns.clone(),
             shuffle_blocks: o.shuffle_blocks,
+            reader_schema: o.reader_schema.clone(),
         }),
         FileRead::Chunks => FileFormat::Chunks { schema: flumen_sources::chunks::chunks_schema(sample()?)? },
     })

@@ -781,3 +781,81 @@ fn avro_blocks_in_a_seeded_order_reshuffled_each_iteration_and_resumed_exactly()
         assert_eq!(got, want, "resumed after {cut} batches: every record once");
     }
 }
+
+#[test]
+fn avro_files_of_different_writer_schemas_read_as_one_reader_schema() {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{Float64Type, Int64Type};
+    use flumen::crates::sources::avro::container::Codec;
+    use flumen::crates::sources::avro::writer::{AvroWriter, Datum};
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, schema: &str, rows: Vec<Datum>| {
+        let path = dir.path().join(name).to_str().unwrap().to_string();
+        let mut w = AvroWriter::create(&path, schema, Codec::Snappy).unwrap().with_block_bytes(40);
+        rows.iter().for_each(|r| w.append(r).unwrap());
+        w.finish().unwrap();
+        path
+    };
+    // Old files: `id` an int, `x` a float named `x_old`, no `name`, a field since dropped.
+    let old = write(
+        "old.avro",
+        r#"{"type":"record","name":"r","fields":[{"name":"id","type":"int"},{"name":"x_old","type":"float"},
+            {"name":"dropped","type":{"type":"array","items":"long"}}]}"#,
+        (0..10)
+            .map(|i| {
+                Datum::Record(vec![
+                    Datum::Int(i),
+                    Datum::Float(i as f32 + 0.5),
+                    Datum::Array(vec![Datum::Long(i as i64)]),
+                ])
+            })
+            .collect(),
+    );
+    // New files: the reader's own layout, in another field order.
+    let new = write(
+        "new.avro",
+        r#"{"type":"record","name":"r","fields":[{"name":"name","type":"string"},{"name":"x","type":"double"},
+            {"name":"id","type":"long"}]}"#,
+        (10..20)
+            .map(|i| Datum::Record(vec![Datum::String(format!("n{i}")), Datum::Double(i as f64 * 2.0), Datum::Long(i)]))
+            .collect(),
+    );
+    let reader = r#"{"type":"record","name":"r","fields":[{"name":"id","type":"long"},
+        {"name":"x","type":"double","aliases":["x_old"]},{"name":"name","type":"string","default":"none"}]}"#;
+    let options = AvroOptions::default().with_reader_schema(reader);
+    let ds = Dataset::avro(&[old.as_str(), new.as_str()], options.clone()).unwrap();
+    assert_eq!(ds.element_spec().to_string(), "{id: int64[], x: float64[], name: string[]}");
+    let (mut ids, mut xs, mut names) = (vec![], vec![], vec![]);
+    for chunk in ds.iter_chunks() {
+        let chunk = chunk.unwrap();
+        ids.extend(chunk.column(0).as_primitive::<Int64Type>().values().iter().copied());
+        xs.extend(chunk.column(1).as_primitive::<Float64Type>().values().iter().copied());
+        let name = chunk.column(2).as_string::<i32>();
+        names.extend((0..name.len()).map(|i| name.value(i).to_string()));
+    }
+    assert_eq!(ids, (0..20).collect::<Vec<i64>>());
+    let want_x: Vec<f64> = (0..10).map(|i| i as f64 + 0.5).chain((10..20).map(|i| i as f64 * 2.0)).collect();
+    assert_eq!(xs, want_x);
+    let want_names: Vec<String> = (0..20).map(|i| if i < 10 { "none".into() } else { format!("n{i}") }).collect();
+    assert_eq!(names, want_names);
+    // A file that has neither `x` nor an alias of it, where `x` has no default: an error
+    // naming the file and the field; the other files are read.
+    let lacking = write(
+        "lacking.avro",
+        r#"{"type":"record","name":"r","fields":[{"name":"id","type":"long"}]}"#,
+        vec![Datum::Record(vec![Datum::Long(99)])],
+    );
+    let ds = Dataset::avro(&[old.as_str(), lacking.as_str(), new.as_str()], options.clone()).unwrap();
+    let errors: Vec<String> = ds.iter().filter_map(|e| e.err()).map(|e| e.to_string()).collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("lacking.avro") && errors[0].contains("\"x\"") && errors[0].contains("no default"),
+        "{}",
+        errors[0]
+    );
+    assert_eq!(ds.ignore_errors().unwrap().iter().count(), 20);
+    // A type that does not promote is refused when the dataset is built.
+    let narrowing = r#"{"type":"record","name":"r","fields":[{"name":"x_old","type":"int"}]}"#;
+    let err = Dataset::avro(&[old.as_str()], AvroOptions::default().with_reader_schema(narrowing)).unwrap_err();
+    assert!(err.to_string().contains("old.avro") && err.to_string().contains("x_old"), "{err}");
+}

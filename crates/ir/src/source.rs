@@ -58,6 +58,11 @@ pub struct AvroFormat {
     /// (AvroTensorDataset's shuffle of blocks, reproducible); in file order when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shuffle_blocks: Option<BlockShuffle>,
+    /// The schema (JSON) files are read as (Avro's schema resolution: fields by name or
+    /// alias, promoted types, defaults for fields a file lacks); each file's own writer
+    /// schema when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reader_schema: Option<String>,
 }
 
 /// A seeded order of the blocks of Avro files: a permutation of every (file, block) drawn

@@ -56,6 +56,7 @@ fn file_formats_serialize_as_their_names() {
             schema: schema.clone(),
             columns: Some(vec!["x".into()]),
             shuffle_blocks: Some(flumen_ir::BlockShuffle { seed: Some(3) }),
+            reader_schema: None,
         }),
         FileFormat::Chunks { schema },
     ];

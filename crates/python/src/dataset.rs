@@ -359,21 +359,23 @@ impl Dataset {
     /// `values` arrays. `shuffle_blocks` reads the blocks of all the files in a random order
     /// drawn from `seed` (the pipeline's seed when `None`), another each iteration; records
     /// keep their order within a block, so follow with `shuffle(buffer)` to mix them too.
+    /// `reader_schema` (JSON text) reads every file as that schema says, whatever schema it
+    /// was written with: fields by name or alias, promoted types, defaults where a file
+    /// lacks a field.
     #[staticmethod]
-    #[pyo3(signature = (paths, columns = None, features = None, shuffle_blocks = false, seed = None))]
+    #[pyo3(signature = (paths, columns = None, features = None, shuffle_blocks = false, seed = None, reader_schema = None))]
     fn avro(
         paths: &Bound<'_, PyAny>,
         columns: Option<Vec<String>>,
         features: Option<&Bound<'_, PyDict>>,
         shuffle_blocks: bool,
         seed: Option<u64>,
+        reader_schema: Option<String>,
     ) -> PyResult<Dataset> {
         let features = features.map(spec_of).transpose()?;
         let shuffle_blocks = shuffle_blocks.then_some(flumen::BlockShuffle { seed });
-        ok(flumen::Dataset::avro(
-            &refs(&self::paths(paths)?),
-            flumen::AvroOptions { columns, features, shuffle_blocks },
-        ))
+        let options = flumen::AvroOptions { columns, features, shuffle_blocks, reader_schema };
+        ok(flumen::Dataset::avro(&refs(&self::paths(paths)?), options))
     }
 
     /// The rows of Arrow IPC files.

@@ -101,3 +101,21 @@ def test_avro_blocks_in_a_seeded_order(tmp_path):
     # Records keep their order within a block of five.
     assert all(first[s + j + 1] == first[s + j] + 1 for s in range(0, 100, 5) for j in range(4))
     assert "blocks in a random order each iteration (seed 3)" in shuffled.explain()
+
+
+def test_avro_reader_schema_promotes_and_fills_defaults(tmp_path):
+    path = str(tmp_path / "a.avro")
+    write(path, 12, 5)
+    reader = {
+        "type": "record",
+        "name": "r",
+        "fields": [
+            {"name": "ident", "type": "double", "aliases": ["id"]},
+            {"name": "label", "type": ["null", "long"]},
+            {"name": "weight", "type": "float", "default": 0.25},
+        ],
+    }
+    rows = list(flumen.Dataset.avro(path, reader_schema=json.dumps(reader)))
+    assert [float(r["ident"]) for r in rows] == [float(i) for i in range(12)]
+    assert [float(r["weight"]) for r in rows] == [0.25] * 12
+    assert rows[0]["ident"].dtype == np.float64 and rows[1]["label"].dtype == np.int64

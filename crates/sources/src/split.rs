@@ -48,8 +48,15 @@ pub fn open_split(split: &Split, format: &FileFormat, read: ReadOptions) -> Resu
         (Some(group), FileFormat::Parquet(p)) => {
             Ok(Box::new(ParquetReader::open(&split.file, p, Some(vec![group]), read.chunk_rows)?))
         }
-        (Some(block), FileFormat::Avro(_)) => {
-            Ok(Box::new(AvroReader::open(&split.file, &format.output_spec()?, Some(block), read.chunk_rows)?))
+        (Some(block), FileFormat::Avro(a)) => {
+            let spec = format.output_spec()?;
+            Ok(Box::new(AvroReader::open(
+                &split.file,
+                &spec,
+                a.reader_schema.as_deref(),
+                Some(block),
+                read.chunk_rows,
+            )?))
         }
         (Some(_), other) => Err(Error::execution(
             "open_split",
@@ -70,7 +77,9 @@ pub fn open_file(path: &str, format: &FileFormat, read: ReadOptions) -> Result<B
         FileFormat::TfRecord { compression } => {
             Box::new(crate::tfrecord::TfRecordReader::open(path, *compression, read)?)
         }
-        FileFormat::Avro(_) => Box::new(AvroReader::open(path, &format.output_spec()?, None, chunk_rows)?),
+        FileFormat::Avro(a) => {
+            Box::new(AvroReader::open(path, &format.output_spec()?, a.reader_schema.as_deref(), None, chunk_rows)?)
+        }
         FileFormat::Chunks { schema } => Box::new(crate::chunks::ChunksReader::open(path, schema)?),
     })
 }

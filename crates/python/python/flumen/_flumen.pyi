@@ -123,6 +123,7 @@ class Dataset:
         features: _Spec | None = None,
         shuffle_blocks: bool = False,
         seed: int | None = None,
+        reader_schema: str | None = None,
     ) -> Dataset: ...
     @staticmethod
     def ipc_file(paths: str | Sequence[str]) -> Dataset: ...

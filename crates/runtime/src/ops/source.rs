@@ -196,11 +196,11 @@ pub fn avro_source(plan: &Plan, desc: &SourceDesc, schema: SchemaRef, ctx: &Exec
     let reader: BoxReader = match desc {
         SourceDesc::Files {
             files,
-            format: format @ FileFormat::Avro(AvroFormat { shuffle_blocks: Some(order), .. }),
+            format: format @ FileFormat::Avro(avro @ AvroFormat { shuffle_blocks: Some(order), .. }),
         } => {
             let seed = ctx.seed(plan, order.seed, true);
-            let chunk_rows = ctx.options.read().chunk_rows;
-            Box::new(ShuffledBlocksReader::open(files, &format.output_spec()?, seed, chunk_rows)?)
+            let (spec, chunk_rows) = (format.output_spec()?, ctx.options.read().chunk_rows);
+            Box::new(ShuffledBlocksReader::open(files, &spec, avro.reader_schema.as_deref(), seed, chunk_rows)?)
         }
         _ => flumen_sources::open_source(desc, ctx.options.read())?,
     };

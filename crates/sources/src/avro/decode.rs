@@ -14,13 +14,16 @@ use arrow::datatypes::{DataType, Float32Type, Float64Type, Int32Type, Int64Type,
 use flumen_ir::{ElementSpec, FieldKind, FieldSpec};
 
 use super::binary::{Bad, Input};
-use super::schema::Type;
+use super::schema::{ReaderField, Type};
 
 /// Decodes records of one writer schema into chunks of an element spec.
 #[derive(Debug, Clone)]
 pub struct Decoder {
     /// Each writer field's type and, when read, its column in the output.
     fields: Vec<(Type, Option<usize>)>,
+    /// Columns the writer schema lacks, filled from the reader schema's defaults: the
+    /// column, the default's type and its encoding.
+    defaults: Vec<(usize, Type, Vec<u8>)>,
     spec: ElementSpec,
     schema: SchemaRef,
 }
@@ -29,18 +32,52 @@ impl Decoder {
     /// A decoder of records of `writer` (a record schema) into chunks of `spec`, whose
     /// fields are some of the record's, in any order.
     pub fn new(writer: &Type, spec: &ElementSpec) -> Result<Decoder, String> {
+        Decoder::resolve(writer, None, spec)
+    }
+
+    /// A decoder of records of `writer` into chunks of `spec`, resolved against the fields
+    /// of a reader schema when there is one (Avro's schema resolution): each spec field is
+    /// read from the writer field of its name or of one of the reader field's aliases,
+    /// promoted where the types differ (int to long, float or double; long to float or
+    /// double; float to double; string and bytes either way), and filled from the reader
+    /// field's default where the writer has neither.
+    pub fn resolve(writer: &Type, reader: Option<&[ReaderField]>, spec: &ElementSpec) -> Result<Decoder, String> {
         let Type::Record(fields) = writer else { return Err("the schema is not a record".into()) };
-        let mut out = Vec::with_capacity(fields.len());
-        for (name, t) in fields {
-            out.push((t.clone(), spec.fields.iter().position(|f| &f.name == name)));
-        }
-        for f in &spec.fields {
-            let Some((_, t)) = fields.iter().find(|(name, _)| name == &f.name) else {
-                return Err(format!("the file has no field {:?}", f.name));
+        let mut columns: Vec<Option<usize>> = vec![None; fields.len()];
+        let mut defaults = Vec::new();
+        for (c, f) in spec.fields.iter().enumerate() {
+            let field = match reader {
+                Some(reader) => Some(
+                    reader
+                        .iter()
+                        .find(|r| r.name == f.name)
+                        .ok_or_else(|| format!("the reader schema has no field {:?}", f.name))?,
+                ),
+                None => None,
             };
-            fits(f, t).map_err(|why| format!("field {:?}: {why}", f.name))?;
+            let aliases = field.map(|r| r.aliases.as_slice()).unwrap_or_default();
+            let names = std::iter::once(&f.name).chain(aliases);
+            let found = names.filter_map(|n| fields.iter().position(|(w, _)| w == n)).next();
+            match (found, field.and_then(|r| r.default.as_ref().map(|d| (&r.t, d)))) {
+                (Some(i), _) => {
+                    if columns[i].is_some() {
+                        return Err(format!("two fields would be read from the file's field {:?}", fields[i].0));
+                    }
+                    fits(f, &fields[i].1).map_err(|why| format!("field {:?}: {why}", f.name))?;
+                    columns[i] = Some(c);
+                }
+                (None, Some((t, default))) => {
+                    fits(f, t).map_err(|why| format!("field {:?}: {why}", f.name))?;
+                    defaults.push((c, t.clone(), default.clone()));
+                }
+                (None, None) if reader.is_some() => {
+                    return Err(format!("the file has no field {:?} and the reader schema gives it no default", f.name))
+                }
+                (None, None) => return Err(format!("the file has no field {:?}", f.name)),
+            }
         }
-        Ok(Decoder { fields: out, spec: spec.clone(), schema: spec.arrow_schema() })
+        let fields = fields.iter().zip(columns).map(|((_, t), c)| (t.clone(), c)).collect();
+        Ok(Decoder { fields, defaults, spec: spec.clone(), schema: spec.arrow_schema() })
     }
 
     /// The Arrow schema of the chunks.
@@ -84,6 +121,13 @@ impl Decoder {
                     again.fixed(start).expect("the record starts within the block");
                     let walkable = self.walk(&mut again).is_ok();
                     return Err(Failure::at(record, bad, walkable));
+                }
+            }
+            for (c, t, default) in &self.defaults {
+                let filled = columns.builders[*c].append(t, &mut Input::new(default));
+                if let Err(bad) = filled {
+                    columns.truncate();
+                    return Err(Failure::at(record, bad, true));
                 }
             }
             columns.rows += 1;
@@ -165,6 +209,8 @@ impl Columns {
 struct Builder {
     nulls: NullBufferBuilder,
     values: Values,
+    /// A string column: bytes promoted into it are checked to be UTF-8.
+    utf8: bool,
 }
 
 enum Values {
@@ -204,7 +250,7 @@ impl Builder {
         let values = Builder::of(&field.dtype.to_arrow());
         let indices = vec![Vec::new(); field.shape.len()];
         let sparse = Sparse { shape: field.shape.clone(), entries: vec![0], coords: Vec::new(), values, indices };
-        Builder { nulls: NullBufferBuilder::new(0), values: Values::Sparse(Box::new(sparse)) }
+        Builder { nulls: NullBufferBuilder::new(0), values: Values::Sparse(Box::new(sparse)), utf8: false }
     }
 
     fn of(dt: &DataType) -> Builder {
@@ -219,7 +265,7 @@ impl Builder {
             // Utf8 and Binary: the schema mapping gives nothing else.
             _ => Values::Bytes(vec![0], Vec::new()),
         };
-        Builder { nulls: NullBufferBuilder::new(0), values }
+        Builder { nulls: NullBufferBuilder::new(0), values, utf8: *dt == DataType::Utf8 }
     }
 
     /// Decodes one value of `t` from `input` into this column.
@@ -245,12 +291,22 @@ impl Builder {
             (Values::Int64(v), Type::Long) => v.push(input.long()?),
             (Values::Float32(v), Type::Float) => v.push(input.float()?),
             (Values::Float64(v), Type::Double) => v.push(input.double()?),
+            (Values::Int64(v), Type::Int) => v.push(i64::from(input.int()?)),
+            (Values::Float32(v), Type::Int) => v.push(input.int()? as f32),
+            (Values::Float32(v), Type::Long) => v.push(input.long()? as f32),
+            (Values::Float64(v), Type::Int) => v.push(f64::from(input.int()?)),
+            (Values::Float64(v), Type::Long) => v.push(input.long()? as f64),
+            (Values::Float64(v), Type::Float) => v.push(f64::from(input.float()?)),
             (Values::Bytes(offsets, data), Type::String) => {
                 data.extend_from_slice(input.string()?.as_bytes());
                 push_offset(offsets, data.len(), at)?;
             }
             (Values::Bytes(offsets, data), Type::Bytes) => {
-                data.extend_from_slice(input.bytes()?);
+                let bytes = input.bytes()?;
+                if self.utf8 && std::str::from_utf8(bytes).is_err() {
+                    return Err(Bad { at, what: "bytes read as a string are not UTF-8".into() });
+                }
+                data.extend_from_slice(bytes);
                 push_offset(offsets, data.len(), at)?;
             }
             (Values::Bytes(offsets, data), Type::Fixed(n)) => {
@@ -484,6 +540,12 @@ fn fits(field: &FieldSpec, t: &Type) -> Result<(), String> {
         | (flumen_ir::DType::Float64, Type::Double)
         | (flumen_ir::DType::Utf8, Type::String | Type::Enum(_))
         | (flumen_ir::DType::Binary, Type::Bytes | Type::Fixed(_)) => Ok(()),
+        // Avro's promotions.
+        (flumen_ir::DType::Int64, Type::Int)
+        | (flumen_ir::DType::Float32, Type::Int | Type::Long)
+        | (flumen_ir::DType::Float64, Type::Int | Type::Long | Type::Float)
+        | (flumen_ir::DType::Utf8, Type::Bytes)
+        | (flumen_ir::DType::Binary, Type::String) => Ok(()),
         (dtype, other) => Err(format!("{} values cannot be read from Avro {other:?}", dtype.name())),
     };
     if field.kind == FieldKind::Sparse {

@@ -203,7 +203,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), Codec::Deflate, 60);
         let path = dir.path().join("deflate.avro").to_str().unwrap().to_string();
-        let whole = check_resume(7, |rows| Box::new(AvroReader::open(&path, &small_spec(), None, rows).unwrap()));
+        let whole = check_resume(7, |rows| Box::new(AvroReader::open(&path, &small_spec(), None, None, rows).unwrap()));
         assert_eq!(ids(&whole), vec![Ok((0..60).collect::<Vec<i64>>())]);
         // Block by block, the same rows.
         let blocks = block_count(&path).unwrap();
@@ -211,7 +211,7 @@ mod tests {
         let mut by_block = Vec::new();
         for b in 0..blocks {
             let outcomes =
-                check_resume(5, |rows| Box::new(AvroReader::open(&path, &small_spec(), Some(b), rows).unwrap()));
+                check_resume(5, |rows| Box::new(AvroReader::open(&path, &small_spec(), None, Some(b), rows).unwrap()));
             for got in ids(&outcomes) {
                 by_block.extend(got.unwrap());
             }
@@ -233,7 +233,8 @@ mod tests {
         bad[third - 1] ^= 0xff;
         let path = dir.path().join("bad.avro").to_str().unwrap().to_string();
         std::fs::write(&path, &bad).unwrap();
-        let got = ids(&check_resume(4, |rows| Box::new(AvroReader::open(&path, &small_spec(), None, rows).unwrap())));
+        let got =
+            ids(&check_resume(4, |rows| Box::new(AvroReader::open(&path, &small_spec(), None, None, rows).unwrap())));
         let first_rows = got[0].clone().unwrap();
         let error = got[1].clone().unwrap_err();
         assert!(error.contains("bad.avro") && error.contains("block 1") && error.contains("sync marker"), "{error}");
@@ -252,8 +253,9 @@ mod tests {
         let file = write(dir.path(), Codec::Deflate, 60);
         let path = dir.path().join("deflate.avro").to_str().unwrap().to_string();
         for rows in [1, 7, 1000] {
-            let got =
-                check_described(rows, |rows| Box::new(AvroReader::open(&path, &small_spec(), None, rows).unwrap()));
+            let got = check_described(rows, |rows| {
+                Box::new(AvroReader::open(&path, &small_spec(), None, None, rows).unwrap())
+            });
             assert_eq!(ids(&got), vec![Ok((0..60).collect::<Vec<i64>>())]);
         }
         // A broken sync marker and corrupt compressed data, each an error of its block.
@@ -268,8 +270,9 @@ mod tests {
         let path = dir.path().join("bad.avro").to_str().unwrap().to_string();
         std::fs::write(&path, &bad).unwrap();
         for rows in [3, 1000] {
-            let got =
-                check_described(rows, |rows| Box::new(AvroReader::open(&path, &small_spec(), None, rows).unwrap()));
+            let got = check_described(rows, |rows| {
+                Box::new(AvroReader::open(&path, &small_spec(), None, None, rows).unwrap())
+            });
             let errors: Vec<String> = ids(&got).into_iter().filter_map(|o| o.err()).collect();
             assert_eq!(errors.len(), 2, "{errors:?}");
             assert!(errors[0].contains("block 1") && errors[0].contains("sync marker"), "{errors:?}");
@@ -291,7 +294,7 @@ mod tests {
         ])
         .unwrap();
         for rows in [2, 1000] {
-            let got = check_described(rows, |rows| Box::new(AvroReader::open(&path, &spec, None, rows).unwrap()));
+            let got = check_described(rows, |rows| Box::new(AvroReader::open(&path, &spec, None, None, rows).unwrap()));
             let outcomes = ids(&got);
             let kept: Vec<i64> = outcomes.iter().filter_map(|o| o.as_ref().ok()).flatten().copied().collect();
             assert_eq!(kept, (0..60).filter(|i| i % 4 == 2).collect::<Vec<i64>>());
@@ -314,7 +317,7 @@ mod tests {
             paths.push(path.to_str().unwrap().to_string());
         }
         let open = |seed: u64, rows: usize| -> crate::reader::BoxReader {
-            Box::new(ShuffledBlocksReader::open(&paths, &small_spec(), seed, rows).unwrap())
+            Box::new(ShuffledBlocksReader::open(&paths, &small_spec(), None, seed, rows).unwrap())
         };
         let order = |seed: u64| -> Vec<i64> {
             ids(&check_resume(4, |rows| open(seed, rows))).into_iter().flat_map(|o| o.unwrap()).collect()

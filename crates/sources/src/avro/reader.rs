@@ -56,17 +56,27 @@ impl std::ops::Deref for Contents {
 
 /// The element spec of the Avro file `path` (read when a dataset is built, so that plans
 /// type-check without decoding data): `features` where given (ATDS's feature specs: fixed
-/// shapes from arrays, sparse tensors from records of `indices0..` and `values`), checked
-/// against the writer schema; otherwise what the writer schema gives.
-pub fn avro_spec(path: &str, features: Option<&ElementSpec>) -> Result<ElementSpec> {
+/// shapes from arrays, sparse tensors from records of `indices0..` and `values`), otherwise
+/// what the reader schema gives, or else the file's writer schema; checked to resolve
+/// against the file's writer schema.
+pub fn avro_spec(path: &str, features: Option<&ElementSpec>, reader_schema: Option<&str>) -> Result<ElementSpec> {
     let file = contents(path)?;
     let h = header(&file).map_err(|b| Error::data(Location::new(path, format!("byte {}", b.at)), b.what))?;
-    let schema = parse(&h.schema).map_err(|e| Error::data(Location::new(path, "header"), e))?;
     let bad = |e: String| Error::data(Location::new(path, "header"), e);
-    match features {
-        Some(spec) => Decoder::new(&schema, spec).map(|_| spec.clone()).map_err(bad),
-        None => element_spec(&schema).map_err(bad),
-    }
+    let writer = parse(&h.schema).map_err(bad)?;
+    let reader = reader_schema
+        .map(super::schema::reader_schema)
+        .transpose()
+        .map_err(|e| Error::plan("avro", format!("the reader schema: {e}")))?;
+    let spec = match (features, &reader) {
+        (Some(spec), _) => spec.clone(),
+        (None, Some((record, _))) => {
+            element_spec(record).map_err(|e| Error::plan("avro", format!("the reader schema: {e}")))?
+        }
+        (None, None) => element_spec(&writer).map_err(bad)?,
+    };
+    Decoder::resolve(&writer, reader.as_ref().map(|(_, fields)| fields.as_slice()), &spec).map_err(bad)?;
+    Ok(spec)
 }
 
 /// The number of blocks of the Avro file `path` (its units of parallel reading), found by
@@ -129,12 +139,22 @@ pub struct AvroReader {
 
 impl AvroReader {
     /// Opens `path` to read the fields of `spec` (some of the file's, any order) in chunks
-    /// of at most `chunk_rows` rows; `block` reads that block only.
-    pub fn open(path: &str, spec: &ElementSpec, block: Option<usize>, chunk_rows: usize) -> Result<Self> {
+    /// of at most `chunk_rows` rows, resolved against `reader_schema` (JSON) when given;
+    /// `block` reads that block only.
+    pub fn open(
+        path: &str,
+        spec: &ElementSpec,
+        reader_schema: Option<&str>,
+        block: Option<usize>,
+        chunk_rows: usize,
+    ) -> Result<Self> {
         let file = contents(path)?;
         let h = header(&file).map_err(|b| Error::data(Location::new(path, format!("byte {}", b.at)), b.what))?;
-        let schema = parse(&h.schema).map_err(|e| Error::data(Location::new(path, "header"), e))?;
-        let decoder = Decoder::new(&schema, spec).map_err(|e| Error::data(Location::new(path, "header"), e))?;
+        let bad = |e: String| Error::data(Location::new(path, "header"), e);
+        let schema = parse(&h.schema).map_err(bad)?;
+        let reader = reader_schema.map(super::schema::reader_schema).transpose().map_err(bad)?;
+        let decoder =
+            Decoder::resolve(&schema, reader.as_ref().map(|(_, fields)| fields.as_slice()), spec).map_err(bad)?;
         let blocks = match block {
             Some(b) => b..b + 1,
             None => 0..usize::MAX,

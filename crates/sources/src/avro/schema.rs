@@ -164,6 +164,102 @@ impl Type {
     }
 }
 
+/// A field of a reader schema's record: its name, the other names it may have in a writer
+/// schema (its `aliases`), its type and the binary encoding of its `default`, for files
+/// whose writer schema lacks it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReaderField {
+    /// The field's name.
+    pub name: String,
+    /// Its aliases.
+    pub aliases: Vec<String>,
+    /// Its type.
+    pub t: Type,
+    /// Its default value, encoded as a value of `t`.
+    pub default: Option<Vec<u8>>,
+}
+
+/// The record type and the fields of the reader schema `json` (Avro's schema resolution:
+/// files are read as this schema says, whatever schema they were written with).
+pub fn reader_schema(json: &str) -> Result<(Type, Vec<ReaderField>), String> {
+    let record = parse(json)?;
+    let Type::Record(types) = &record else { return Err("the reader schema is not a record".into()) };
+    let value: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    let fields = value.get("fields").and_then(Value::as_array).ok_or("a record without \"fields\"")?;
+    let mut out = Vec::with_capacity(types.len());
+    for ((name, t), field) in types.iter().zip(fields) {
+        let aliases = match field.get("aliases") {
+            None => Vec::new(),
+            Some(Value::Array(names)) => names
+                .iter()
+                .map(|a| a.as_str().map(str::to_string).ok_or(format!("field {name:?}: an alias is not a string")))
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(format!("field {name:?}: aliases are not a list")),
+        };
+        let default = match field.get("default") {
+            None => None,
+            Some(v) => Some(encode_default(t, v).map_err(|e| format!("field {name:?}: its default {v}: {e}"))?),
+        };
+        out.push(ReaderField { name: name.clone(), aliases, t: t.clone(), default });
+    }
+    Ok((record, out))
+}
+
+/// The binary encoding of the JSON default `value` of a field of type `t`, as the Avro
+/// specification writes defaults: a union's is of its first branch, bytes and fixed are
+/// strings of code points 0..=255, an enum's is its symbol.
+fn encode_default(t: &Type, value: &Value) -> Result<Vec<u8>, String> {
+    use super::binary::{put_bytes, put_long};
+    let mut out = Vec::new();
+    let wrong = || format!("not a value of Avro {t:?}");
+    match (t, value) {
+        (Type::Null, Value::Null) => {}
+        (Type::Boolean, Value::Bool(b)) => out.push(u8::from(*b)),
+        (Type::Int | Type::Long, Value::Number(n)) => {
+            let n = n.as_i64().ok_or_else(wrong)?;
+            if *t == Type::Int && i32::try_from(n).is_err() {
+                return Err(wrong());
+            }
+            put_long(&mut out, n);
+        }
+        (Type::Float, Value::Number(n)) => out.extend((n.as_f64().ok_or_else(wrong)? as f32).to_le_bytes()),
+        (Type::Double, Value::Number(n)) => out.extend(n.as_f64().ok_or_else(wrong)?.to_le_bytes()),
+        (Type::String, Value::String(s)) => put_bytes(&mut out, s.as_bytes()),
+        (Type::Bytes | Type::Fixed(_), Value::String(s)) => {
+            let bytes =
+                s.chars().map(|c| u8::try_from(u32::from(c)).map_err(|_| wrong())).collect::<Result<Vec<u8>, _>>()?;
+            match t {
+                Type::Fixed(n) if bytes.len() != *n => return Err(wrong()),
+                Type::Fixed(_) => out.extend(bytes),
+                _ => put_bytes(&mut out, &bytes),
+            }
+        }
+        (Type::Enum(symbols), Value::String(s)) => {
+            put_long(&mut out, symbols.iter().position(|x| x == s).ok_or_else(wrong)? as i64)
+        }
+        (Type::Array(item), Value::Array(items)) => {
+            if !items.is_empty() {
+                put_long(&mut out, items.len() as i64);
+                for v in items {
+                    out.extend(encode_default(item, v)?);
+                }
+            }
+            put_long(&mut out, 0);
+        }
+        (Type::Record(fields), Value::Object(o)) => {
+            for (name, t) in fields {
+                out.extend(encode_default(t, o.get(name).ok_or_else(|| format!("no value for {name:?}"))?)?);
+            }
+        }
+        (Type::Union(branches), v) => {
+            put_long(&mut out, 0);
+            out.extend(encode_default(branches.first().ok_or_else(wrong)?, v)?);
+        }
+        _ => return Err(wrong()),
+    }
+    Ok(out)
+}
+
 /// The element spec of a file whose schema is `schema`: one field per record field.
 pub fn element_spec(schema: &Type) -> Result<ElementSpec, String> {
     let Type::Record(fields) = schema else { return Err("the schema is not a record".into()) };
@@ -242,5 +338,35 @@ mod tests {
         assert!(parse("{").unwrap_err().contains("not JSON"));
         let list = r#"{"type":"record","name":"node","fields":[{"name":"next","type":["null","node"]}]}"#;
         assert!(parse(list).unwrap_err().contains("recursive type \"node\""));
+    }
+
+    #[test]
+    fn reader_schema_defaults_are_encoded_as_their_types_say() {
+        let (_, fields) = reader_schema(
+            r#"{"type":"record","name":"r","fields":[
+                {"name":"a","type":["null","long"],"default":null},
+                {"name":"b","type":{"type":"array","items":"int"},"default":[1,2],"aliases":["old_b"]},
+                {"name":"c","type":"bytes","default":"\u00ff"},
+                {"name":"d","type":{"type":"enum","name":"e","symbols":["x","y"]},"default":"y"},
+                {"name":"f","type":"float","default":1.5},
+                {"name":"g","type":"string"}]}"#,
+        )
+        .unwrap();
+        let defaults: Vec<Option<Vec<u8>>> = fields.iter().map(|f| f.default.clone()).collect();
+        assert_eq!(
+            defaults,
+            vec![
+                Some(vec![0]),
+                Some(vec![4, 2, 4, 0]),
+                Some(vec![2, 0xff]),
+                Some(vec![2]),
+                Some(1.5f32.to_le_bytes().to_vec()),
+                None
+            ]
+        );
+        assert_eq!(fields[1].aliases, vec!["old_b".to_string()]);
+        let bad = reader_schema(r#"{"type":"record","name":"r","fields":[{"name":"n","type":"int","default":"x"}]}"#);
+        assert!(bad.unwrap_err().contains("field \"n\""));
+        assert!(reader_schema(r#""long""#).unwrap_err().contains("not a record"));
     }
 }

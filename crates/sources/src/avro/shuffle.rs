@@ -53,12 +53,19 @@ pub struct ShuffledBlocksReader {
 }
 
 impl ShuffledBlocksReader {
-    /// Opens `files` to read the fields of `spec`, their blocks in the order `seed` draws,
-    /// in chunks of at most `chunk_rows` rows. A file that cannot be opened is an error here.
-    pub fn open(files: &[String], spec: &ElementSpec, seed: u64, chunk_rows: usize) -> Result<Self> {
+    /// Opens `files` to read the fields of `spec` (resolved against `reader_schema` when
+    /// given), their blocks in the order `seed` draws, in chunks of at most `chunk_rows`
+    /// rows. A file that cannot be opened is an error here.
+    pub fn open(
+        files: &[String],
+        spec: &ElementSpec,
+        reader_schema: Option<&str>,
+        seed: u64,
+        chunk_rows: usize,
+    ) -> Result<Self> {
         let (mut sources, mut units) = (Vec::with_capacity(files.len()), Vec::new());
         for (i, path) in files.iter().enumerate() {
-            let mut reader = AvroReader::open(path, spec, None, usize::MAX)?;
+            let mut reader = AvroReader::open(path, spec, reader_schema, None, usize::MAX)?;
             loop {
                 match reader.describe(1, usize::MAX, false) {
                     Ok(Some(run)) => units.extend(run.blocks.iter().map(|b| Unit::Block(i, b.clone()))),
