@@ -859,3 +859,58 @@ fn avro_files_of_different_writer_schemas_read_as_one_reader_schema() {
     let err = Dataset::avro(&[old.as_str()], AvroOptions::default().with_reader_schema(narrowing)).unwrap_err();
     assert!(err.to_string().contains("old.avro") && err.to_string().contains("x_old"), "{err}");
 }
+
+#[test]
+fn avro_nested_records_read_as_flattened_fields_and_maps_as_keys_and_values() {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{Float64Type, Int64Type};
+    use flumen::crates::sources::avro::container::Codec;
+    use flumen::crates::sources::avro::writer::{AvroWriter, Datum};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested.avro").to_str().unwrap().to_string();
+    let schema = r#"{"type":"record","name":"r","fields":[
+        {"name":"id","type":"long"},
+        {"name":"user","type":{"type":"record","name":"u","fields":[
+            {"name":"age","type":"int"},{"name":"score","type":"double"},{"name":"note","type":"string"}]}},
+        {"name":"counts","type":{"type":"map","values":"long"}}]}"#;
+    let mut w = AvroWriter::create(&path, schema, Codec::Deflate).unwrap().with_block_bytes(64);
+    for i in 0..9i64 {
+        // A map is encoded as an array of (key, value) records.
+        let counts = (0..i % 3).map(|k| Datum::Record(vec![Datum::String(format!("k{k}")), Datum::Long(i * 10 + k)]));
+        let user = Datum::Record(vec![
+            Datum::Int(i as i32 + 20),
+            Datum::Double(i as f64 / 4.0),
+            Datum::String(format!("u{i}")),
+        ]);
+        w.append(&Datum::Record(vec![Datum::Long(i), user, Datum::Array(counts.collect())])).unwrap();
+    }
+    w.finish().unwrap();
+    let ds = Dataset::avro(&[path.as_str()], AvroOptions::default()).unwrap();
+    assert_eq!(
+        ds.element_spec().to_string(),
+        "{id: int64[], user.age: int32[], user.score: float64[], user.note: string[], counts.keys: ragged string[?], counts.values: ragged int64[?]}"
+    );
+    // Reading some of them: a nested field promoted by the features, the map's values alone.
+    let features = ElementSpec::new(vec![
+        FieldSpec::scalar("user.score", DType::Float64),
+        FieldSpec::scalar("user.age", DType::Int64),
+        FieldSpec::ragged("counts.values", DType::Int64, vec![-1]),
+    ])
+    .unwrap();
+    let ds = Dataset::avro(&[path.as_str()], AvroOptions::default().with_features(features)).unwrap();
+    let chunk = ds
+        .iter_chunks()
+        .map(|c| c.unwrap())
+        .reduce(|a, b| arrow::compute::concat_batches(&a.schema(), &[a.clone(), b]).unwrap())
+        .unwrap();
+    let scores: Vec<f64> = chunk.column(0).as_primitive::<Float64Type>().values().to_vec();
+    assert_eq!(scores, (0..9).map(|i| i as f64 / 4.0).collect::<Vec<_>>());
+    let ages: Vec<i64> = chunk.column(1).as_primitive::<Int64Type>().values().to_vec();
+    assert_eq!(ages, (20..29).collect::<Vec<i64>>());
+    let values = chunk.column(2).as_list::<i32>();
+    for i in 0..9usize {
+        let got = values.value(i).as_primitive::<Int64Type>().values().to_vec();
+        assert_eq!(got, (0..i as i64 % 3).map(|k| i as i64 * 10 + k).collect::<Vec<_>>(), "row {i}");
+    }
+    assert_eq!(values.len(), 9);
+}

@@ -19,8 +19,8 @@ use super::schema::{ReaderField, Type};
 /// Decodes records of one writer schema into chunks of an element spec.
 #[derive(Debug, Clone)]
 pub struct Decoder {
-    /// Each writer field's type and, when read, its column in the output.
-    fields: Vec<(Type, Option<usize>)>,
+    /// Each writer field's type and where its values go.
+    fields: Vec<(Type, Target)>,
     /// Columns the writer schema lacks, filled from the reader schema's defaults: the
     /// column, the default's type and its encoding.
     defaults: Vec<(usize, Type, Vec<u8>)>,
@@ -43,7 +43,9 @@ impl Decoder {
     /// field's default where the writer has neither.
     pub fn resolve(writer: &Type, reader: Option<&[ReaderField]>, spec: &ElementSpec) -> Result<Decoder, String> {
         let Type::Record(fields) = writer else { return Err("the schema is not a record".into()) };
-        let mut columns: Vec<Option<usize>> = vec![None; fields.len()];
+        // Each spec field's name in the writer schema: its own, or the first of its
+        // aliases the writer has (aliases name top-level fields).
+        let mut names = Vec::with_capacity(spec.fields.len());
         let mut defaults = Vec::new();
         for (c, f) in spec.fields.iter().enumerate() {
             let field = match reader {
@@ -56,19 +58,13 @@ impl Decoder {
                 None => None,
             };
             let aliases = field.map(|r| r.aliases.as_slice()).unwrap_or_default();
-            let names = std::iter::once(&f.name).chain(aliases);
-            let found = names.filter_map(|n| fields.iter().position(|(w, _)| w == n)).next();
-            match (found, field.and_then(|r| r.default.as_ref().map(|d| (&r.t, d)))) {
-                (Some(i), _) => {
-                    if columns[i].is_some() {
-                        return Err(format!("two fields would be read from the file's field {:?}", fields[i].0));
-                    }
-                    fits(f, &fields[i].1).map_err(|why| format!("field {:?}: {why}", f.name))?;
-                    columns[i] = Some(c);
-                }
+            let writer_name = std::iter::once(&f.name).chain(aliases).find(|n| has_path(fields, n));
+            match (writer_name, field.and_then(|r| r.default.as_ref().map(|d| (&r.t, d)))) {
+                (Some(name), _) => names.push(Some(name.clone())),
                 (None, Some((t, default))) => {
                     fits(f, t).map_err(|why| format!("field {:?}: {why}", f.name))?;
                     defaults.push((c, t.clone(), default.clone()));
+                    names.push(None);
                 }
                 (None, None) if reader.is_some() => {
                     return Err(format!("the file has no field {:?} and the reader schema gives it no default", f.name))
@@ -76,7 +72,16 @@ impl Decoder {
                 (None, None) => return Err(format!("the file has no field {:?}", f.name)),
             }
         }
-        let fields = fields.iter().zip(columns).map(|((_, t), c)| (t.clone(), c)).collect();
+        let column = |name: &str| names.iter().position(|n| n.as_deref() == Some(name));
+        let mut found = vec![false; spec.fields.len()];
+        let fields = fields
+            .iter()
+            .map(|(name, t)| Ok((t.clone(), target(name, t, spec, &column, &mut found)?)))
+            .collect::<Result<Vec<_>, String>>()?;
+        if let Some(c) = names.iter().zip(&found).position(|(n, found)| n.is_some() && !found) {
+            let name = names[c].as_deref().unwrap_or_default();
+            return Err(format!("the file's field {name:?} cannot be read as {:?}", spec.fields[c].name));
+        }
         Ok(Decoder { fields, defaults, spec: spec.clone(), schema: spec.arrow_schema() })
     }
 
@@ -108,12 +113,8 @@ impl Decoder {
         }
         for record in from..to {
             let start = input.position();
-            for (t, column) in &self.fields {
-                let done = match column {
-                    Some(c) => columns.builders[*c].append(t, &mut input),
-                    None => skip(t, &mut input),
-                };
-                if let Err(bad) = done {
+            for (t, target) in &self.fields {
+                if let Err(bad) = read(t, target, &mut columns.builders, &mut input) {
                     columns.truncate();
                     // A record whose values do not fit the spec but whose bytes are whole
                     // can be walked over: reading goes on at the next one.
@@ -162,6 +163,104 @@ impl Decoder {
         let mut columns = self.columns();
         self.append(&mut columns, data, count, 0, count).map_err(|f| f.bad)?;
         Ok(self.finish(columns))
+    }
+}
+
+/// Where a writer field's values go: nowhere (walked over), a column, the columns of a
+/// nested record's fields (read as flattened names, `parent.child`), or a map's keys and
+/// values columns (`map.keys`, `map.values`: a list of each per element).
+#[derive(Debug, Clone)]
+enum Target {
+    Skip,
+    Column(usize),
+    Record(Vec<Target>),
+    Map { keys: Option<usize>, values: Option<usize> },
+}
+
+/// Whether the writer `fields` have the (dotted) field `name`: a field, a nested record's
+/// field, or a map's `keys` or `values`.
+fn has_path(fields: &[(String, Type)], name: &str) -> bool {
+    fields.iter().any(|(n, t)| {
+        n == name
+            || name.strip_prefix(n.as_str()).and_then(|rest| rest.strip_prefix('.')).is_some_and(|rest| match t {
+                Type::Record(inner) => has_path(inner, rest),
+                Type::Map(_) => rest == "keys" || rest == "values",
+                _ => false,
+            })
+    })
+}
+
+/// The target of the writer field `name` of type `t`: the spec column `column(name)` reads
+/// it, checked to fit, or its parts when it is a record or a map; `found` marks the columns
+/// given a field.
+fn target(
+    name: &str,
+    t: &Type,
+    spec: &ElementSpec,
+    column: &dyn Fn(&str) -> Option<usize>,
+    found: &mut [bool],
+) -> Result<Target, String> {
+    let mut take = |c: usize, t: &Type| -> Result<usize, String> {
+        let f = &spec.fields[c];
+        fits(f, t).map_err(|why| format!("field {:?}: {why}", f.name))?;
+        if std::mem::replace(&mut found[c], true) {
+            return Err(format!("two of the file's fields would be read as {:?}", f.name));
+        }
+        Ok(c)
+    };
+    if let Some(c) = column(name) {
+        return Ok(Target::Column(take(c, t)?));
+    }
+    Ok(match t {
+        Type::Record(fields) => {
+            let parts = fields
+                .iter()
+                .map(|(n, t)| target(&format!("{name}.{n}"), t, spec, column, found))
+                .collect::<Result<Vec<_>, _>>()?;
+            match parts.iter().all(|p| matches!(p, Target::Skip)) {
+                true => Target::Skip,
+                false => Target::Record(parts),
+            }
+        }
+        Type::Map(value) => {
+            let keys =
+                column(&format!("{name}.keys")).map(|c| take(c, &Type::Array(Box::new(Type::String)))).transpose()?;
+            let values = column(&format!("{name}.values")).map(|c| take(c, &Type::Array(value.clone()))).transpose()?;
+            match (keys, values) {
+                (None, None) => Target::Skip,
+                (keys, values) => Target::Map { keys, values },
+            }
+        }
+        _ => Target::Skip,
+    })
+}
+
+/// Reads one value of the writer type `t` into the columns `target` says.
+fn read(t: &Type, target: &Target, builders: &mut [Builder], input: &mut Input) -> Result<(), Bad> {
+    match (target, t) {
+        (Target::Skip, _) => skip(t, input),
+        (Target::Column(c), _) => builders[*c].append(t, input),
+        (Target::Record(parts), Type::Record(fields)) => {
+            fields.iter().zip(parts).try_for_each(|((_, t), part)| read(t, part, builders, input))
+        }
+        (Target::Map { keys, values }, Type::Map(value)) => {
+            let at = input.position();
+            let n = each_block(input, |input, count| {
+                for _ in 0..count {
+                    match keys {
+                        Some(k) => builders[*k].list_item(&Type::String, input)?,
+                        None => drop(input.bytes()?),
+                    }
+                    match values {
+                        Some(v) => builders[*v].list_item(value, input)?,
+                        None => skip(value, input)?,
+                    }
+                }
+                Ok(())
+            })?;
+            [keys, values].into_iter().flatten().try_for_each(|c| builders[*c].end_list(n, at))
+        }
+        (target, t) => unreachable!("a target {target:?} for a value of {t:?}"),
     }
 }
 
@@ -371,6 +470,23 @@ impl Builder {
             _ => return (0..count).try_for_each(|_| self.append(t, input)),
         }
         self.nulls.append_n_non_nulls(count);
+        Ok(())
+    }
+
+    /// Appends one item of `t` to this list column's current list (a map's key or value).
+    fn list_item(&mut self, t: &Type, input: &mut Input) -> Result<(), Bad> {
+        match &mut self.values {
+            Values::List(_, items) => items.append(t, input),
+            _ => unreachable!("map keys and values are list columns"),
+        }
+    }
+
+    /// Ends this list column's current list, of `n` items.
+    fn end_list(&mut self, n: usize, at: usize) -> Result<(), Bad> {
+        let Values::List(offsets, _) = &mut self.values else { unreachable!("map keys and values are list columns") };
+        let last = *offsets.last().expect("offsets start at 0") as usize;
+        push_offset(offsets, last + n, at)?;
+        self.nulls.append_non_null();
         Ok(())
     }
 

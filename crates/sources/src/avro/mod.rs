@@ -88,9 +88,10 @@ mod tests {
             let file = write(dir.path(), codec, 100);
             let h = header(&file).unwrap();
             assert_eq!(h.codec, codec);
-            // Maps are not a supported field type yet: read the others.
+            // The map becomes two list fields.
             let full = parse(&h.schema).unwrap();
-            assert!(element_spec(&full).unwrap_err().contains("\"tags\""));
+            let names: Vec<String> = element_spec(&full).unwrap().fields.iter().map(|f| f.name.clone()).collect();
+            assert_eq!(names, ["id", "label", "tags.keys", "tags.values", "f", "name", "kind"]);
             let spec = ElementSpec::new(
                 vec![
                     ("id", flumen_ir::DType::Int64),

@@ -4,8 +4,10 @@
 //! Mapping: `boolean`, `int`, `long`, `float`, `double`, `string`, `bytes` to the dtype of
 //! that name (`int` is int32); `enum` to its symbol as a string; `fixed` to bytes; an array
 //! to a ragged field one dimension deeper (arrays of arrays nest); `["null", T]` (either
-//! order) to a nullable `T`. Other unions, maps and nested records are refused when the
-//! dataset is built, naming the field.
+//! order) to a nullable `T`. A nested record's fields become fields of their own, named
+//! `record.field` (flattened, recursively); a map becomes two list fields, `map.keys`
+//! (strings) and `map.values`. Other unions, nullable records and maps, and arrays of records
+//! or maps are refused when the dataset is built, naming the field.
 
 use std::collections::HashMap;
 
@@ -263,8 +265,37 @@ fn encode_default(t: &Type, value: &Value) -> Result<Vec<u8>, String> {
 /// The element spec of a file whose schema is `schema`: one field per record field.
 pub fn element_spec(schema: &Type) -> Result<ElementSpec, String> {
     let Type::Record(fields) = schema else { return Err("the schema is not a record".into()) };
-    let specs = fields.iter().map(|(name, t)| field_spec(name, t)).collect::<Result<Vec<_>, _>>()?;
+    let mut specs = Vec::with_capacity(fields.len());
+    for (name, t) in fields {
+        field_specs(name, t, &mut specs)?;
+    }
     ElementSpec::new(specs).map_err(|e| e.to_string())
+}
+
+/// The fields the record field `name` of type `t` gives: one, or for a nested record its
+/// fields' (named `name.field`, flattened), or for a map its keys and values as two lists
+/// (`name.keys`, strings, and `name.values`).
+fn field_specs(name: &str, t: &Type, out: &mut Vec<FieldSpec>) -> Result<(), String> {
+    match t.nullable() {
+        (Type::Record(fields), false) => {
+            for (inner, t) in fields {
+                field_specs(&format!("{name}.{inner}"), t, out)?;
+            }
+            Ok(())
+        }
+        (Type::Map(value), false) => {
+            out.push(FieldSpec::ragged(format!("{name}.keys"), DType::Utf8, vec![-1]));
+            out.push(field_spec(&format!("{name}.values"), &Type::Array(value.clone()))?);
+            Ok(())
+        }
+        (Type::Record(_) | Type::Map(_), true) => {
+            Err(format!("field {name:?}: a nullable nested record or map is not supported yet"))
+        }
+        _ => {
+            out.push(field_spec(name, t)?);
+            Ok(())
+        }
+    }
 }
 
 fn field_spec(name: &str, t: &Type) -> Result<FieldSpec, String> {
@@ -293,8 +324,8 @@ fn field_spec(name: &str, t: &Type) -> Result<FieldSpec, String> {
 
 fn describe(t: &Type) -> &'static str {
     match t {
-        Type::Map(_) => "map",
-        Type::Record(_) => "record (nested)",
+        Type::Map(_) => "map (in an array)",
+        Type::Record(_) => "record (in an array)",
         Type::Union(_) => "union (other than [\"null\", T])",
         Type::Null => "null",
         _ => "this",
@@ -327,10 +358,31 @@ mod tests {
     }
 
     #[test]
+    fn nested_records_flatten_and_maps_become_keys_and_values() {
+        let schema = parse(
+            r#"{"type":"record","name":"r","fields":[
+                {"name":"a","type":{"type":"record","name":"inner","fields":[
+                    {"name":"b","type":"long"},
+                    {"name":"deeper","type":{"type":"record","name":"d","fields":[{"name":"c","type":"string"}]}}]}},
+                {"name":"m","type":{"type":"map","values":{"type":"array","items":"float"}}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            element_spec(&schema).unwrap().to_string(),
+            "{a.b: int64[], a.deeper.c: string[], m.keys: ragged string[?], m.values: ragged float32[?, ?]}"
+        );
+    }
+
+    #[test]
     fn what_is_not_supported_is_named() {
-        let map =
-            parse(r#"{"type":"record","name":"r","fields":[{"name":"m","type":{"type":"map","values":"long"}}]}"#);
-        assert!(element_spec(&map.unwrap()).unwrap_err().contains("field \"m\": Avro type map"));
+        let maps = parse(
+            r#"{"type":"record","name":"r","fields":[{"name":"m","type":{"type":"array","items":{"type":"map","values":"long"}}}]}"#,
+        );
+        assert!(element_spec(&maps.unwrap()).unwrap_err().contains("field \"m\": Avro type map (in an array)"));
+        let nullable = parse(
+            r#"{"type":"record","name":"r","fields":[{"name":"m","type":["null",{"type":"map","values":"long"}]}]}"#,
+        );
+        assert!(element_spec(&nullable.unwrap()).unwrap_err().contains("nullable nested record or map"));
         assert!(element_spec(&parse(r#""long""#).unwrap()).unwrap_err().contains("not a record"));
         assert!(parse(r#"{"type":"record","name":"r","fields":[{"name":"a","type":"nope"}]}"#)
             .unwrap_err()
