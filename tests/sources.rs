@@ -728,7 +728,7 @@ fn avro_blocks_decode_on_the_pool_in_order_and_resume_exactly() {
         let loose = ds.with_options(options.with_deterministic(false));
         let mut got: Vec<i64> = loose.iter_chunks().flat_map(|c| ids(&c.unwrap())).collect();
         got.sort_unstable();
-        assert_eq!(got, want);
+        assert_eq!(got, want, "{threads} threads, batch {batch:?}, not deterministic");
     }
 }
 
@@ -913,4 +913,24 @@ fn avro_nested_records_read_as_flattened_fields_and_maps_as_keys_and_values() {
         assert_eq!(got, (0..i as i64 % 3).map(|k| i as i64 * 10 + k).collect::<Vec<_>>(), "row {i}");
     }
     assert_eq!(values.len(), 9);
+}
+
+#[test]
+fn avro_reads_under_shard_cache_and_snapshot_as_any_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = avro_files(dir.path(), 2, 90);
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let want: Vec<i64> = (0..2).flat_map(|f| (0..90).map(move |i| f * 1000 + i)).collect();
+    let options = Options::default().with_threads(2).with_chunk_rows(16);
+    let ds = Dataset::avro(&refs, AvroOptions::default()).unwrap().with_options(options);
+    let mut sharded: Vec<i64> = (0..3).flat_map(|i| avro_ids(&ds.shard(3, i).unwrap())).collect();
+    sharded.sort_unstable();
+    assert_eq!(sharded, want, "three shards hold every record once");
+    let cached = ds.cache().unwrap();
+    assert_eq!(avro_ids(&cached), want);
+    assert_eq!(avro_ids(&cached), want, "the second pass from the cache");
+    let snapshots = dir.path().join("snap");
+    let snap = ds.snapshot(snapshots.to_str().unwrap(), SnapshotOptions::default()).unwrap();
+    assert_eq!(avro_ids(&snap), want, "the pass that writes the snapshot");
+    assert_eq!(avro_ids(&snap), want, "a pass that reads it");
 }

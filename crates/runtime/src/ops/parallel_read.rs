@@ -224,7 +224,12 @@ impl Operator for ParallelReadOp {
             }
             if self.runs.is_empty() {
                 self.cancel.check()?;
-                return Ok(None);
+                // Runs handed out whole (or of no rows) may have emptied the window before
+                // the reader's end: describe more.
+                match self.described_all {
+                    true => return Ok(None),
+                    false => continue,
+                }
             }
             self.cancel.check()?;
             // Runs are held, none is ready, and a worker is making the one wanted (top_up

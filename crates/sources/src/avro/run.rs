@@ -65,9 +65,13 @@ impl Run {
         for b in self.blocks.iter() {
             let (start, end) = (base, base + b.count);
             base = end;
-            // A run of no rows at a block's end still walks the block: it gives the error of
-            // bytes after its last record, if any.
-            if end < lo || start >= hi.max(lo + 1) {
+            // A block of no records in the window, and a run of no rows at a block's end
+            // (after a seek there), still walk the block: bytes after its last record are
+            // an error.
+            let overlaps = start < hi && end > lo;
+            let empty_inside = b.count == 0 && (lo..=hi).contains(&start);
+            let at_its_end = lo == hi && end == lo;
+            if !(overlaps || empty_inside || at_its_end) {
                 continue;
             }
             let (mut from, to) = (lo.saturating_sub(start), (hi - start).min(b.count));
