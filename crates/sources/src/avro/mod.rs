@@ -262,7 +262,7 @@ mod tests {
         // A broken sync marker and corrupt compressed data, each an error of its block.
         let h = header(&file).unwrap();
         let (_, second) = block(&file, h.data_start, &h.sync).unwrap().unwrap();
-        let (second_block, third) = block(&file, second, &h.sync).unwrap().unwrap();
+        let (_, third) = block(&file, second, &h.sync).unwrap().unwrap();
         let mut bad = file.clone();
         bad[third - 1] ^= 0xff;
         let (third_block, _) = block(&file, third, &h.sync).unwrap().unwrap();
