@@ -1,6 +1,6 @@
-//! A source whose reader describes its chunks ([`ChunkReader::next_deferred`]: Avro's runs of
-//! blocks) decoded on the pipeline's pool: the consumer's thread only walks block headers,
-//! and up to the parallelism knob's number of workers inflate and decode at once.
+//! A source whose reader describes its chunks (`ChunkReader::next_deferred`: Avro's runs
+//! of blocks) decoded on the pipeline's pool: the consumer's thread only walks block
+//! headers, and up to the parallelism knob's number of workers inflate and decode at once.
 //!
 //! Below a `batch`, runs are cut to whole batches (the read-and-batch fusion), so that the
 //! batch wraps each run's columns without copying them.
@@ -111,7 +111,7 @@ impl ParallelReadOp {
     }
 
     /// Cuts runs to whole batches of `batch_size` rows (the read-and-batch fusion), each
-    /// run the fewest batches that reach [`RUN_ROWS`] or `chunk_rows` rows, whichever is
+    /// run the fewest batches that reach 1,024 rows or `chunk_rows` rows, whichever is
     /// smaller: a batch above wraps each run without copying. Only a batch that straddles
     /// two files (or an error) is copied.
     pub fn in_batches_of(mut self, batch_size: usize, chunk_rows: usize) -> Self {
