@@ -934,3 +934,68 @@ fn avro_reads_under_shard_cache_and_snapshot_as_any_source() {
     assert_eq!(avro_ids(&snap), want, "the pass that writes the snapshot");
     assert_eq!(avro_ids(&snap), want, "a pass that reads it");
 }
+
+#[test]
+fn avro_logical_types_read_as_dates_times_and_timestamps() {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{
+        DataType, Date32Type, Int64Type, Time64MicrosecondType, TimeUnit, TimestampMicrosecondType,
+    };
+    use flumen::crates::sources::avro::container::Codec;
+    use flumen::crates::sources::avro::writer::{AvroWriter, Datum};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("logical.avro").to_str().unwrap().to_string();
+    let schema = r#"{"type":"record","name":"r","fields":[
+        {"name":"day","type":{"type":"int","logicalType":"date"}},
+        {"name":"clock","type":{"type":"int","logicalType":"time-millis"}},
+        {"name":"fine_clock","type":{"type":"long","logicalType":"time-micros"}},
+        {"name":"at","type":{"type":"long","logicalType":"timestamp-millis"}},
+        {"name":"fine_at","type":["null",{"type":"long","logicalType":"timestamp-micros"}]},
+        {"name":"price","type":{"type":"bytes","logicalType":"decimal","precision":9,"scale":2}},
+        {"name":"id","type":{"type":"string","logicalType":"uuid"}}]}"#;
+    let mut w = AvroWriter::create(&path, schema, Codec::Null).unwrap();
+    for i in 0..5i64 {
+        let fine_at = match i {
+            2 => Datum::Union(0, Box::new(Datum::Null)),
+            _ => Datum::Union(1, Box::new(Datum::Long(1_700_000_000_000_000 + i))),
+        };
+        w.append(&Datum::Record(vec![
+            Datum::Int(19_000 + i as i32),
+            Datum::Int(3_600_000 + i as i32),
+            Datum::Long(7_000_000 + i),
+            Datum::Long(1_700_000_000_000 + i),
+            fine_at,
+            Datum::Bytes(vec![0x01, i as u8]),
+            Datum::String(format!("00000000-0000-0000-0000-00000000000{i}")),
+        ]))
+        .unwrap();
+    }
+    w.finish().unwrap();
+    let ds = Dataset::avro(&[path.as_str()], AvroOptions::default()).unwrap();
+    assert_eq!(
+        ds.element_spec().to_string(),
+        "{day: date32[], clock: time64_us[], fine_clock: time64_us[], at: timestamp_us[], fine_at: timestamp_us[], price: bytes[], id: string[]}"
+    );
+    let chunk = ds.iter_chunks().next().unwrap().unwrap();
+    assert_eq!(chunk.column(0).data_type(), &DataType::Date32);
+    assert_eq!(chunk.column(3).data_type(), &DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())));
+    let days: Vec<i32> = chunk.column(0).as_primitive::<Date32Type>().values().to_vec();
+    assert_eq!(days, (19_000..19_005).collect::<Vec<i32>>());
+    let clock: Vec<i64> = chunk.column(1).as_primitive::<Time64MicrosecondType>().values().to_vec();
+    assert_eq!(clock, (0..5).map(|i| (3_600_000 + i) * 1000).collect::<Vec<i64>>(), "milliseconds scaled");
+    let fine_clock: Vec<i64> = chunk.column(2).as_primitive::<Time64MicrosecondType>().values().to_vec();
+    assert_eq!(fine_clock, (7_000_000..7_000_005).collect::<Vec<i64>>());
+    let at: Vec<i64> = chunk.column(3).as_primitive::<TimestampMicrosecondType>().values().to_vec();
+    assert_eq!(at, (0..5).map(|i| (1_700_000_000_000 + i) * 1000).collect::<Vec<i64>>());
+    let fine_at = chunk.column(4).as_primitive::<TimestampMicrosecondType>();
+    assert!(fine_at.is_null(2) && fine_at.value(4) == 1_700_000_000_000_004);
+    assert_eq!(chunk.column(5).as_binary::<i32>().value(3), &[0x01, 3]);
+    // A timestamp read raw as int64 where the features say so (microseconds: unscaled).
+    let raw = ElementSpec::new(vec![FieldSpec::scalar("fine_clock", DType::Int64)]).unwrap();
+    let ds = Dataset::avro(&[path.as_str()], AvroOptions::default().with_features(raw)).unwrap();
+    let chunk = ds.iter_chunks().next().unwrap().unwrap();
+    assert_eq!(chunk.column(0).as_primitive::<Int64Type>().value(1), 7_000_001);
+    // Milliseconds cannot be read raw as microseconds.
+    let wrong = ElementSpec::new(vec![FieldSpec::scalar("at", DType::Int64)]).unwrap();
+    assert!(Dataset::avro(&[path.as_str()], AvroOptions::default().with_features(wrong)).is_err());
+}

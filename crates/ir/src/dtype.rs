@@ -47,6 +47,15 @@ pub enum DType {
     /// Bytes (tf.string holding binary data).
     #[serde(rename = "bytes", alias = "binary")]
     Binary,
+    /// A calendar date: days since 1970-01-01 (Arrow's `Date32`, NumPy's `datetime64[D]`).
+    Date32,
+    /// A time of day: microseconds after midnight (Arrow's `Time64(Microsecond)`).
+    #[serde(rename = "time64_us")]
+    TimeMicros,
+    /// An instant: microseconds since 1970-01-01T00:00:00 UTC (Arrow's
+    /// `Timestamp(Microsecond, "UTC")`, NumPy's `datetime64[us]`).
+    #[serde(rename = "timestamp_us")]
+    TimestampMicros,
 }
 
 impl DType {
@@ -66,6 +75,9 @@ impl DType {
             DType::Float64 => DataType::Float64,
             DType::Utf8 => DataType::Utf8,
             DType::Binary => DataType::Binary,
+            DType::Date32 => DataType::Date32,
+            DType::TimeMicros => DataType::Time64(arrow::datatypes::TimeUnit::Microsecond),
+            DType::TimestampMicros => DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into())),
         }
     }
 
@@ -85,6 +97,11 @@ impl DType {
             DataType::Float64 => DType::Float64,
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DType::Utf8,
             DataType::Binary | DataType::LargeBinary | DataType::BinaryView => DType::Binary,
+            DataType::Date32 => DType::Date32,
+            DataType::Time64(arrow::datatypes::TimeUnit::Microsecond) => DType::TimeMicros,
+            DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some(zone)) if zone.as_ref() == "UTC" => {
+                DType::TimestampMicros
+            }
             other => return Err(Error::Expr(format!("arrow type {other} has no flumen dtype"))),
         })
     }
@@ -150,13 +167,16 @@ impl DType {
             DType::Float64 => "float64",
             DType::Utf8 => "string",
             DType::Binary => "bytes",
+            DType::Date32 => "date32",
+            DType::TimeMicros => "time64_us",
+            DType::TimestampMicros => "timestamp_us",
         }
     }
 }
 
 impl DType {
     /// Every dtype, in declaration order.
-    pub const ALL: [DType; 13] = [
+    pub const ALL: [DType; 16] = [
         DType::Bool,
         DType::Int8,
         DType::Int16,
@@ -170,6 +190,9 @@ impl DType {
         DType::Float64,
         DType::Utf8,
         DType::Binary,
+        DType::Date32,
+        DType::TimeMicros,
+        DType::TimestampMicros,
     ];
 
     /// The dtype named `name` (as [`DType::name`] writes it).

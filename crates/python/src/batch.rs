@@ -290,6 +290,8 @@ fn typestr(dt: &DataType) -> Option<&'static str> {
         DataType::Float16 => "<f2",
         DataType::Float32 => "<f4",
         DataType::Float64 => "<f8",
+        DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, _) => "<M8[us]",
+        DataType::Time64(arrow::datatypes::TimeUnit::Microsecond) => "<m8[us]",
         _ => return None,
     })
 }

@@ -1,6 +1,7 @@
 """Avro container files from Python. The files are written here by a small encoder of the
 test's own (Avro's binary encoding is simple), not by flumen."""
 
+import datetime
 import json
 import os
 
@@ -119,3 +120,27 @@ def test_avro_reader_schema_promotes_and_fills_defaults(tmp_path):
     assert [float(r["ident"]) for r in rows] == [float(i) for i in range(12)]
     assert [float(r["weight"]) for r in rows] == [0.25] * 12
     assert rows[0]["ident"].dtype == np.float64 and rows[1]["label"].dtype == np.int64
+
+
+def test_avro_logical_types(tmp_path):
+    schema = {
+        "type": "record",
+        "name": "r",
+        "fields": [
+            {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {"name": "clock", "type": {"type": "long", "logicalType": "time-micros"}},
+            {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        ],
+    }
+    sync = os.urandom(16)
+    meta = zigzag(1) + string("avro.schema") + string(json.dumps(schema)) + zigzag(0)
+    block = b"".join(zigzag(1_700_000_000_000 + i) + zigzag(5_000_000 + i) + zigzag(19_000 + i) for i in range(3))
+    path = str(tmp_path / "t.avro")
+    with open(path, "wb") as f:
+        f.write(b"Obj\x01" + meta + sync + zigzag(3) + zigzag(len(block)) + block + sync)
+    rows = list(flumen.Dataset.avro(path))
+    assert rows[1]["at"] == np.datetime64(1_700_000_000_001_000, "us")
+    assert rows[2]["clock"] == np.timedelta64(5_000_002, "us")
+    table = next(flumen.Dataset.avro(path).batch(3).iter_arrow())
+    assert str(table.schema.field("day").type) == "date32[day]"
+    assert table.column("day").to_pylist()[2] == datetime.date(1970, 1, 1) + datetime.timedelta(days=19_002)

@@ -10,7 +10,10 @@ use arrow::array::{
     RecordBatchOptions, StringArray, StructArray,
 };
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
-use arrow::datatypes::{DataType, Float32Type, Float64Type, Int32Type, Int64Type, SchemaRef};
+use arrow::datatypes::{
+    DataType, Date32Type, Float32Type, Float64Type, Int32Type, Int64Type, SchemaRef, Time64MicrosecondType,
+    TimestampMicrosecondType,
+};
 use flumen_ir::{ElementSpec, FieldKind, FieldSpec};
 
 use super::binary::{Bad, Input};
@@ -355,8 +358,8 @@ impl Builder {
     fn of(dt: &DataType) -> Builder {
         let values = match dt {
             DataType::Boolean => Values::Bool(BooleanBufferBuilder::new(0)),
-            DataType::Int32 => Values::Int32(Vec::new()),
-            DataType::Int64 => Values::Int64(Vec::new()),
+            DataType::Int32 | DataType::Date32 => Values::Int32(Vec::new()),
+            DataType::Int64 | DataType::Time64(_) | DataType::Timestamp(..) => Values::Int64(Vec::new()),
             DataType::Float32 => Values::Float32(Vec::new()),
             DataType::Float64 => Values::Float64(Vec::new()),
             DataType::List(item) => Values::List(vec![0], Box::new(Builder::of(item.data_type()))),
@@ -386,8 +389,13 @@ impl Builder {
         let at = input.position();
         match (&mut self.values, inner) {
             (Values::Bool(b), Type::Boolean) => b.append(input.boolean()?),
-            (Values::Int32(v), Type::Int) => v.push(input.int()?),
-            (Values::Int64(v), Type::Long) => v.push(input.long()?),
+            (Values::Int32(v), Type::Int | Type::Date) => v.push(input.int()?),
+            (Values::Int64(v), Type::Long | Type::TimeMicros | Type::TimestampMicros) => v.push(input.long()?),
+            (Values::Int64(v), Type::TimeMillis) => v.push(i64::from(input.int()?) * 1000),
+            (Values::Int64(v), Type::TimestampMillis) => {
+                let millis = input.long()?;
+                v.push(millis.checked_mul(1000).ok_or(Bad { at, what: format!("timestamp {millis} ms overflows") })?)
+            }
             (Values::Float32(v), Type::Float) => v.push(input.float()?),
             (Values::Float64(v), Type::Double) => v.push(input.double()?),
             (Values::Int64(v), Type::Int) => v.push(i64::from(input.int()?)),
@@ -537,7 +545,17 @@ impl Builder {
         let nulls = self.nulls.finish();
         match (self.values, dt) {
             (Values::Bool(mut b), _) => Arc::new(BooleanArray::new(b.finish(), nulls)),
+            (Values::Int32(v), DataType::Date32) => {
+                Arc::new(PrimitiveArray::<Date32Type>::new(ScalarBuffer::from(v), nulls))
+            }
             (Values::Int32(v), _) => Arc::new(PrimitiveArray::<Int32Type>::new(ScalarBuffer::from(v), nulls)),
+            (Values::Int64(v), DataType::Time64(_)) => {
+                Arc::new(PrimitiveArray::<Time64MicrosecondType>::new(ScalarBuffer::from(v), nulls))
+            }
+            (Values::Int64(v), DataType::Timestamp(_, zone)) => Arc::new(
+                PrimitiveArray::<TimestampMicrosecondType>::new(ScalarBuffer::from(v), nulls)
+                    .with_timezone_opt(zone.clone()),
+            ),
             (Values::Int64(v), _) => Arc::new(PrimitiveArray::<Int64Type>::new(ScalarBuffer::from(v), nulls)),
             (Values::Float32(v), _) => Arc::new(PrimitiveArray::<Float32Type>::new(ScalarBuffer::from(v), nulls)),
             (Values::Float64(v), _) => Arc::new(PrimitiveArray::<Float64Type>::new(ScalarBuffer::from(v), nulls)),
@@ -652,6 +670,11 @@ fn fits(field: &FieldSpec, t: &Type) -> Result<(), String> {
         (flumen_ir::DType::Bool, Type::Boolean)
         | (flumen_ir::DType::Int32, Type::Int)
         | (flumen_ir::DType::Int64, Type::Long)
+        // Logical types, and the two whose values are their dtype's unscaled.
+        | (flumen_ir::DType::Date32 | flumen_ir::DType::Int32, Type::Date)
+        | (flumen_ir::DType::TimeMicros, Type::TimeMillis | Type::TimeMicros)
+        | (flumen_ir::DType::TimestampMicros, Type::TimestampMillis | Type::TimestampMicros)
+        | (flumen_ir::DType::Int64, Type::TimeMicros | Type::TimestampMicros)
         | (flumen_ir::DType::Float32, Type::Float)
         | (flumen_ir::DType::Float64, Type::Double)
         | (flumen_ir::DType::Utf8, Type::String | Type::Enum(_))
@@ -734,7 +757,14 @@ fn skip(t: &Type, input: &mut Input) -> Result<(), Bad> {
         Type::Boolean => {
             input.fixed(1)?;
         }
-        Type::Int | Type::Long | Type::Enum(_) => {
+        Type::Int
+        | Type::Long
+        | Type::Enum(_)
+        | Type::Date
+        | Type::TimeMillis
+        | Type::TimeMicros
+        | Type::TimestampMillis
+        | Type::TimestampMicros => {
             input.long()?;
         }
         Type::Float => {
@@ -775,7 +805,7 @@ fn skip(t: &Type, input: &mut Input) -> Result<(), Bad> {
                     let bytes = n.checked_mul(size).ok_or(Bad { at, what: "an array block count".into() })?;
                     input.fixed(bytes)?;
                 }
-                (None, Type::Long | Type::Int) => input.skip_varints(n)?,
+                (None, t) if t.is_varint() => input.skip_varints(n)?,
                 (None, _) => (0..n).try_for_each(|_| skip(item, input))?,
             }
         },

@@ -2,7 +2,10 @@
 //! spec they give: a record's fields become the element's fields.
 //!
 //! Mapping: `boolean`, `int`, `long`, `float`, `double`, `string`, `bytes` to the dtype of
-//! that name (`int` is int32); `enum` to its symbol as a string; `fixed` to bytes; an array
+//! that name (`int` is int32); the logical types `date` to `date32`, `time-millis` and
+//! `time-micros` to `time64_us`, `timestamp-millis` and `timestamp-micros` to `timestamp_us`
+//! (UTC), milliseconds scaled to microseconds; `decimal`, `uuid` and local timestamps as their
+//! underlying type (bytes, string, long); `enum` to its symbol as a string; `fixed` to bytes; an array
 //! to a ragged field one dimension deeper (arrays of arrays nest); `["null", T]` (either
 //! order) to a nullable `T`. A nested record's fields become fields of their own, named
 //! `record.field` (flattened, recursively); a map becomes two list fields, `map.keys`
@@ -25,6 +28,16 @@ pub enum Type {
     Int,
     /// `long`.
     Long,
+    /// `int` with logical type `date`: days since 1970-01-01.
+    Date,
+    /// `int` with logical type `time-millis`: milliseconds after midnight.
+    TimeMillis,
+    /// `long` with logical type `time-micros`: microseconds after midnight.
+    TimeMicros,
+    /// `long` with logical type `timestamp-millis`: milliseconds since the epoch (UTC).
+    TimestampMillis,
+    /// `long` with logical type `timestamp-micros`: microseconds since the epoch (UTC).
+    TimestampMicros,
     /// `float`.
     Float,
     /// `double`.
@@ -119,9 +132,17 @@ impl Parser {
                     }
                     "array" => Type::Array(Box::new(self.parse(o.get("items").ok_or("an array without items")?)?)),
                     "map" => Type::Map(Box::new(self.parse(o.get("values").ok_or("a map without values")?)?)),
-                    // A primitive written as an object (possibly with a logical type, read as
-                    // its underlying type).
-                    other => self.named_or_primitive(other)?,
+                    // A primitive written as an object, possibly with a logical type: dates,
+                    // times and timestamps are their own types; others (decimal, uuid,
+                    // local timestamps) are read as their underlying type.
+                    other => match (other, o.get("logicalType").and_then(Value::as_str)) {
+                        ("int", Some("date")) => Type::Date,
+                        ("int", Some("time-millis")) => Type::TimeMillis,
+                        ("long", Some("time-micros")) => Type::TimeMicros,
+                        ("long", Some("timestamp-millis")) => Type::TimestampMillis,
+                        ("long", Some("timestamp-micros")) => Type::TimestampMicros,
+                        _ => self.named_or_primitive(other)?,
+                    },
                 };
                 if let (Some(n), "record" | "error" | "enum" | "fixed") = (name, kind.as_str()) {
                     self.named.insert(full(n), parsed.clone());
@@ -156,6 +177,22 @@ impl Parser {
 }
 
 impl Type {
+    /// Whether values of this type are encoded as one varint (`int`, `long`, `enum`, and
+    /// the logical types over `int` and `long`).
+    pub fn is_varint(&self) -> bool {
+        matches!(
+            self,
+            Type::Int
+                | Type::Long
+                | Type::Enum(_)
+                | Type::Date
+                | Type::TimeMillis
+                | Type::TimeMicros
+                | Type::TimestampMillis
+                | Type::TimestampMicros
+        )
+    }
+
     /// `T` of a `["null", T]` union (either order), with whether it was one.
     pub fn nullable(&self) -> (&Type, bool) {
         match self {
@@ -217,9 +254,18 @@ fn encode_default(t: &Type, value: &Value) -> Result<Vec<u8>, String> {
     match (t, value) {
         (Type::Null, Value::Null) => {}
         (Type::Boolean, Value::Bool(b)) => out.push(u8::from(*b)),
-        (Type::Int | Type::Long, Value::Number(n)) => {
+        (
+            Type::Int
+            | Type::Long
+            | Type::Date
+            | Type::TimeMillis
+            | Type::TimeMicros
+            | Type::TimestampMillis
+            | Type::TimestampMicros,
+            Value::Number(n),
+        ) => {
             let n = n.as_i64().ok_or_else(wrong)?;
-            if *t == Type::Int && i32::try_from(n).is_err() {
+            if matches!(t, Type::Int | Type::Date | Type::TimeMillis) && i32::try_from(n).is_err() {
                 return Err(wrong());
             }
             put_long(&mut out, n);
@@ -310,6 +356,9 @@ fn field_spec(name: &str, t: &Type) -> Result<FieldSpec, String> {
         Type::Boolean => DType::Bool,
         Type::Int => DType::Int32,
         Type::Long => DType::Int64,
+        Type::Date => DType::Date32,
+        Type::TimeMillis | Type::TimeMicros => DType::TimeMicros,
+        Type::TimestampMillis | Type::TimestampMicros => DType::TimestampMicros,
         Type::Float => DType::Float32,
         Type::Double => DType::Float64,
         Type::String | Type::Enum(_) => DType::Utf8,
