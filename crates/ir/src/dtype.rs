@@ -47,7 +47,7 @@ pub enum DType {
     /// Bytes (tf.string holding binary data).
     #[serde(rename = "bytes", alias = "binary")]
     Binary,
-    /// A calendar date: days since 1970-01-01 (Arrow's `Date32`, NumPy's `datetime64[D]`).
+    /// A calendar date: days since 1970-01-01 (Arrow's `Date32`).
     Date32,
     /// A time of day: microseconds after midnight (Arrow's `Time64(Microsecond)`).
     #[serde(rename = "time64_us")]
