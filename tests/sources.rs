@@ -952,7 +952,9 @@ fn avro_logical_types_read_as_dates_times_and_timestamps() {
         {"name":"at","type":{"type":"long","logicalType":"timestamp-millis"}},
         {"name":"fine_at","type":["null",{"type":"long","logicalType":"timestamp-micros"}]},
         {"name":"price","type":{"type":"bytes","logicalType":"decimal","precision":9,"scale":2}},
-        {"name":"id","type":{"type":"string","logicalType":"uuid"}}]}"#;
+        {"name":"id","type":{"type":"string","logicalType":"uuid"}},
+        {"name":"delta","type":{"type":"fixed","name":"d3","size":3,"logicalType":"decimal","precision":6,"scale":1}},
+        {"name":"huge","type":{"type":"bytes","logicalType":"decimal","precision":60}}]}"#;
     let mut w = AvroWriter::create(&path, schema, Codec::Null).unwrap();
     for i in 0..5i64 {
         let fine_at = match i {
@@ -967,6 +969,8 @@ fn avro_logical_types_read_as_dates_times_and_timestamps() {
             fine_at,
             Datum::Bytes(vec![0x01, i as u8]),
             Datum::String(format!("00000000-0000-0000-0000-00000000000{i}")),
+            Datum::Fixed((-(i as i32) - 1).to_be_bytes()[1..].to_vec()),
+            Datum::Bytes(vec![7; 20]),
         ]))
         .unwrap();
     }
@@ -974,7 +978,7 @@ fn avro_logical_types_read_as_dates_times_and_timestamps() {
     let ds = Dataset::avro(&[path.as_str()], AvroOptions::default()).unwrap();
     assert_eq!(
         ds.element_spec().to_string(),
-        "{day: date32[], clock: time64_us[], fine_clock: time64_us[], at: timestamp_us[], fine_at: timestamp_us[], price: bytes[], id: string[]}"
+        "{day: date32[], clock: time64_us[], fine_clock: time64_us[], at: timestamp_us[], fine_at: timestamp_us[], price: decimal128(9, 2)[], id: string[], delta: decimal128(6, 1)[], huge: bytes[]}"
     );
     let chunk = ds.iter_chunks().next().unwrap().unwrap();
     assert_eq!(chunk.column(0).data_type(), &DataType::Date32);
@@ -989,7 +993,14 @@ fn avro_logical_types_read_as_dates_times_and_timestamps() {
     assert_eq!(at, (0..5).map(|i| (1_700_000_000_000 + i) * 1000).collect::<Vec<i64>>());
     let fine_at = chunk.column(4).as_primitive::<TimestampMicrosecondType>();
     assert!(fine_at.is_null(2) && fine_at.value(4) == 1_700_000_000_000_004);
-    assert_eq!(chunk.column(5).as_binary::<i32>().value(3), &[0x01, 3]);
+    // Decimals: the unscaled big-endian integers, over bytes and fixed, negative ones too;
+    // one of more than 38 digits stays bytes, as the specification says.
+    let price = chunk.column(5).as_primitive::<arrow::datatypes::Decimal128Type>();
+    assert_eq!(price.data_type(), &DataType::Decimal128(9, 2));
+    assert_eq!(price.value(3), 0x0103);
+    let delta: Vec<i128> = chunk.column(7).as_primitive::<arrow::datatypes::Decimal128Type>().values().to_vec();
+    assert_eq!(delta, vec![-1, -2, -3, -4, -5]);
+    assert_eq!(chunk.column(8).as_binary::<i32>().value(0), &[7; 20]);
     // A timestamp read raw as int64 where the features say so (microseconds: unscaled).
     let raw = ElementSpec::new(vec![FieldSpec::scalar("fine_clock", DType::Int64)]).unwrap();
     let ds = Dataset::avro(&[path.as_str()], AvroOptions::default().with_features(raw)).unwrap();

@@ -56,6 +56,15 @@ pub enum DType {
     /// `Timestamp(Microsecond, "UTC")`, NumPy's `datetime64[us]`).
     #[serde(rename = "timestamp_us")]
     TimestampMicros,
+    /// A decimal number: an unscaled 128-bit integer of at most `precision` digits, of
+    /// which `scale` are after the point (Arrow's `Decimal128(precision, scale)`). Written
+    /// `decimal128(precision, scale)`.
+    Decimal128 {
+        /// Digits in all (1 to 38).
+        precision: u8,
+        /// Digits after the point.
+        scale: i8,
+    },
 }
 
 impl DType {
@@ -78,6 +87,7 @@ impl DType {
             DType::Date32 => DataType::Date32,
             DType::TimeMicros => DataType::Time64(arrow::datatypes::TimeUnit::Microsecond),
             DType::TimestampMicros => DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into())),
+            DType::Decimal128 { precision, scale } => DataType::Decimal128(precision, scale),
         }
     }
 
@@ -102,6 +112,7 @@ impl DType {
             DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some(zone)) if zone.as_ref() == "UTC" => {
                 DType::TimestampMicros
             }
+            DataType::Decimal128(precision, scale) => DType::Decimal128 { precision: *precision, scale: *scale },
             other => return Err(Error::Expr(format!("arrow type {other} has no flumen dtype"))),
         })
     }
@@ -170,12 +181,13 @@ impl DType {
             DType::Date32 => "date32",
             DType::TimeMicros => "time64_us",
             DType::TimestampMicros => "timestamp_us",
+            DType::Decimal128 { .. } => "decimal128",
         }
     }
 }
 
 impl DType {
-    /// Every dtype, in declaration order.
+    /// Every dtype without parameters, in declaration order (all but `decimal128`).
     pub const ALL: [DType; 16] = [
         DType::Bool,
         DType::Int8,
@@ -195,14 +207,22 @@ impl DType {
         DType::TimestampMicros,
     ];
 
-    /// The dtype named `name` (as [`DType::name`] writes it).
+    /// The dtype named `name` (as [`DType::name`] writes it, or `decimal128(p, s)`).
     pub fn from_name(name: &str) -> Option<DType> {
+        if let Some(args) = name.strip_prefix("decimal128(").and_then(|rest| rest.strip_suffix(')')) {
+            let (precision, scale) = args.split_once(',')?;
+            let precision: u8 = precision.trim().parse().ok().filter(|p| (1..=38).contains(p))?;
+            return Some(DType::Decimal128 { precision, scale: scale.trim().parse().ok()? });
+        }
         DType::ALL.into_iter().find(|t| t.name() == name)
     }
 }
 
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        match self {
+            DType::Decimal128 { precision, scale } => write!(f, "decimal128({precision}, {scale})"),
+            _ => f.write_str(self.name()),
+        }
     }
 }

@@ -20,6 +20,20 @@ fn dtypes_serialize_as_their_names() {
 }
 
 #[test]
+fn decimals_carry_their_precision_and_scale() {
+    let t = DType::Decimal128 { precision: 9, scale: 2 };
+    assert_eq!(t.to_string(), "decimal128(9, 2)");
+    assert_eq!(DType::from_name("decimal128(9, 2)"), Some(t));
+    assert_eq!(DType::from_name("decimal128(39, 2)"), None, "at most 38 digits");
+    assert_eq!(serde_json::to_value(t).unwrap(), json!({"decimal128": {"precision": 9, "scale": 2}}));
+    assert_eq!(serde_json::from_value::<DType>(json!({"decimal128": {"precision": 9, "scale": 2}})).unwrap(), t);
+    assert_eq!(DType::from_arrow(&t.to_arrow()).unwrap(), t);
+    for t in [DType::Date32, DType::TimeMicros, DType::TimestampMicros] {
+        assert_eq!(DType::from_arrow(&t.to_arrow()).unwrap(), t);
+    }
+}
+
+#[test]
 fn earlier_dtype_spellings_still_read() {
     for (old, t) in [
         ("u_int8", DType::UInt8),

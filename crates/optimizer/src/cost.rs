@@ -91,7 +91,7 @@ pub fn element_bytes(spec: &ElementSpec) -> f64 {
                 DType::Int16 | DType::UInt16 => 2.0,
                 DType::Int32 | DType::UInt32 | DType::Float32 | DType::Date32 => 4.0,
                 DType::Int64 | DType::UInt64 | DType::Float64 | DType::TimeMicros | DType::TimestampMicros => 8.0,
-                DType::Utf8 | DType::Binary => 16.0,
+                DType::Utf8 | DType::Binary | DType::Decimal128 { .. } => 16.0,
             };
             let dims: f64 = f.shape[spec.batch_dims.min(f.shape.len())..]
                 .iter()

@@ -216,7 +216,7 @@ fn scalar_from_array(array: &dyn Array) -> Result<Scalar> {
         DType::Float64 => Scalar::Float(array.as_primitive::<Float64Type>().value(0), dtype),
         DType::Utf8 => Scalar::Utf8(array.as_string::<i32>().value(0).to_string()),
         DType::Binary => Scalar::Binary(array.as_binary::<i32>().value(0).to_vec()),
-        DType::Date32 | DType::TimeMicros | DType::TimestampMicros => {
+        DType::Date32 | DType::TimeMicros | DType::TimestampMicros | DType::Decimal128 { .. } => {
             return Err(Error::Expr(format!("a literal of dtype {dtype} is not supported yet")))
         }
     })

@@ -11,8 +11,8 @@ use arrow::array::{
 };
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{
-    DataType, Date32Type, Float32Type, Float64Type, Int32Type, Int64Type, SchemaRef, Time64MicrosecondType,
-    TimestampMicrosecondType,
+    DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int32Type, Int64Type, SchemaRef,
+    Time64MicrosecondType, TimestampMicrosecondType,
 };
 use flumen_ir::{ElementSpec, FieldKind, FieldSpec};
 
@@ -323,6 +323,8 @@ enum Values {
     Float64(Vec<f64>),
     /// Strings or bytes: offsets and data.
     Bytes(Vec<i32>, Vec<u8>),
+    /// Decimals, unscaled.
+    Decimal(Vec<i128>),
     /// A list: offsets and the items' column.
     List(Vec<i32>, Box<Builder>),
     /// A fixed-size dimension: its size and the items' column.
@@ -360,6 +362,7 @@ impl Builder {
             DataType::Boolean => Values::Bool(BooleanBufferBuilder::new(0)),
             DataType::Int32 | DataType::Date32 => Values::Int32(Vec::new()),
             DataType::Int64 | DataType::Time64(_) | DataType::Timestamp(..) => Values::Int64(Vec::new()),
+            DataType::Decimal128(..) => Values::Decimal(Vec::new()),
             DataType::Float32 => Values::Float32(Vec::new()),
             DataType::Float64 => Values::Float64(Vec::new()),
             DataType::List(item) => Values::List(vec![0], Box::new(Builder::of(item.data_type()))),
@@ -416,7 +419,18 @@ impl Builder {
                 data.extend_from_slice(bytes);
                 push_offset(offsets, data.len(), at)?;
             }
-            (Values::Bytes(offsets, data), Type::Fixed(n)) => {
+            (Values::Decimal(v), Type::Decimal { size, .. }) => {
+                let bytes = match size {
+                    Some(n) => input.fixed(*n)?,
+                    None => input.bytes()?,
+                };
+                v.push(unscaled(bytes).ok_or(Bad { at, what: format!("a decimal of {} bytes", bytes.len()) })?);
+            }
+            (Values::Bytes(offsets, data), Type::Decimal { size: None, .. }) => {
+                data.extend_from_slice(input.bytes()?);
+                push_offset(offsets, data.len(), at)?;
+            }
+            (Values::Bytes(offsets, data), Type::Fixed(n) | Type::Decimal { size: Some(n), .. }) => {
                 data.extend_from_slice(input.fixed(*n)?);
                 push_offset(offsets, data.len(), at)?;
             }
@@ -506,6 +520,7 @@ impl Builder {
             Values::Int64(v) => v.push(0),
             Values::Float32(v) => v.push(0.0),
             Values::Float64(v) => v.push(0.0),
+            Values::Decimal(v) => v.push(0),
             Values::Bytes(offsets, _) | Values::List(offsets, _) => {
                 offsets.push(*offsets.last().expect("offsets start at 0"))
             }
@@ -523,6 +538,7 @@ impl Builder {
             Values::Int64(v) => v.truncate(rows),
             Values::Float32(v) => v.truncate(rows),
             Values::Float64(v) => v.truncate(rows),
+            Values::Decimal(v) => v.truncate(rows),
             Values::Bytes(offsets, data) => {
                 offsets.truncate(rows + 1);
                 data.truncate(offsets[rows] as usize);
@@ -559,6 +575,11 @@ impl Builder {
             (Values::Int64(v), _) => Arc::new(PrimitiveArray::<Int64Type>::new(ScalarBuffer::from(v), nulls)),
             (Values::Float32(v), _) => Arc::new(PrimitiveArray::<Float32Type>::new(ScalarBuffer::from(v), nulls)),
             (Values::Float64(v), _) => Arc::new(PrimitiveArray::<Float64Type>::new(ScalarBuffer::from(v), nulls)),
+            (Values::Decimal(v), DataType::Decimal128(precision, scale)) => Arc::new(
+                PrimitiveArray::<Decimal128Type>::new(ScalarBuffer::from(v), nulls)
+                    .with_precision_and_scale(*precision, *scale)
+                    .expect("the dtype's precision and scale are valid"),
+            ),
             (Values::Bytes(offsets, data), DataType::Utf8) => {
                 let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
                 // SAFETY: every string was checked to be UTF-8 as it was decoded
@@ -578,7 +599,7 @@ impl Builder {
                 Arc::new(FixedSizeListArray::new(field.clone(), size as i32, items, nulls))
             }
             (Values::Sparse(sparse), DataType::Struct(parts)) => sparse.finish(parts, nulls),
-            (Values::List(..) | Values::Fixed(..) | Values::Sparse(_), other) => {
+            (Values::List(..) | Values::Fixed(..) | Values::Sparse(_) | Values::Decimal(_), other) => {
                 unreachable!("a nested column of type {other}")
             }
         }
@@ -675,7 +696,13 @@ fn fits(field: &FieldSpec, t: &Type) -> Result<(), String> {
         | (flumen_ir::DType::TimeMicros, Type::TimeMillis | Type::TimeMicros)
         | (flumen_ir::DType::TimestampMicros, Type::TimestampMillis | Type::TimestampMicros)
         | (flumen_ir::DType::Int64, Type::TimeMicros | Type::TimestampMicros)
-        | (flumen_ir::DType::Float32, Type::Float)
+        | (flumen_ir::DType::Binary, Type::Decimal { .. }) => Ok(()),
+        (flumen_ir::DType::Decimal128 { precision, scale }, Type::Decimal { precision: p, scale: s, .. })
+            if (precision, scale) == (*p, *s) =>
+        {
+            Ok(())
+        }
+        (flumen_ir::DType::Float32, Type::Float)
         | (flumen_ir::DType::Float64, Type::Double)
         | (flumen_ir::DType::Utf8, Type::String | Type::Enum(_))
         | (flumen_ir::DType::Binary, Type::Bytes | Type::Fixed(_)) => Ok(()),
@@ -709,6 +736,17 @@ fn fits(field: &FieldSpec, t: &Type) -> Result<(), String> {
         }
     }
     scalar(t)
+}
+
+/// A big-endian two's complement integer of at most 16 bytes (a decimal's unscaled value).
+fn unscaled(bytes: &[u8]) -> Option<i128> {
+    if bytes.len() > 16 {
+        return None;
+    }
+    let fill = if bytes.first().is_some_and(|b| b & 0x80 != 0) { 0xff } else { 0 };
+    let mut wide = [fill; 16];
+    wide[16 - bytes.len()..].copy_from_slice(bytes);
+    Some(i128::from_be_bytes(wide))
 }
 
 fn push_offset(offsets: &mut Vec<i32>, end: usize, at: usize) -> Result<(), Bad> {
@@ -776,8 +814,11 @@ fn skip(t: &Type, input: &mut Input) -> Result<(), Bad> {
         Type::Bytes | Type::String => {
             input.bytes()?;
         }
-        Type::Fixed(n) => {
+        Type::Fixed(n) | Type::Decimal { size: Some(n), .. } => {
             input.fixed(*n)?;
+        }
+        Type::Decimal { size: None, .. } => {
+            input.bytes()?;
         }
         Type::Array(item) => loop {
             let at = input.position();
@@ -797,7 +838,7 @@ fn skip(t: &Type, input: &mut Input) -> Result<(), Bad> {
             let size = match &**item {
                 Type::Float => Some(4),
                 Type::Double => Some(8),
-                Type::Fixed(size) => Some(*size),
+                Type::Fixed(size) | Type::Decimal { size: Some(size), .. } => Some(*size),
                 _ => None,
             };
             match (size, &**item) {

@@ -4,8 +4,8 @@
 //! Mapping: `boolean`, `int`, `long`, `float`, `double`, `string`, `bytes` to the dtype of
 //! that name (`int` is int32); the logical types `date` to `date32`, `time-millis` and
 //! `time-micros` to `time64_us`, `timestamp-millis` and `timestamp-micros` to `timestamp_us`
-//! (UTC), milliseconds scaled to microseconds; `decimal`, `uuid` and local timestamps as their
-//! underlying type (bytes, string, long); `enum` to its symbol as a string; `fixed` to bytes; an array
+//! (UTC), milliseconds scaled to microseconds; `decimal` (up to 38 digits) to `decimal128`;
+//! `uuid` and local timestamps as their underlying type (string, long); `enum` to its symbol as a string; `fixed` to bytes; an array
 //! to a ragged field one dimension deeper (arrays of arrays nest); `["null", T]` (either
 //! order) to a nullable `T`. A nested record's fields become fields of their own, named
 //! `record.field` (flattened, recursively); a map becomes two list fields, `map.keys`
@@ -38,6 +38,16 @@ pub enum Type {
     TimestampMillis,
     /// `long` with logical type `timestamp-micros`: microseconds since the epoch (UTC).
     TimestampMicros,
+    /// `bytes` (or `fixed` of `size` bytes) with logical type `decimal`: a big-endian two's
+    /// complement unscaled integer.
+    Decimal {
+        /// Digits in all.
+        precision: u8,
+        /// Digits after the point.
+        scale: i8,
+        /// The `fixed` size; `None` for `bytes`.
+        size: Option<usize>,
+    },
     /// `float`.
     Float,
     /// `double`.
@@ -128,7 +138,8 @@ impl Parser {
                         )
                     }
                     "fixed" => {
-                        Type::Fixed(o.get("size").and_then(Value::as_u64).ok_or("a fixed without a size")? as usize)
+                        let size = o.get("size").and_then(Value::as_u64).ok_or("a fixed without a size")? as usize;
+                        decimal(o, Some(size)).unwrap_or(Type::Fixed(size))
                     }
                     "array" => Type::Array(Box::new(self.parse(o.get("items").ok_or("an array without items")?)?)),
                     "map" => Type::Map(Box::new(self.parse(o.get("values").ok_or("a map without values")?)?)),
@@ -141,6 +152,7 @@ impl Parser {
                         ("long", Some("time-micros")) => Type::TimeMicros,
                         ("long", Some("timestamp-millis")) => Type::TimestampMillis,
                         ("long", Some("timestamp-micros")) => Type::TimestampMicros,
+                        ("bytes", Some("decimal")) => decimal(o, None).unwrap_or(Type::Bytes),
                         _ => self.named_or_primitive(other)?,
                     },
                 };
@@ -174,6 +186,18 @@ impl Parser {
                 .ok_or_else(|| format!("unknown type {other:?}"))?,
         })
     }
+}
+
+/// The decimal logical type of the schema object `o` over `bytes` (or `fixed` of `size`
+/// bytes); `None` where its precision is missing or beyond 38 digits, or its scale beyond
+/// it, which the specification says to read as the underlying type.
+fn decimal(o: &serde_json::Map<String, Value>, size: Option<usize>) -> Option<Type> {
+    if o.get("logicalType").and_then(Value::as_str) != Some("decimal") {
+        return None;
+    }
+    let precision = o.get("precision").and_then(Value::as_u64).filter(|p| (1..=38).contains(p))? as u8;
+    let scale = o.get("scale").map_or(Some(0), Value::as_u64).filter(|s| *s <= u64::from(precision))? as i8;
+    Some(Type::Decimal { precision, scale, size })
 }
 
 impl Type {
@@ -273,12 +297,12 @@ fn encode_default(t: &Type, value: &Value) -> Result<Vec<u8>, String> {
         (Type::Float, Value::Number(n)) => out.extend((n.as_f64().ok_or_else(wrong)? as f32).to_le_bytes()),
         (Type::Double, Value::Number(n)) => out.extend(n.as_f64().ok_or_else(wrong)?.to_le_bytes()),
         (Type::String, Value::String(s)) => put_bytes(&mut out, s.as_bytes()),
-        (Type::Bytes | Type::Fixed(_), Value::String(s)) => {
+        (Type::Bytes | Type::Fixed(_) | Type::Decimal { .. }, Value::String(s)) => {
             let bytes =
                 s.chars().map(|c| u8::try_from(u32::from(c)).map_err(|_| wrong())).collect::<Result<Vec<u8>, _>>()?;
             match t {
-                Type::Fixed(n) if bytes.len() != *n => return Err(wrong()),
-                Type::Fixed(_) => out.extend(bytes),
+                Type::Fixed(n) | Type::Decimal { size: Some(n), .. } if bytes.len() != *n => return Err(wrong()),
+                Type::Fixed(_) | Type::Decimal { size: Some(_), .. } => out.extend(bytes),
                 _ => put_bytes(&mut out, &bytes),
             }
         }
@@ -359,6 +383,7 @@ fn field_spec(name: &str, t: &Type) -> Result<FieldSpec, String> {
         Type::Date => DType::Date32,
         Type::TimeMillis | Type::TimeMicros => DType::TimeMicros,
         Type::TimestampMillis | Type::TimestampMicros => DType::TimestampMicros,
+        Type::Decimal { precision, scale, .. } => DType::Decimal128 { precision: *precision, scale: *scale },
         Type::Float => DType::Float32,
         Type::Double => DType::Float64,
         Type::String | Type::Enum(_) => DType::Utf8,
