@@ -8,7 +8,6 @@
 //! on at the next block, found by its sync marker where the framing was lost. So
 //! `ignore_errors` keeps every good record of a block it can read.
 
-use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -18,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::container::{block, header};
 use super::decode::Decoder;
-use super::run::{BlockAt, Outcome, Run, Source};
+use super::run::{BlockAt, Decoded, Run, Source};
 use super::schema::{element_spec, parse};
 use crate::position::{check_len, decode, encode};
 use crate::reader::{ChunkReader, Deferred, ReaderPosition};
@@ -131,10 +130,9 @@ pub struct AvroReader {
     next: Option<(usize, usize)>,
     /// Records of the next block already given (after a seek into it).
     skip: usize,
-    /// The outcomes of the decoded block being given out (its index and offset with each),
-    /// and the rows of the first one already given.
-    decoded: VecDeque<(usize, usize, Outcome)>,
-    given: usize,
+    /// The outcomes of the block being given out (`next_chunk`), and its index and offset.
+    decoded: Decoded,
+    block: (usize, usize),
 }
 
 impl AvroReader {
@@ -167,8 +165,8 @@ impl AvroReader {
             blocks,
             chunk_rows: chunk_rows.max(1),
             skip: 0,
-            decoded: VecDeque::new(),
-            given: 0,
+            decoded: Decoded::default(),
+            block: (0, 0),
         };
         reader.skip_to(reader.blocks.start)?;
         Ok(reader)
@@ -208,11 +206,9 @@ impl AvroReader {
     /// describing goes on at the next block.
     pub(super) fn describe(&mut self, max_blocks: usize, max_rows: usize, exact: bool) -> Result<Option<Run>> {
         // Outcomes decoded and not all given (`next_chunk` before) are described again.
-        if let Some((index, offset, outcome)) = self.decoded.front() {
-            let row = outcome.first + if outcome.result.is_ok() { self.given } else { 0 };
-            (self.next, self.skip) = (Some((*index, *offset)), row);
+        if let Some(row) = self.decoded.record() {
+            (self.next, self.skip) = (Some(self.block), row);
             self.decoded.clear();
-            self.given = 0;
         }
         let (mut blocks, mut records, mut bytes) = (Vec::new(), 0usize, 0usize);
         let skip = self.skip;
@@ -276,36 +272,18 @@ impl AvroReader {
 impl ChunkReader for AvroReader {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
         loop {
-            if let Some((_, _, outcome)) = self.decoded.front_mut() {
-                match &outcome.result {
-                    Ok(rows) if self.given < rows.num_rows() => {
-                        let n = self.chunk_rows.min(rows.num_rows() - self.given);
-                        let chunk = rows.slice(self.given, n);
-                        self.given += n;
-                        return Ok(Some(chunk));
-                    }
-                    Ok(_) => {}
-                    Err(_) => {
-                        let (_, _, outcome) = self.decoded.pop_front().expect("a front");
-                        return outcome.result.map(Some);
-                    }
-                }
-                self.decoded.pop_front();
-                self.given = 0;
-                continue;
+            if let Some(item) = self.decoded.next(self.chunk_rows) {
+                return item.map(Some);
             }
             let Some(run) = self.describe(1, usize::MAX, false)? else { return Ok(None) };
-            let (index, offset) = (run.blocks[0].index, run.blocks[0].offset);
-            self.decoded = run.outcomes().into_iter().map(|o| (index, offset, o)).collect();
+            self.block = (run.blocks[0].index, run.blocks[0].offset);
+            self.decoded.fill(&run);
         }
     }
 
     fn position(&self) -> Result<ReaderPosition> {
-        let at = match (self.decoded.front(), self.next) {
-            (Some((block, offset, outcome)), _) => {
-                let given = if outcome.result.is_ok() { self.given } else { 0 };
-                Some(BlockRow { block: *block, offset: *offset, row: outcome.first + given })
-            }
+        let at = match (self.decoded.record(), self.next) {
+            (Some(row), _) => Some(BlockRow { block: self.block.0, offset: self.block.1, row }),
             (None, Some((block, offset))) if block < self.blocks.end => {
                 Some(BlockRow { block, offset, row: self.skip })
             }
@@ -318,7 +296,6 @@ impl ChunkReader for AvroReader {
         let at: AvroPosition = decode("avro", position)?;
         check_len(&self.source.path, at.len, self.source.file.len() as u64)?;
         self.decoded.clear();
-        self.given = 0;
         let Some(BlockRow { block: index, offset, row }) = at.at else {
             self.next = None;
             return Ok(());

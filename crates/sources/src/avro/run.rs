@@ -6,6 +6,7 @@
 //! records: the rows before a bad record, the record's error, then the rows after it (or
 //! after the block, when the bad record's bytes cannot be walked over).
 
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -40,6 +41,54 @@ pub(crate) struct BlockAt {
 pub(crate) struct Outcome {
     pub first: usize,
     pub result: Result<RecordBatch>,
+}
+
+/// The outcomes of one decoded run given out a chunk at a time (the readers' `next_chunk`),
+/// and which of the run's records the next row or error is.
+#[derive(Default)]
+pub(crate) struct Decoded {
+    outcomes: VecDeque<Outcome>,
+    /// Rows of the first outcome given.
+    given: usize,
+}
+
+impl Decoded {
+    /// Holds `run`'s outcomes instead of what was held.
+    pub fn fill(&mut self, run: &Run) {
+        self.outcomes = run.outcomes().into();
+        self.given = 0;
+    }
+
+    /// The next chunk of at most `chunk_rows` rows, or the next error; `None` once all is
+    /// given.
+    pub fn next(&mut self, chunk_rows: usize) -> Option<Result<RecordBatch>> {
+        loop {
+            match &self.outcomes.front()?.result {
+                Ok(rows) if self.given < rows.num_rows() => {
+                    let n = chunk_rows.min(rows.num_rows() - self.given);
+                    let chunk = rows.slice(self.given, n);
+                    self.given += n;
+                    return Some(Ok(chunk));
+                }
+                Ok(_) => {}
+                Err(_) => return self.outcomes.pop_front().map(|o| o.result),
+            }
+            self.outcomes.pop_front();
+            self.given = 0;
+        }
+    }
+
+    /// The record of the run the next row or error is; `None` once all is given.
+    pub fn record(&self) -> Option<usize> {
+        let outcome = self.outcomes.front()?;
+        Some(outcome.first + if outcome.result.is_ok() { self.given } else { 0 })
+    }
+
+    /// Drops what is held.
+    pub fn clear(&mut self) {
+        self.outcomes.clear();
+        self.given = 0;
+    }
 }
 
 /// Records `skip..skip + rows` of the concatenated records of `blocks`.

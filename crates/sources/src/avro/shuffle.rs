@@ -7,7 +7,6 @@
 //! (the order's length, its seed, the index in it, records of that block already given):
 //! a reader opened with the same files and seed resumes exactly there.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
@@ -18,7 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::reader::AvroReader;
-use super::run::{BlockAt, Outcome, Run, Source};
+use super::run::{BlockAt, Decoded, Run, Source};
 use crate::position::{decode, encode};
 use crate::reader::{ChunkReader, Deferred, ReaderPosition};
 
@@ -47,9 +46,8 @@ pub struct ShuffledBlocksReader {
     /// The next unit, and the records of it already given.
     next: usize,
     skip: usize,
-    /// Outcomes decoded and not yet given (`next_chunk`), and rows of the first one given.
-    decoded: VecDeque<Outcome>,
-    given: usize,
+    /// The outcomes of the block being given out (`next_chunk`): unit `next - 1`'s.
+    decoded: Decoded,
 }
 
 impl ShuffledBlocksReader {
@@ -78,28 +76,17 @@ impl ShuffledBlocksReader {
         }
         units.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
         let chunk_rows = chunk_rows.max(1);
-        Ok(ShuffledBlocksReader {
-            sources,
-            units,
-            seed,
-            chunk_rows,
-            next: 0,
-            skip: 0,
-            decoded: VecDeque::new(),
-            given: 0,
-        })
+        Ok(ShuffledBlocksReader { sources, units, seed, chunk_rows, next: 0, skip: 0, decoded: Decoded::default() })
     }
 
     /// The next run: at most `max_blocks` consecutive units of one file, ending once it has
     /// `max_rows` records (exactly that many with `exact`, cutting a block; the next run
     /// starts with its rest). A broken block is an error of its own.
     fn describe(&mut self, max_blocks: usize, max_rows: usize, exact: bool) -> Result<Option<Run>> {
-        if let Some(outcome) = self.decoded.front() {
+        if let Some(row) = self.decoded.record() {
             // Outcomes decoded and not all given are described again.
-            self.next -= 1;
-            self.skip = outcome.first + if outcome.result.is_ok() { self.given } else { 0 };
+            (self.next, self.skip) = (self.next - 1, row);
             self.decoded.clear();
-            self.given = 0;
         }
         let skip = self.skip;
         let (mut file, mut blocks, mut records) = (None, Vec::new(), 0usize);
@@ -139,33 +126,18 @@ impl ShuffledBlocksReader {
 impl ChunkReader for ShuffledBlocksReader {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
         loop {
-            if let Some(outcome) = self.decoded.front_mut() {
-                match &outcome.result {
-                    Ok(rows) if self.given < rows.num_rows() => {
-                        let n = self.chunk_rows.min(rows.num_rows() - self.given);
-                        let chunk = rows.slice(self.given, n);
-                        self.given += n;
-                        return Ok(Some(chunk));
-                    }
-                    Ok(_) => {}
-                    Err(_) => return self.decoded.pop_front().expect("a front").result.map(Some),
-                }
-                self.decoded.pop_front();
-                self.given = 0;
-                continue;
+            if let Some(item) = self.decoded.next(self.chunk_rows) {
+                return item.map(Some);
             }
             // One block at a time, so that a position is a block and a record.
             let Some(run) = self.describe(1, usize::MAX, false)? else { return Ok(None) };
-            self.decoded = run.outcomes().into();
+            self.decoded.fill(&run);
         }
     }
 
     fn position(&self) -> Result<ReaderPosition> {
-        let (unit, row) = match self.decoded.front() {
-            Some(outcome) => {
-                let given = if outcome.result.is_ok() { self.given } else { 0 };
-                (self.next - 1, outcome.first + given)
-            }
+        let (unit, row) = match self.decoded.record() {
+            Some(row) => (self.next - 1, row),
             None => (self.next, self.skip),
         };
         encode("avro_shuffled", &ShuffledPosition { units: self.units.len(), seed: self.seed, unit, row })
@@ -185,7 +157,6 @@ impl ChunkReader for ShuffledBlocksReader {
         }
         (self.next, self.skip) = (at.unit, at.row);
         self.decoded.clear();
-        self.given = 0;
         Ok(())
     }
 
