@@ -15,7 +15,7 @@
 use std::collections::VecDeque;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
@@ -41,10 +41,19 @@ struct Run {
     asked: Option<usize>,
     /// Outcomes of the run handed out already.
     handed: usize,
-    /// The run while no worker has it yet.
-    waiting: Option<Arc<dyn Deferred>>,
+    /// The run's description (none for an error of the reader's).
+    rows: Option<Arc<dyn Deferred>>,
+    /// A worker has it (and holds a clone of `rows` until it is done).
+    spawned: bool,
     /// The outcomes not yet handed out, once made.
     made: Option<VecDeque<Result<RecordBatch>>>,
+}
+
+impl Run {
+    /// A worker is making the run.
+    fn in_flight(&self) -> bool {
+        self.spawned && self.made.is_none()
+    }
 }
 
 /// The source operator of a reader that describes its chunks (see the module documentation).
@@ -57,8 +66,6 @@ pub struct ParallelReadOp {
     ordered: bool,
     cancel: Arc<Cancel>,
     runs: VecDeque<Run>,
-    /// Runs a worker is making.
-    running: usize,
     next_seq: u64,
     sender: Sender<Made>,
     receiver: Receiver<Made>,
@@ -99,7 +106,6 @@ impl ParallelReadOp {
             ordered,
             cancel,
             runs: VecDeque::new(),
-            running: 0,
             next_seq: 0,
             sender,
             receiver,
@@ -144,7 +150,7 @@ impl ParallelReadOp {
             let position = self.reader.position()?;
             let seq = self.next_seq;
             let asked = self.next_ask();
-            let (waiting, made) = match self.describe(asked) {
+            let (rows, made) = match self.describe(asked) {
                 Ok(None) => {
                     self.described_all = true;
                     break;
@@ -156,24 +162,26 @@ impl ParallelReadOp {
                 Err(e) => (None, Some(VecDeque::from([Err(e)]))),
             };
             self.next_seq += 1;
-            self.runs.push_back(Run { seq, position, asked, handed: 0, waiting, made });
+            self.runs.push_back(Run { seq, position, asked, handed: 0, rows, spawned: false, made });
         }
+        let mut in_flight = self.runs.iter().filter(|r| r.in_flight()).count();
         for run in self.runs.iter_mut() {
-            if self.running >= parallelism {
+            if in_flight >= parallelism {
                 break;
             }
-            if let Some(rows) = run.waiting.take() {
-                self.running += 1;
-                spawn(&self.pool, run.seq, rows, self.sender.clone(), self.stats.clone());
+            if let (false, None, Some(rows)) = (run.spawned, &run.made, &run.rows) {
+                run.spawned = true;
+                in_flight += 1;
+                spawn(&self.pool, run.seq, rows.clone(), self.sender.clone(), self.stats.clone());
             }
         }
         Ok(())
     }
 
     /// Files a made run's outcomes with its run, less those handed out before a restore.
+    /// Outcomes of a run no longer held (before a restore), or made twice, are dropped.
     fn store(&mut self, (seq, made): Made) {
-        self.running -= 1;
-        if let Some(run) = self.runs.iter_mut().find(|r| r.seq == seq) {
+        if let Some(run) = self.runs.iter_mut().find(|r| r.seq == seq && r.made.is_none()) {
             let outcomes = made.into_iter().filter(|o| !matches!(o, Ok(c) if c.num_rows() == 0));
             run.made = Some(outcomes.skip(run.handed).collect());
         }
@@ -233,9 +241,22 @@ impl Operator for ParallelReadOp {
             }
             self.cancel.check()?;
             // Runs are held, none is ready, and a worker is making the one wanted (top_up
-            // hands the first runs out first): its outcome will come.
-            let made = self.receiver.recv().map_err(|_| Error::execution("read", "a decoding worker vanished"))?;
-            self.store(made);
+            // hands the first runs out first): its outcome will come. A worker that is done
+            // has dropped its clone of the run: a run whose job ended without an outcome
+            // (dropped unrun) is handed out again rather than waited for forever.
+            match self.receiver.recv_timeout(Duration::from_millis(50)) {
+                Ok(made) => self.store(made),
+                Err(_) => {
+                    while let Ok(made) = self.receiver.try_recv() {
+                        self.store(made);
+                    }
+                    for run in self.runs.iter_mut().filter(|r| r.in_flight()) {
+                        if run.rows.as_ref().is_some_and(|rows| Arc::strong_count(rows) == 1) {
+                            run.spawned = false;
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -251,23 +272,18 @@ impl Operator for ParallelReadOp {
     fn restore(&mut self, state: OpState) -> Result<()> {
         let state = state.expect("parallel_read")?;
         let runs: Vec<(ReaderPosition, Option<usize>, usize)> = state.get("runs")?;
-        // Runs being made by workers now are of the state being replaced: drop them.
-        while self.running > 0 {
-            self.receiver.recv().map_err(|_| Error::execution("read", "a decoding worker vanished"))?;
-            self.running -= 1;
-        }
         self.runs.clear();
         for (position, asked, handed) in runs {
             self.reader.seek(&position)?;
             let seq = self.next_seq;
             self.next_seq += 1;
-            let (waiting, made) = match self.describe(asked) {
+            let (rows, made) = match self.describe(asked) {
                 Ok(Some(rows)) => (Some(rows), None),
                 Ok(None) => (None, Some(VecDeque::new())),
                 Err(e) => (None, Some(VecDeque::from([Err(e)]))),
             };
             let made = made.map(|m| m.into_iter().skip(handed).collect());
-            self.runs.push_back(Run { seq, position, asked, handed, waiting, made });
+            self.runs.push_back(Run { seq, position, asked, handed, rows, spawned: false, made });
         }
         self.reader.seek(&state.get::<ReaderPosition>("next")?)?;
         self.described_all = state.get("described_all")?;
