@@ -119,7 +119,11 @@ fn null_as(e: Expr, value: bool) -> Expr {
 }
 
 fn lower_cast(inner: &DfExpr, to: &DataType, expr: &DfExpr) -> Result<Expr> {
-    let to = DType::from_arrow(to).map_err(|_| unsupported(&format!("cast to {to}"), expr))?;
+    // Expressions do not take the temporal and decimal dtypes yet (files read them).
+    let to = DType::from_arrow(to)
+        .ok()
+        .filter(|t| !matches!(t, DType::Date32 | DType::TimeMicros | DType::TimestampMicros | DType::Decimal128 { .. }))
+        .ok_or_else(|| unsupported(&format!("cast to {to}"), expr))?;
     // An untyped NULL gets its type from the cast; there is no IR value for it otherwise.
     if let DfExpr::Literal(value, _) = inner {
         if value.data_type() == DataType::Null {
