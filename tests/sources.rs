@@ -1010,3 +1010,31 @@ fn avro_logical_types_read_as_dates_times_and_timestamps() {
     let wrong = ElementSpec::new(vec![FieldSpec::scalar("at", DType::Int64)]).unwrap();
     assert!(Dataset::avro(&[path.as_str()], AvroOptions::default().with_features(wrong)).is_err());
 }
+
+#[test]
+fn avro_nullable_arrays_read_as_dense_features_with_null_rows() {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::Float32Type;
+    use flumen::crates::sources::avro::container::Codec;
+    use flumen::crates::sources::avro::writer::{AvroWriter, Datum};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nullable.avro").to_str().unwrap().to_string();
+    let schema = r#"{"type":"record","name":"r","fields":[
+        {"name":"v","type":["null",{"type":"array","items":"float"}]}]}"#;
+    let mut w = AvroWriter::create(&path, schema, Codec::Deflate).unwrap();
+    for i in 0..6 {
+        let v = match i % 3 {
+            0 => Datum::Union(0, Box::new(Datum::Null)),
+            _ => Datum::Union(1, Box::new(Datum::Array(vec![Datum::Float(i as f32), Datum::Float(i as f32 + 0.5)]))),
+        };
+        w.append(&Datum::Record(vec![v])).unwrap();
+    }
+    w.finish().unwrap();
+    let features = ElementSpec::new(vec![FieldSpec::tensor("v", DType::Float32, vec![2])]).unwrap();
+    let ds = Dataset::avro(&[path.as_str()], AvroOptions::default().with_features(features)).unwrap();
+    let chunk = ds.iter_chunks().next().unwrap().unwrap();
+    let v = chunk.column(0).as_fixed_size_list();
+    let nulls: Vec<bool> = (0..6).map(|i| v.is_null(i)).collect();
+    assert_eq!(nulls, [true, false, false, true, false, false]);
+    assert_eq!(v.value(4).as_primitive::<Float32Type>().values().to_vec(), vec![4.0, 4.5]);
+}
