@@ -1,5 +1,6 @@
-//! A run of consecutive blocks described by where they are, decoded into one chunk by
-//! whichever thread makes it: the unit Avro files are decoded in on the pipeline's pool.
+//! A run of blocks of one file (consecutive ones, or the next ones of a shuffled order)
+//! described by where they are, decoded into one chunk by whichever thread makes it: the
+//! unit Avro files are decoded in on the pipeline's pool.
 //!
 //! Describing a run only walks block headers; making it inflates and decodes every block.
 //! A run gives exactly what the reader's own `next_chunk` calls would give over the same
