@@ -116,16 +116,13 @@ fn per_type(c: &mut Criterion) {
     decode(c, "string", &one("name", r#""string""#), spec, &data);
 }
 
+/// Three of w3's nine features: label, weight and tokens.
+fn three_of(all: &ElementSpec) -> ElementSpec {
+    let three = ["label", "weight", "tokens"];
+    ElementSpec::new(all.fields.iter().filter(|f| three.contains(&f.name.as_str())).cloned().collect()).unwrap()
+}
+
 fn w3_projection(c: &mut Criterion) {
-    let schema = format!(
-        r#"{{"type":"record","name":"Row","fields":[
-        {{"name":"label","type":"long"}},{{"name":"weight","type":"float"}},{{"name":"age","type":"int"}},
-        {{"name":"score","type":"double"}},{{"name":"flag","type":"boolean"}},
-        {{"name":"dense_f","type":{{"type":"array","items":"float"}}}},
-        {{"name":"emb2d","type":{{"type":"array","items":{{"type":"array","items":"float"}}}}}},
-        {{"name":"sparse_f","type":{SPARSE_TYPE}}},
-        {{"name":"tokens","type":{{"type":"array","items":"long"}}}}]}}"#
-    );
     let mut draw = Draw(11);
     let data = block(|| {
         Datum::Record(vec![
@@ -140,26 +137,10 @@ fn w3_projection(c: &mut Criterion) {
             draw.tokens(),
         ])
     });
-    let all = ElementSpec::new(vec![
-        FieldSpec::scalar("label", DType::Int64),
-        FieldSpec::scalar("weight", DType::Float32),
-        FieldSpec::scalar("age", DType::Int32),
-        FieldSpec::scalar("score", DType::Float64),
-        FieldSpec::scalar("flag", DType::Bool),
-        FieldSpec::tensor("dense_f", DType::Float32, vec![128]),
-        FieldSpec::tensor("emb2d", DType::Float32, vec![4, 16]),
-        FieldSpec::sparse("sparse_f", DType::Float32, vec![50_001]),
-        FieldSpec::ragged("tokens", DType::Int64, vec![-1]),
-    ])
-    .unwrap();
-    let three = ElementSpec::new(vec![
-        FieldSpec::scalar("label", DType::Int64),
-        FieldSpec::scalar("weight", DType::Float32),
-        FieldSpec::ragged("tokens", DType::Int64, vec![-1]),
-    ])
-    .unwrap();
-    decode(c, "w3_all_9_fields", &schema, all, &data);
-    decode(c, "w3_3_of_9_fields", &schema, three, &data);
+    let all = w3_data::features();
+    let three = three_of(&all);
+    decode(c, "w3_all_9_fields", w3_data::SCHEMA, all, &data);
+    decode(c, "w3_3_of_9_fields", w3_data::SCHEMA, three, &data);
 }
 
 fn w3_read(c: &mut Criterion) {
@@ -167,10 +148,7 @@ fn w3_read(c: &mut Criterion) {
     let paths = w3_data::files(dir.path(), 5_000, &mut workload_data::Rng(5)).expect("w3's files");
     let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
     let all = w3_data::features();
-    let three = ElementSpec::new(
-        all.fields.iter().filter(|f| ["label", "weight", "tokens"].contains(&f.name.as_str())).cloned().collect(),
-    )
-    .unwrap();
+    let three = three_of(&all);
     let mut group = c.benchmark_group("avro_read");
     group.throughput(Throughput::Elements(20_000));
     group.sample_size(20);

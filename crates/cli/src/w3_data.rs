@@ -27,7 +27,7 @@ pub fn features() -> ElementSpec {
 }
 
 /// w3's writer schema, as `gen_data.py`'s `AVRO_SCHEMA`.
-const SCHEMA: &str = r#"{"type":"record","name":"Row","fields":[
+pub const SCHEMA: &str = r#"{"type":"record","name":"Row","fields":[
     {"name":"label","type":"long"},
     {"name":"weight","type":"float"},
     {"name":"age","type":"int"},
