@@ -18,6 +18,14 @@
 //! - w4: range(2,000,000) → map(f64(3x+1)) → map(sqrt(v)·0.5) → filter(floor(v) mod 3 ≠ 0) →
 //!   map(v·v+1) → batch(4096); checksum Σ v.
 //!
+//! - w5: TFRecord files `tfrecord_jpeg/*.tfrecord` (128x128 JPEGs) → interleave(cycle 4,
+//!   parallel) → map(parse_example: image bytes, label) → map(decode_jpeg → random_crop
+//!   112x112 → random_flip_left_right → float32 / 255 → normalize by the RGB mean and std)
+//!   → batch(128) → prefetch; checksum: rows.
+//! - w7: `jpeg_files/*/*.jpg` (ImageFolder layout) → list_files(shuffle, seed 7) →
+//!   map(read_file → decode_jpeg → random_resized_crop 224x224 (area 0.08..1, aspect
+//!   3/4..4/3, bilinear) → random_flip_left_right → float32 / 255 → normalize) → batch(32) →
+//!   prefetch; checksum: rows.
 //! - w6: TFRecord files `tfrecord_text/*.tfrecord` → interleave(cycle 4, parallel) →
 //!   map(parse_example: tokens int64 varlen, label) → filter(len(tokens) ≥ 8) →
 //!   bucket_by_sequence_length(boundaries [32, 64, 128], batch sizes [128, 64, 32, 16], pad 0)
@@ -45,8 +53,12 @@ pub enum Workload {
     W3,
     /// Map chain over a range.
     W4,
+    /// JPEGs in TFRecords: decode, random crop, flip, normalize.
+    W5,
     /// Variable-length text, bucketed by length.
     W6,
+    /// JPEG files: decode, random resized crop, flip, normalize.
+    W7,
 }
 
 impl Workload {
@@ -56,7 +68,9 @@ impl Workload {
             Workload::W2 => "w2",
             Workload::W3 => "w3",
             Workload::W4 => "w4",
+            Workload::W5 => "w5",
             Workload::W6 => "w6",
+            Workload::W7 => "w7",
         }
     }
 }
@@ -121,6 +135,44 @@ fn w3(data: &Path) -> Result<Dataset, String> {
     let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
     let options = AvroOptions::default().with_features(crate::w3_data::features());
     let ds = Dataset::avro(&paths, options).and_then(|d| d.batch(1024));
+    ds.map_err(|e| e.to_string())
+}
+
+fn w5(data: &Path) -> Result<Dataset, String> {
+    let paths = files(data, "tfrecord_jpeg", "tfrecord")?;
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let read = FileRead::TfRecord(RecordCompression::None);
+    let features =
+        vec![FeatureSpec::fixed("image", DType::Binary, vec![]), FeatureSpec::fixed("label", DType::Int64, vec![])];
+    let parse = MapFunction::parse_example("record", features).map_err(|e| e.to_string())?;
+    let image = random_flip_left_right(random_crop(decode_jpeg(col("image"), 3), 112, 112, 7), 7);
+    let augment = MapFunction::select([
+        ("image", normalize(convert_image_dtype(image), &RGB_MEAN, &RGB_STD)),
+        ("label", col("label")),
+    ]);
+    let ds = Dataset::splits(&paths, read.clone())
+        .and_then(|d| d.interleave_with(DatasetFunction::ReadSplit(read), Tunable::Fixed(4), 1, autotuned()))
+        .and_then(|d| d.map(parse))
+        .and_then(|d| d.map_with(augment, autotuned()))
+        .and_then(|d| d.batch(128))
+        .and_then(|d| d.prefetch(Tunable::Autotune));
+    ds.map_err(|e| e.to_string())
+}
+
+/// The ImageNet RGB mean and standard deviation w5 and w7 normalize by.
+const RGB_MEAN: [f64; 3] = [0.485, 0.456, 0.406];
+const RGB_STD: [f64; 3] = [0.229, 0.224, 0.225];
+
+fn w7(data: &Path) -> Result<Dataset, String> {
+    files(data, "jpeg_files/class_0", "jpg")?;
+    let pattern = format!("{}/jpeg_files/*/*.jpg", data.display());
+    let image = decode_jpeg(read_file(col("filename")), 3);
+    let image = random_resized_crop(image, 224, 224, 7, (0.08, 1.0), (3.0 / 4.0, 4.0 / 3.0));
+    let image = normalize(convert_image_dtype(random_flip_left_right(image, 7)), &RGB_MEAN, &RGB_STD);
+    let ds = Dataset::list_files(&pattern, true, Some(7))
+        .and_then(|d| d.map_with(MapFunction::select([("image", image)]), autotuned()))
+        .and_then(|d| d.batch(32))
+        .and_then(|d| d.prefetch(Tunable::Autotune));
     ds.map_err(|e| e.to_string())
 }
 
@@ -221,7 +273,9 @@ fn run_flumen(workload: Workload, data: &Path, analyze: bool) -> Result<Outcome,
         Workload::W2 => (w2(data)?, "features"),
         Workload::W3 => (w3(data)?, "dense_f"),
         Workload::W4 => (w4()?, "v"),
+        Workload::W5 => (w5(data)?, "image"),
         Workload::W6 => (w6(data)?, "tokens"),
+        Workload::W7 => (w7(data)?, "image"),
     };
     let (mut rows, mut batches, mut checksum) = (0u64, 0u64, 0.0f64);
     let mut it = ds.iter();
@@ -230,6 +284,7 @@ fn run_flumen(workload: Workload, data: &Path, analyze: bool) -> Result<Outcome,
         let column = batch.column_by_name(field).ok_or_else(|| format!("no field {field}"))?;
         checksum += match workload {
             Workload::W6 => non_zero(column),
+            Workload::W5 | Workload::W7 => batch.num_rows() as f64,
             _ => sum_first(column),
         };
         rows += match workload {

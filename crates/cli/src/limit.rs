@@ -26,11 +26,14 @@ pub struct Outcome {
     pub checksum: f64,
 }
 
-const THREADS: usize = 2;
+pub(crate) const THREADS: usize = 2;
 
 /// `work(i)` for each of `n` items, the items split over [`THREADS`] threads; results in
 /// item order.
-fn on_threads<T: Send>(n: usize, work: impl Fn(usize) -> Result<T, String> + Sync) -> Result<Vec<T>, String> {
+pub(crate) fn on_threads<T: Send>(
+    n: usize,
+    work: impl Fn(usize) -> Result<T, String> + Sync,
+) -> Result<Vec<T>, String> {
     let mut slots: Vec<Option<Result<T, String>>> = (0..n).map(|_| None).collect();
     std::thread::scope(|s| {
         let work = &work;
@@ -110,7 +113,7 @@ fn number<T: std::str::FromStr>(field: Option<&[u8]>, file: &str) -> Result<T, S
 /// reading copies it into memory the process touches for the first time. Its pages come in
 /// as they are read, as flumen's reader maps them (`MAP_POPULATE` was no faster: w2's limit
 /// 35.3 against 35.0 ms, medians of 30 alternating passes).
-fn records(path: &str, mut each: impl FnMut(&[u8]) -> Result<(), String>) -> Result<(), String> {
+pub(crate) fn records(path: &str, mut each: impl FnMut(&[u8]) -> Result<(), String>) -> Result<(), String> {
     let file = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
     // SAFETY: the map is only read, and the bench's files are not written while it runs.
     let bytes = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(|e| format!("{path}: {e}"))?;
@@ -148,7 +151,7 @@ fn varint(b: &[u8], mut at: usize) -> Option<(u64, usize)> {
 }
 
 /// The length-delimited fields of a message: (field number, bytes).
-fn fields(mut b: &[u8]) -> impl Iterator<Item = Option<(u64, &[u8])>> {
+pub(crate) fn fields(mut b: &[u8]) -> impl Iterator<Item = Option<(u64, &[u8])>> {
     std::iter::from_fn(move || {
         if b.is_empty() {
             return None;
@@ -170,7 +173,10 @@ fn fields(mut b: &[u8]) -> impl Iterator<Item = Option<(u64, &[u8])>> {
 
 /// Calls `each(name, list)` for every feature of a serialized `tf.train.Example`, `list`
 /// being the bytes of its FloatList / Int64List / BytesList; `None` when malformed.
-fn each_feature<'a>(example: &'a [u8], mut each: impl FnMut(&'a [u8], &'a [u8]) -> Option<()>) -> Option<()> {
+pub(crate) fn each_feature<'a>(
+    example: &'a [u8],
+    mut each: impl FnMut(&'a [u8], &'a [u8]) -> Option<()>,
+) -> Option<()> {
     for field in fields(example) {
         let (number, features) = field?;
         if number != 1 {
@@ -507,7 +513,15 @@ pub fn run(workload: &str, find: impl Fn(&str, &str) -> Result<Vec<String>, Stri
         "w2" => w2(&find("tfrecord_example", "tfrecord")?),
         "w3" => w3(&find("avro_atds", "avro")?),
         "w4" => Ok(w4()),
+        "w5" => crate::image_limit::w5(&find("tfrecord_jpeg", "tfrecord")?),
         "w6" => w6(&find("tfrecord_text", "tfrecord")?),
+        "w7" => {
+            let mut files = vec![];
+            for class in 0..10 {
+                files.extend(find(&format!("jpeg_files/class_{class}"), "jpg")?);
+            }
+            crate::image_limit::w7(&files)
+        }
         other => Err(format!("no limit program for {other}")),
     }
 }

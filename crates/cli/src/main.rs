@@ -38,6 +38,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
 mod gen_data;
+mod image_limit;
 mod limit;
 mod output;
 mod w3_data;

@@ -267,3 +267,26 @@ pub fn plan_json() -> Vec<Vec<u8>> {
     .expect("a parse");
     [base, more, parsed].iter().map(|d| d.serialize().expect("serializes").into_bytes()).collect()
 }
+
+/// The test images other encoders wrote (`tests/data/images`), of `extension`.
+fn images(extension: &str) -> Vec<Vec<u8>> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/images");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .expect("the test images")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == extension))
+        .collect();
+    paths.sort();
+    paths.iter().map(|p| std::fs::read(p).expect("a test image")).collect()
+}
+
+/// Inputs of `targets::jpeg`: baseline (4:2:0, 4:4:4), progressive, restart markers,
+/// grayscale and CMYK JPEGs written by Pillow and TensorFlow.
+pub fn jpeg() -> Vec<Vec<u8>> {
+    images("jpg")
+}
+
+/// Inputs of `targets::png`: RGB, RGBA, gray, 16-bit gray and palette PNGs written by Pillow.
+pub fn png() -> Vec<Vec<u8>> {
+    images("png")
+}

@@ -36,6 +36,8 @@ pub const TARGETS: &[Target] = &[
     Target { name: "snapshot", run: snapshot, seeds: crate::seeds::snapshot },
     Target { name: "checkpoint", run: checkpoint, seeds: crate::seeds::checkpoint },
     Target { name: "plan_json", run: plan_json, seeds: crate::seeds::plan_json },
+    Target { name: "jpeg", run: jpeg, seeds: crate::seeds::jpeg },
+    Target { name: "png", run: png, seeds: crate::seeds::png },
 ];
 
 /// At most this many items are read from a pipeline: targets read small inputs, and a plan
@@ -309,6 +311,50 @@ pub fn ipc_stream(data: &[u8]) {
     if let Ok(ds) = Dataset::ipc_stream(&[path_str(&path)]) {
         same_in_any_chunks("ipc_stream", &ds);
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Images.
+// ---------------------------------------------------------------------------------------
+
+/// The first item of `map(outputs)` over one element holding `data` as bytes field
+/// `image`, under `options`.
+fn first_image_item(data: &[u8], outputs: Vec<(&str, Expr)>, options: Options) -> Option<Item> {
+    let column: ArrayRef = Arc::new(BinaryArray::from_iter_values([data]));
+    let ds = Dataset::from_arrays([("image", column)]).ok()?.with_options(options.with_threads(1));
+    let ds = ds.map(MapFunction::select(outputs)).ok()?;
+    let item = ds.iter().next()?;
+    Some(match item {
+        Ok(batch) => Item::Element(format!("{:?}", batch.columns())),
+        Err(e) => Item::Error(e.to_string()),
+    })
+}
+
+/// JPEGs: decoded to 1, 3 and 4 channels; and a crop of the rows-only decode
+/// (`jpeg-row-decode`) equal to the crop of the whole image wherever the whole decode
+/// succeeds.
+pub fn jpeg(data: &[u8]) {
+    let decode = |c| decode_jpeg(col("image"), c);
+    let all = vec![("gray", decode(1)), ("rgb", decode(3)), ("rgba", decode(4))];
+    first_image_item(data, all, Options::default());
+    let cropped = || vec![("top", crop(decode(3), 1, 2, 3, 4)), ("random", random_crop(decode(3), 5, 3, 9))];
+    let whole = first_image_item(data, cropped(), Options::default().without_optimizations());
+    let rows = first_image_item(data, cropped(), Options::default());
+    if let Some(Item::Element(whole)) = whole {
+        assert_eq!(
+            rows,
+            Some(Item::Element(whole)),
+            "jpeg: the rows-only decode's crops differ from the whole image's"
+        );
+    }
+}
+
+/// PNGs: decoded to 1, 3 and 4 channels, and by `decode_image`.
+pub fn png(data: &[u8]) {
+    let decode = |c| decode_png(col("image"), c);
+    let all =
+        vec![("gray", decode(1)), ("rgb", decode(3)), ("rgba", decode(4)), ("any", decode_image(col("image"), 3))];
+    first_image_item(data, all, Options::default());
 }
 
 // ---------------------------------------------------------------------------------------

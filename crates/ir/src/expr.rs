@@ -280,6 +280,54 @@ pub enum Func {
     /// the last dim of a float tensor, whose size must be `n` (`n` = 1 for a scalar); float32
     /// stays float32. `n` and the means and standard deviations are number literals.
     Normalize,
+    /// `decode_jpeg(bytes, channels)`: a JPEG's pixels as a uint8 `[height, width,
+    /// channels]` tensor (tf.io.decode_jpeg); `channels` is 1, 3 or 4, an integer literal.
+    /// Height and width vary per element. See `crate::image` for all image functions.
+    DecodeJpeg,
+    /// `decode_png(bytes, channels)`: as [`Func::DecodeJpeg`] for a PNG (8 or 16 bits per
+    /// sample; 16-bit samples keep their high byte).
+    DecodePng,
+    /// `decode_image(bytes, channels)`: JPEG or PNG, told apart by their magic bytes.
+    DecodeImage,
+    /// `decode_jpeg_rows(bytes, channels)`: [`Func::DecodeJpeg`] that a crop over it may
+    /// decode only the rows it keeps of (the optimizer's `jpeg-row-decode` writes it).
+    DecodeJpegRows,
+    /// `resize(image, height, width, method)`: a uint8 image resized (`method`: "nearest",
+    /// "bilinear", "bicubic", "area" or "lanczos3"; convolution filters antialias).
+    Resize,
+    /// `crop(image, top, left, height, width)` (tf.image.crop_to_bounding_box).
+    Crop,
+    /// `central_crop(image, fraction)` (tf.image.central_crop).
+    CentralCrop,
+    /// `random_crop(image, height, width, seed)` (tf.image.random_crop).
+    RandomCrop,
+    /// `random_resized_crop(image, height, width, seed, scale_lo, scale_hi, ratio_lo,
+    /// ratio_hi)`: torchvision's RandomResizedCrop, bilinear, on a uint8 image.
+    RandomResizedCrop,
+    /// `flip_left_right(image)`.
+    FlipLeftRight,
+    /// `flip_up_down(image)`.
+    FlipUpDown,
+    /// `random_flip_left_right(image, seed)`: mirrored with probability 1/2.
+    RandomFlipLeftRight,
+    /// `random_flip_up_down(image, seed)`: flipped upside down with probability 1/2.
+    RandomFlipUpDown,
+    /// `hwc_to_chw(image)`: `[h, w, c]` to `[c, h, w]`.
+    HwcToChw,
+    /// `convert_image_dtype(image, "float32")`: uint8 to float32 in `[0, 1]` (`x / 255`).
+    ConvertImageDtype,
+    /// `random_brightness(image, max_delta, seed)`: a float image plus one uniform
+    /// `[-max_delta, max_delta)` draw.
+    RandomBrightness,
+    /// `random_contrast(image, lower, upper, seed)`: each channel's distance from its mean
+    /// scaled by one uniform `[lower, upper)` draw (tf.image.random_contrast).
+    RandomContrast,
+    /// `random_saturation(image, lower, upper, seed)`: an RGB float image blended with its
+    /// grayscale by one uniform `[lower, upper)` draw (torchvision's adjust_saturation).
+    RandomSaturation,
+    /// `read_file(path)` (tf.io.read_file): the bytes of the file at a string path; a file
+    /// that cannot be read is an error naming it.
+    ReadFile,
 }
 
 impl Func {
@@ -320,11 +368,30 @@ impl Func {
             Func::ReduceMaxAxes => "reduce_max_axes",
             Func::ReduceMinAxes => "reduce_min_axes",
             Func::Normalize => "normalize",
+            Func::DecodeJpeg => "decode_jpeg",
+            Func::DecodePng => "decode_png",
+            Func::DecodeImage => "decode_image",
+            Func::DecodeJpegRows => "decode_jpeg_rows",
+            Func::Resize => "resize",
+            Func::Crop => "crop",
+            Func::CentralCrop => "central_crop",
+            Func::RandomCrop => "random_crop",
+            Func::RandomResizedCrop => "random_resized_crop",
+            Func::FlipLeftRight => "flip_left_right",
+            Func::FlipUpDown => "flip_up_down",
+            Func::RandomFlipLeftRight => "random_flip_left_right",
+            Func::RandomFlipUpDown => "random_flip_up_down",
+            Func::HwcToChw => "hwc_to_chw",
+            Func::ConvertImageDtype => "convert_image_dtype",
+            Func::RandomBrightness => "random_brightness",
+            Func::RandomContrast => "random_contrast",
+            Func::RandomSaturation => "random_saturation",
+            Func::ReadFile => "read_file",
         }
     }
 
     /// Every function, in declaration order.
-    pub const ALL: [Func; 34] = [
+    pub const ALL: [Func; 53] = [
         Func::Abs,
         Func::Sqrt,
         Func::Exp,
@@ -359,6 +426,25 @@ impl Func {
         Func::ReduceMaxAxes,
         Func::ReduceMinAxes,
         Func::Normalize,
+        Func::DecodeJpeg,
+        Func::DecodePng,
+        Func::DecodeImage,
+        Func::DecodeJpegRows,
+        Func::Resize,
+        Func::Crop,
+        Func::CentralCrop,
+        Func::RandomCrop,
+        Func::RandomResizedCrop,
+        Func::FlipLeftRight,
+        Func::FlipUpDown,
+        Func::RandomFlipLeftRight,
+        Func::RandomFlipUpDown,
+        Func::HwcToChw,
+        Func::ConvertImageDtype,
+        Func::RandomBrightness,
+        Func::RandomContrast,
+        Func::RandomSaturation,
+        Func::ReadFile,
     ];
 
     /// True for the reductions of a tensor to one value per element.
@@ -388,7 +474,43 @@ impl Func {
     /// axis reductions and `normalize`. Like the reductions, they are computed first, over
     /// the whole chunk, and an expression around them sees a field of their shape.
     pub fn is_tensor_function(self) -> bool {
-        self.is_axis_reduction() || matches!(self, Func::OneHot | Func::Normalize)
+        self.is_axis_reduction()
+            || self.is_image_function()
+            || matches!(self, Func::OneHot | Func::Normalize | Func::ReadFile)
+    }
+
+    /// True for the image functions (decoders, geometry, pixel operations: `crate::image`).
+    pub fn is_image_function(self) -> bool {
+        matches!(
+            self,
+            Func::DecodeJpeg
+                | Func::DecodePng
+                | Func::DecodeImage
+                | Func::DecodeJpegRows
+                | Func::Resize
+                | Func::Crop
+                | Func::CentralCrop
+                | Func::HwcToChw
+                | Func::FlipLeftRight
+                | Func::FlipUpDown
+                | Func::ConvertImageDtype
+        ) || self.draws_random()
+    }
+
+    /// True for the functions that draw random numbers. Their draws are keyed by the seed
+    /// literal, the epoch and the element's position in the map's input (see
+    /// `crate::image`), so they are functions of the element like any other.
+    pub fn draws_random(self) -> bool {
+        matches!(
+            self,
+            Func::RandomCrop
+                | Func::RandomResizedCrop
+                | Func::RandomFlipLeftRight
+                | Func::RandomFlipUpDown
+                | Func::RandomBrightness
+                | Func::RandomContrast
+                | Func::RandomSaturation
+        )
     }
 
     /// True for the functions an expression evaluation computes before the rest of the
@@ -544,8 +666,16 @@ impl Expr {
         }
     }
 
+    /// Whether the expression calls a function that draws random numbers
+    /// ([`Func::draws_random`]).
+    pub fn draws_random(&self) -> bool {
+        let mut found = false;
+        self.visit(&mut |e| found |= matches!(e, Expr::Call { func, .. } if func.draws_random()));
+        found
+    }
+
     /// Whether the expression calls a tensor function (`one_hot`, `normalize`, axis
-    /// reductions: [`Func::is_tensor_function`]).
+    /// reductions, image functions).
     pub fn has_tensor_function(&self) -> bool {
         let mut found = false;
         self.visit(&mut |e| found |= matches!(e, Expr::Call { func, .. } if func.is_tensor_function()));
@@ -566,6 +696,21 @@ impl Expr {
         if self.has_tensor_function() {
             let mut with_fields = spec.clone();
             let expr = self.tensor_functions_as_fields(spec, &mut with_fields)?;
+            // Elementwise operations need every element's shape: an image of unknown size
+            // (a decode's) must be cropped or resized first.
+            let added = &with_fields.fields[spec.fields.len()..];
+            if let Expr::Column(name) = &expr {
+                if let Some(f) = added.iter().find(|f| &f.name == name && !f.is_static()) {
+                    return Ok((f.dtype, f.shape.clone()));
+                }
+            } else {
+                if let Some(f) = added.iter().find(|f| !f.is_static()) {
+                    return Err(Error::Expr(format!(
+                        "{} has no fixed shape ({f}): crop or resize it before elementwise operations, in {self}",
+                        f.name
+                    )));
+                }
+            }
             return expr.value_type(&with_fields);
         }
         let mut shape: Option<(String, Vec<i64>)> = None;
@@ -884,7 +1029,25 @@ impl Expr {
         let Some((arg, rest)) = args.split_first() else {
             return fail(format!("{name} takes a tensor and literal arguments, got none"));
         };
-        let (t, mut shape) = arg.value_type(spec)?;
+        // An image field of unknown height and width (a decode's output read back, or a
+        // ragged field) is typed by its spec: elementwise typing would refuse it.
+        let field = match arg {
+            Expr::Column(name) if func.is_image_function() => spec.field(name).filter(|f| f.shape.len() == 3),
+            _ => None,
+        };
+        let (t, mut shape) = match field {
+            Some(f) if f.kind != crate::spec::FieldKind::Sparse => (f.dtype, f.shape.clone()),
+            _ => arg.value_type(spec)?,
+        };
+        if func == Func::ReadFile {
+            if t != DType::Utf8 || !shape.is_empty() || !rest.is_empty() {
+                return fail(format!("read_file takes one scalar string (a path), got {t}{shape:?}"));
+            }
+            return Ok((DType::Binary, shape));
+        }
+        if func.is_image_function() {
+            return crate::image::call_type(func, (t, shape), rest).map_err(|m| Error::Expr(format!("{m} in {self}")));
+        }
         match func {
             Func::OneHot => {
                 if !t.is_integer() {

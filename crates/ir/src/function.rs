@@ -109,6 +109,13 @@ impl MapFn {
     pub fn is_exclusive(&self) -> bool {
         matches!(self, MapFn::Closure { closure, .. } if closure.exclusive)
     }
+
+    /// True when an output draws random numbers ([`crate::Func::draws_random`]): its draws
+    /// are keyed by each element's position in the map's input, which rewrites must then
+    /// keep (no filter moved below the map, no filter fused into its stage).
+    pub fn draws_random(&self) -> bool {
+        matches!(self, MapFn::Exprs { outputs, .. } if outputs.iter().any(|o| o.expr.draws_random()))
+    }
 }
 
 /// The boolean function of `filter` and `take_while`.

@@ -21,6 +21,7 @@ pub mod example;
 pub mod expr;
 pub mod fingerprint;
 pub mod function;
+pub mod image;
 mod inline;
 pub mod ipc_lengths;
 pub mod json;

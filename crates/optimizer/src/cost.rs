@@ -136,6 +136,19 @@ pub(crate) fn parallel(t: &Tunable) -> bool {
     matches!(t, Tunable::Autotune) || matches!(t, Tunable::Fixed(n) if *n > 1)
 }
 
+impl DefaultCost {
+    /// The operations a call of function `name` counts for: one, except for decoding an
+    /// image, which costs as much as a long expression (a crop's decode of only the rows it
+    /// keeps, `decode_jpeg_rows`, less than a whole one).
+    fn call_ops(&self, name: &str) -> f64 {
+        match name {
+            "decode_jpeg" | "decode_png" | "decode_image" => 1000.0,
+            "decode_jpeg_rows" => 700.0,
+            _ => 1.0,
+        }
+    }
+}
+
 impl CostModel for DefaultCost {
     fn cost(&self, egraph: &Graph, node: &Node, child: &dyn Fn(Id) -> Cost) -> Cost {
         if !node.is_plan() && !matches!(node, Node::Sink(_)) {
@@ -148,6 +161,10 @@ impl CostModel for DefaultCost {
                 | Node::ClosureFn(_)
                 | Node::ClosurePred(_)
                 | Node::ParseFn(_) => 0.0,
+                Node::Call(c) => match &egraph[c[0]].data.value {
+                    Value::Name(f) => self.call_ops(f),
+                    _ => 1.0,
+                },
                 _ => 1.0,
             };
             return Cost::ops(own + node.children().iter().map(|c| child(*c).total).sum::<f64>());

@@ -21,7 +21,7 @@ use crate::cost::{CostModel, DefaultCost, Extraction};
 use crate::language::Node;
 use crate::lower::lower_plan;
 use crate::rules::parallelize::Parallelized;
-use crate::rules::{eliminate, fusion, parallelize, pushdown, vectorize, Rule};
+use crate::rules::{eliminate, fusion, image, parallelize, pushdown, vectorize, Rule};
 use crate::value::raise;
 
 /// Which rules run and within which limits (tf.data's `Options().experimental_optimization`).
@@ -111,7 +111,10 @@ fn build_stages(autotune: bool, parallelized: Parallelized) -> Vec<Stage> {
     let mut stages = vec![
         Stage { name: "eliminate".into(), rules: eliminate.clone() },
         Stage { name: "fusion".into(), rules: fusion.into_iter().chain(eliminate.iter().cloned()).collect() },
-        Stage { name: "pushdown".into(), rules: pushdown::rules().into_iter().chain(eliminate).collect() },
+        Stage {
+            name: "pushdown".into(),
+            rules: pushdown::rules().into_iter().chain(image::rules()).chain(eliminate).collect(),
+        },
         Stage { name: "vectorize".into(), rules: vectorize::rules().into_iter().chain(batch_fusion).collect() },
     ];
     if autotune {
@@ -127,6 +130,7 @@ pub fn rule_names() -> Vec<(&'static str, Vec<String>)> {
         ("eliminate", names(eliminate::rules())),
         ("fusion", names(fusion::rules())),
         ("pushdown", names(pushdown::rules())),
+        ("image", names(image::rules())),
         ("vectorize", names(vectorize::rules())),
         ("parallelize", names(parallelize::rules())),
     ]

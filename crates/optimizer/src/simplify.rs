@@ -35,6 +35,22 @@ pub fn may_fail(expr: &Expr, spec: &ElementSpec) -> bool {
             } => integer(),
             Expr::Unary { op: UnaryOp::Neg, .. } => integer(),
             Expr::Call { func: Func::Abs | Func::Power, .. } => integer(),
+            // Reading a file, decoding it, and cropping or resizing an image to a size it may
+            // not have can fail; flips and pixel operations of a well-typed image cannot.
+            Expr::Call {
+                func:
+                    Func::ReadFile
+                    | Func::DecodeJpeg
+                    | Func::DecodePng
+                    | Func::DecodeImage
+                    | Func::DecodeJpegRows
+                    | Func::Crop
+                    | Func::CentralCrop
+                    | Func::RandomCrop
+                    | Func::RandomResizedCrop
+                    | Func::Resize,
+                ..
+            } => true,
             Expr::Cast { arg, to } => arg.data_type(spec).map_or(true, |from| cast_may_fail(from, *to)),
             _ => false,
         };

@@ -3,7 +3,7 @@
 //! rule, they are not.
 
 use egg::{RecExpr, Runner, SimpleScheduler};
-use flumen_optimizer::rules::{eliminate, fusion, parallelize, pushdown, vectorize};
+use flumen_optimizer::rules::{eliminate, fusion, image, parallelize, pushdown, vectorize};
 use flumen_optimizer::{raise, Graph, Node, Rule};
 
 /// Saturates `before` with `rules`; true when `after` is then equivalent to it. Both must
@@ -345,3 +345,20 @@ fn pushdown_rules_leave_sources_without_pushdown_alone() {
         &s("(map (exprs only (out y (col value))) default none (take 3 RANGE))")
     ));
 }
+
+// ---- image ----
+/// A JPEG read from the file named by `value` (the plan only has to type-check).
+const JPEG: &str = "(call decode_jpeg (call read_file (cast (col value) string)) 3)";
+const JPEG_ROWS: &str = "(call decode_jpeg_rows (call read_file (cast (col value) string)) 3)";
+
+fn image_map(out: &str) -> String {
+    s(&format!("(map (exprs only (out x {out})) default none RANGE)"))
+}
+
+rewrites!(a_random_crop_of_a_jpeg_decodes_only_its_rows, image::rules(),
+    image_map(&format!("(call random_crop {JPEG} 8 8 7)")) => image_map(&format!("(call random_crop {JPEG_ROWS} 8 8 7)")));
+rewrites!(a_fixed_crop_under_a_flip_decodes_only_its_rows, image::rules(),
+    image_map(&format!("(call flip_left_right (call crop {JPEG} 1 2 8 8))"))
+        => image_map(&format!("(call flip_left_right (call crop {JPEG_ROWS} 1 2 8 8))")));
+rewrites!(a_resize_of_the_whole_jpeg_decodes_it_whole, image::rules(),
+    image_map(&format!("(call resize {JPEG} 8 8 %22area%22)")) => not image_map(&format!("(call resize {JPEG_ROWS} 8 8 %22area%22)")));

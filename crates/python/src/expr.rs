@@ -154,7 +154,8 @@ impl When {
 /// A flumen function of `args` by name (`sqrt`, `clip`, `length`, ...). The tensor
 /// functions take their parameters as Python values after the expression:
 /// `bucketize(e, boundaries)`, `one_hot(e, depth)`, `hash_bucket(e, num_buckets)`,
-/// `normalize(e, mean, std)`, `reduce_sum(e, axes)` (and `_mean`, `_max`, `_min`).
+/// `normalize(e, mean, std)`, `reduce_sum(e, axes)` (and `_mean`, `_max`, `_min`), and the
+/// image functions with their sizes, seeds and ranges (`random_crop(e, h, w, seed)`, ...).
 #[pyfunction]
 pub fn func(name: &str, args: Vec<Bound<'_, PyAny>>) -> PyResult<Expr> {
     use flumen::prelude as f;
@@ -235,6 +236,72 @@ fn parameterized(name: &str, args: &[Bound<'_, PyAny>]) -> PyResult<Option<DfExp
         "normalize" => {
             arity(3)?;
             f::normalize(expr_of(&args[0])?, &args[1].extract::<Vec<f64>>()?, &args[2].extract::<Vec<f64>>()?)
+        }
+        "decode_jpeg" | "decode_png" | "decode_image" => {
+            arity(2)?;
+            let g = match name {
+                "decode_jpeg" => f::decode_jpeg,
+                "decode_png" => f::decode_png,
+                _ => f::decode_image,
+            };
+            g(expr_of(&args[0])?, args[1].extract()?)
+        }
+        "read_file" => {
+            arity(1)?;
+            f::read_file(expr_of(&args[0])?)
+        }
+        "resize" => {
+            arity(4)?;
+            f::resize(expr_of(&args[0])?, args[1].extract()?, args[2].extract()?, &args[3].extract::<String>()?)
+        }
+        "crop" => {
+            arity(5)?;
+            let [t, l, h, w] = [1, 2, 3, 4].map(|i| args[i].extract::<i64>());
+            f::crop(expr_of(&args[0])?, t?, l?, h?, w?)
+        }
+        "central_crop" => {
+            arity(2)?;
+            f::central_crop(expr_of(&args[0])?, args[1].extract()?)
+        }
+        "random_crop" => {
+            arity(4)?;
+            f::random_crop(expr_of(&args[0])?, args[1].extract()?, args[2].extract()?, args[3].extract()?)
+        }
+        "random_resized_crop" => {
+            arity(6)?;
+            let (h, w, seed) = (args[1].extract()?, args[2].extract()?, args[3].extract()?);
+            f::random_resized_crop(expr_of(&args[0])?, h, w, seed, args[4].extract()?, args[5].extract()?)
+        }
+        "flip_left_right" | "flip_up_down" | "hwc_to_chw" => {
+            arity(1)?;
+            let g = match name {
+                "flip_left_right" => f::flip_left_right,
+                "flip_up_down" => f::flip_up_down,
+                _ => f::hwc_to_chw,
+            };
+            g(expr_of(&args[0])?)
+        }
+        "random_flip_left_right" | "random_flip_up_down" => {
+            arity(2)?;
+            let g = if name == "random_flip_left_right" { f::random_flip_left_right } else { f::random_flip_up_down };
+            g(expr_of(&args[0])?, args[1].extract()?)
+        }
+        "convert_image_dtype" => {
+            arity(2)?;
+            let dtype: String = args[1].extract()?;
+            if dtype != "float32" {
+                return Err(PyValueError::new_err(format!("convert_image_dtype converts to float32, not {dtype}")));
+            }
+            f::convert_image_dtype(expr_of(&args[0])?)
+        }
+        "random_brightness" => {
+            arity(3)?;
+            f::random_brightness(expr_of(&args[0])?, args[1].extract()?, args[2].extract()?)
+        }
+        "random_contrast" | "random_saturation" => {
+            arity(4)?;
+            let g = if name == "random_contrast" { f::random_contrast } else { f::random_saturation };
+            g(expr_of(&args[0])?, args[1].extract()?, args[2].extract()?, args[3].extract()?)
         }
         "reduce_sum" | "reduce_mean" | "reduce_max" | "reduce_min" if args.len() == 2 => match name {
             "reduce_sum" => reduce(f::reduce_sum_axes)?,

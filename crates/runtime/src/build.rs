@@ -21,6 +21,7 @@ use crate::ops::bucket::BucketBySequenceLengthOp;
 use crate::ops::cache::CacheOp;
 use crate::ops::concatenate::ConcatenateOp;
 use crate::ops::count::{EnumerateOp, ShardOp, SkipOp, TakeOp, TakeWhileOp};
+use crate::ops::element_key::ElementKeyOp;
 use crate::ops::file_cache::FileCacheOp;
 use crate::ops::fold::{ReduceOp, ScanOp};
 use crate::ops::function::{filter_fn, filter_map_fn, map_fn, mask_fn, MaskFn};
@@ -275,9 +276,20 @@ pub(crate) fn parses_in_place(plan: &Plan) -> bool {
 fn map_input(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
     let input = plan.input();
     if !parses_in_place(plan) {
-        return build(input, ctx);
+        return Ok(keyed(plan, ctx, build(input, ctx)?));
     }
-    Ok(metered(input, ctx, Box::new(interleave(input, ctx)?.handing_on_views())))
+    Ok(keyed(plan, ctx, metered(input, ctx, Box::new(interleave(input, ctx)?.handing_on_views()))))
+}
+
+/// `input` with element keys added when `plan` is a map whose functions draw random
+/// numbers ([`ElementKeyOp`]).
+fn keyed(plan: &Plan, ctx: &ExecContext, input: BoxOperator) -> BoxOperator {
+    match plan.op() {
+        Op::Map { func, .. } | Op::MapAndBatch { func, .. } if func.draws_random() => {
+            Box::new(ElementKeyOp::new(input, ctx.salt))
+        }
+        _ => input,
+    }
 }
 
 /// The operator of an `interleave` node. A cycle length of AUTOTUNE is the number of cores,
@@ -343,7 +355,7 @@ pub(crate) fn runs_one_at_a_time(op: &Op) -> bool {
 /// the plan asks for. What it returns may depend on the calls before it, so neither the
 /// chunk size, the threads nor a parallel call may change which elements it sees, or when.
 fn build_one_at_a_time(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
-    let input: BoxOperator = Box::new(OneRow::new(build(plan.input(), ctx)?));
+    let input: BoxOperator = Box::new(OneRow::new(keyed(plan, ctx, build(plan.input(), ctx)?)));
     let schema = plan.spec().arrow_schema();
     Ok(match plan.op() {
         Op::Map { func, vectorized, .. } => {
@@ -401,11 +413,12 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         Op::MapAndBatch { func, batch_size, drop_remainder, vectorized, num_parallel_calls, deterministic } => {
             let mapped_spec = plan.spec().unbatched("map_and_batch")?;
             let func = map_fn(func, mapped_spec.arrow_schema(), &ctx.registry, *vectorized)?;
+            let input = keyed(plan, ctx, input()?);
             let map: BoxOperator = if is_parallel(num_parallel_calls) {
                 let size = map_and_batch_tasks(plan, ctx);
-                parallel_map(plan, ctx, input()?, func, *num_parallel_calls, *deterministic, size)
+                parallel_map(plan, ctx, input, func, *num_parallel_calls, *deterministic, size)
             } else {
-                Box::new(MapOp::new(input()?, func))
+                Box::new(MapOp::new(input, func))
             };
             Box::new(BatchOp::new(map, *batch_size, *drop_remainder, schema).holding_in(ctx.budget.clone()))
         }

@@ -305,8 +305,16 @@ fn source(desc: &SourceDesc) -> String {
 /// How a map function runs.
 fn map_strategy(func: &MapFn, vectorized: bool) -> String {
     match func {
-        MapFn::Exprs { .. } if vectorized => "columnar expressions".to_string(),
-        MapFn::Exprs { .. } => "per-row fallback: expressions".to_string(),
+        MapFn::Exprs { outputs, .. } => {
+            let mut how = if vectorized { "columnar expressions" } else { "per-row fallback: expressions" }.to_string();
+            if func.draws_random() {
+                how.push_str("; element keys for random draws");
+            }
+            if outputs.iter().any(|o| flumen_udf::image::fused::has_one_pass(&o.expr)) {
+                how.push_str("; crop-mirror-normalize in one pass");
+            }
+            how
+        }
         MapFn::ParseExample { field, .. } if vectorized => format!("columnar parse_example of '{field}'"),
         MapFn::ParseExample { field, .. } => format!("per-row fallback: parse_example of '{field}'"),
         MapFn::Closure { closure, .. } => closure_strategy(closure),

@@ -165,6 +165,30 @@ fn lift_reductions(expr: &Expr, batch: &mut RecordBatch) -> Result<Expr> {
             let value = reduce(*func, &arg, batch).map_err(|e| at(e, expr))?;
             Expr::Column(add_column(batch, value, expr)?)
         }
+        // Image functions evaluate their own arguments: a crop looks at whether its image is
+        // still encoded (`decode_jpeg_rows`) before anything is decoded.
+        Expr::Call { func: Func::ReadFile, args } => {
+            let [path] = args.as_slice() else { return Err(at("read_file takes a path", expr)) };
+            let paths = crate::image::value(path, batch, 0)?;
+            let value = crate::read_file::read_files(&paths).map_err(|e| at(e, expr))?;
+            Expr::Column(add_column(batch, value, expr)?)
+        }
+        Expr::Call { func, args } if func.is_image_function() => {
+            let value = crate::image::evaluate(*func, args, batch, expr)?;
+            Expr::Column(add_column(batch, value, expr)?)
+        }
+        Expr::Call { func: Func::Normalize, .. } if crate::image::fused::applies(expr) => {
+            let fused = crate::image::fused::evaluate(expr, batch)?;
+            let value = match fused {
+                Some(value) => value,
+                None => {
+                    let Expr::Call { func, args } = expr else { unreachable!("a normalize call") };
+                    let args = args.iter().map(|a| lift_reductions(a, batch)).collect::<Result<Vec<_>>>()?;
+                    crate::tensor_ops::evaluate(*func, &args, batch, expr)?
+                }
+            };
+            Expr::Column(add_column(batch, value, expr)?)
+        }
         Expr::Call { func, args } if func.is_tensor_function() => {
             let args = args.iter().map(&mut lift).collect::<Result<Vec<_>>>()?;
             let value = crate::tensor_ops::evaluate(*func, &args, batch, expr)?;
@@ -569,11 +593,14 @@ fn out_field<'a>(out: &NamedExpr, out_schema: &'a SchemaRef) -> Result<&'a Field
 }
 
 /// The input columns a map keeps (all of `batch`'s when `keep_input`, else none), by name.
+/// The element keys the runtime adds for random functions are never kept.
 pub fn kept_columns(batch: &RecordBatch, keep_input: bool) -> Vec<(String, ArrayRef)> {
     if !keep_input {
         return Vec::new();
     }
-    batch.schema().fields().iter().map(|f| f.name().clone()).zip(batch.columns().iter().cloned()).collect()
+    let schema = batch.schema();
+    let names = schema.fields().iter().map(|f| f.name().clone());
+    names.zip(batch.columns().iter().cloned()).filter(|(n, _)| n != flumen_ir::image::ELEMENT_KEY).collect()
 }
 
 /// The output chunk of `rows` elements of a map whose outputs' `values` (one per output, in

@@ -56,6 +56,9 @@ impl ScalarUDFImpl for Builtin {
             Func::Bucketize => DataType::Int32,
             Func::OneHot => DataType::Float32,
             Func::HashBucket => DataType::Int64,
+            Func::DecodeJpeg | Func::DecodePng | Func::DecodeImage | Func::DecodeJpegRows => DataType::UInt8,
+            Func::ConvertImageDtype => DataType::Float32,
+            Func::ReadFile => DataType::Binary,
             Func::ReduceMean | Func::ReduceMeanAxes if first != DataType::Float32 => DataType::Float64,
             f if f.is_unary_math() || matches!(f, Func::Power | Func::Atan2) => {
                 if first == DataType::Float32 {
@@ -82,7 +85,7 @@ fn call(func: Func, args: Vec<Expr>) -> Expr {
         Func::Least | Func::Greatest | Func::Coalesce | Func::Bucketize | Func::Normalize => {
             Signature::variadic_any(Volatility::Immutable)
         }
-        f if f.is_axis_reduction() => Signature::variadic_any(Volatility::Immutable),
+        f if f.is_axis_reduction() || f.is_image_function() => Signature::variadic_any(Volatility::Immutable),
         Func::Clip => Signature::any(3, Volatility::Immutable),
         Func::Power | Func::Atan2 | Func::OneHot | Func::HashBucket => Signature::any(2, Volatility::Immutable),
         _ => Signature::any(1, Volatility::Immutable),
@@ -284,6 +287,119 @@ pub fn normalize(e: Expr, mean: &[f64], std: &[f64]) -> Expr {
     let values = mean.iter().chain(std).map(|v| datafusion_expr::lit(*v));
     let args = [e, datafusion_expr::lit(mean.len() as i64)].into_iter().chain(values).collect();
     call(Func::Normalize, args)
+}
+
+/// `read_file(path)` (tf.io.read_file): the bytes of the file whose path is string `e`.
+pub fn read_file(e: Expr) -> Expr {
+    call(Func::ReadFile, vec![e])
+}
+
+/// `decode_jpeg(bytes, channels)` (tf.io.decode_jpeg): a JPEG in bytes field `e` decoded to
+/// a uint8 `[height, width, channels]` image; `channels` is 1 (gray), 3 (RGB) or 4 (RGBA).
+/// Height and width vary per element until a crop or resize fixes them.
+pub fn decode_jpeg(e: Expr, channels: i64) -> Expr {
+    call(Func::DecodeJpeg, vec![e, datafusion_expr::lit(channels)])
+}
+
+/// `decode_png(bytes, channels)`: as [`decode_jpeg`] for a PNG.
+pub fn decode_png(e: Expr, channels: i64) -> Expr {
+    call(Func::DecodePng, vec![e, datafusion_expr::lit(channels)])
+}
+
+/// `decode_image(bytes, channels)`: a JPEG or a PNG, told apart by its first bytes.
+pub fn decode_image(e: Expr, channels: i64) -> Expr {
+    call(Func::DecodeImage, vec![e, datafusion_expr::lit(channels)])
+}
+
+/// `resize(image, height, width, method)` of a uint8 image, `method` one of
+/// [`flumen_ir::image::RESIZE_METHODS`].
+pub fn resize(image: Expr, height: i64, width: i64, method: &str) -> Expr {
+    let args = vec![image, datafusion_expr::lit(height), datafusion_expr::lit(width), datafusion_expr::lit(method)];
+    call(Func::Resize, args)
+}
+
+/// `crop(image, top, left, height, width)` (tf.image.crop_to_bounding_box).
+pub fn crop(image: Expr, top: i64, left: i64, height: i64, width: i64) -> Expr {
+    let args = [top, left, height, width].map(datafusion_expr::lit);
+    call(Func::Crop, std::iter::once(image).chain(args).collect())
+}
+
+/// `central_crop(image, fraction)` (tf.image.central_crop): the central `fraction` of each
+/// of the height and the width.
+pub fn central_crop(image: Expr, fraction: f64) -> Expr {
+    call(Func::CentralCrop, vec![image, datafusion_expr::lit(fraction)])
+}
+
+/// `random_crop(image, height, width, seed)` (tf.image.random_crop): a window of that size
+/// at a uniformly drawn position.
+pub fn random_crop(image: Expr, height: i64, width: i64, seed: i64) -> Expr {
+    call(
+        Func::RandomCrop,
+        vec![image, datafusion_expr::lit(height), datafusion_expr::lit(width), datafusion_expr::lit(seed)],
+    )
+}
+
+/// `random_resized_crop(image, height, width, seed, scale, ratio)`: torchvision's
+/// RandomResizedCrop of a uint8 image (a window of area fraction in `scale` and aspect
+/// ratio in `ratio`, 10 attempts, then the central fallback), resized bilinearly.
+pub fn random_resized_crop(
+    image: Expr,
+    height: i64,
+    width: i64,
+    seed: i64,
+    scale: (f64, f64),
+    ratio: (f64, f64),
+) -> Expr {
+    let sizes = [height, width, seed].map(datafusion_expr::lit);
+    let ranges = [scale.0, scale.1, ratio.0, ratio.1].map(datafusion_expr::lit);
+    call(Func::RandomResizedCrop, std::iter::once(image).chain(sizes).chain(ranges).collect())
+}
+
+/// `flip_left_right(image)`: mirrored.
+pub fn flip_left_right(image: Expr) -> Expr {
+    call(Func::FlipLeftRight, vec![image])
+}
+
+/// `flip_up_down(image)`: upside down.
+pub fn flip_up_down(image: Expr) -> Expr {
+    call(Func::FlipUpDown, vec![image])
+}
+
+/// `random_flip_left_right(image, seed)`: mirrored with probability 1/2.
+pub fn random_flip_left_right(image: Expr, seed: i64) -> Expr {
+    call(Func::RandomFlipLeftRight, vec![image, datafusion_expr::lit(seed)])
+}
+
+/// `random_flip_up_down(image, seed)`: upside down with probability 1/2.
+pub fn random_flip_up_down(image: Expr, seed: i64) -> Expr {
+    call(Func::RandomFlipUpDown, vec![image, datafusion_expr::lit(seed)])
+}
+
+/// `hwc_to_chw(image)`: `[height, width, channels]` to `[channels, height, width]`.
+pub fn hwc_to_chw(image: Expr) -> Expr {
+    call(Func::HwcToChw, vec![image])
+}
+
+/// `convert_image_dtype(image, "float32")`: a uint8 image as float32 in `[0, 1]`.
+pub fn convert_image_dtype(image: Expr) -> Expr {
+    call(Func::ConvertImageDtype, vec![image, datafusion_expr::lit("float32")])
+}
+
+/// `random_brightness(image, max_delta, seed)` of a float32 image.
+pub fn random_brightness(image: Expr, max_delta: f64, seed: i64) -> Expr {
+    call(Func::RandomBrightness, vec![image, datafusion_expr::lit(max_delta), datafusion_expr::lit(seed)])
+}
+
+/// `random_contrast(image, lower, upper, seed)` of a float32 image.
+pub fn random_contrast(image: Expr, lower: f64, upper: f64, seed: i64) -> Expr {
+    let args = vec![image, datafusion_expr::lit(lower), datafusion_expr::lit(upper), datafusion_expr::lit(seed)];
+    call(Func::RandomContrast, args)
+}
+
+/// `random_saturation(image, lower, upper, seed)` of a float32 RGB image.
+pub fn random_saturation(image: Expr, lower: f64, upper: f64, seed: i64) -> Expr {
+    let args = vec![image, datafusion_expr::lit(lower), datafusion_expr::lit(upper), datafusion_expr::lit(seed)];
+    call(Func::RandomSaturation, args)
 }
 
 #[cfg(test)]

@@ -189,7 +189,7 @@ fn func_by_name(name: &str) -> Option<Func> {
         "reduce_max_axes" => Func::ReduceMaxAxes,
         "reduce_min_axes" => Func::ReduceMinAxes,
         "normalize" => Func::Normalize,
-        _ => return None,
+        other => return Func::from_name(other).filter(|f| f.is_image_function() || *f == Func::ReadFile),
     })
 }
 

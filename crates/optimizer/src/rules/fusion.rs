@@ -79,6 +79,11 @@ fn map_filter(m: &mut Match, hoist: bool) -> Option<egg::Id> {
     let (f, f_pfor) = m.func("?f")?;
     let (Predicate::Expr { expr: p }, p_pfor) = m.predicate("?p")? else { return None };
     let MapFn::Exprs { outputs, .. } = &f else { return None };
+    // Random draws are keyed by the position in the map's input, which a filter below the
+    // map would change.
+    if f.draws_random() {
+        return None;
+    }
     let x = m.plan("?x")?;
     let reads_computed = p.columns().iter().any(|c| outputs.iter().any(|o| &o.name == c));
     // The map no longer runs on the rejected elements: it must not be able to fail there.

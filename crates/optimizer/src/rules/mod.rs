@@ -6,6 +6,7 @@
 
 pub mod eliminate;
 pub mod fusion;
+pub mod image;
 pub mod parallelize;
 pub mod pushdown;
 pub mod vectorize;
@@ -112,6 +113,25 @@ impl Match<'_> {
     /// The optional seed bound to `var`.
     pub fn seed(&self, var: &str) -> Option<Option<u64>> {
         value::seed(self.value(var)).ok()
+    }
+
+    /// The matched `(map ?f ?c ?d ?x)`, or `(map_and_batch ?f ?n ?r ?c ?d ?x)` when
+    /// `batched`, with `func` (pfor when `vectorized`) in place of its function: for rules
+    /// that rewrite a map's function and keep the rest.
+    pub fn map_with(&self, func: MapFn, vectorized: bool, batched: bool) -> Option<Op> {
+        let (num_parallel_calls, deterministic) = (self.tunable("?c")?, self.optional_bool("?d")?);
+        Some(if batched {
+            Op::MapAndBatch {
+                func,
+                batch_size: self.unsigned("?n")?,
+                drop_remainder: self.boolean("?r")?,
+                num_parallel_calls,
+                deterministic,
+                vectorized,
+            }
+        } else {
+            Op::Map { func, num_parallel_calls, deterministic, vectorized }
+        })
     }
 
     /// Adds `op` over the input classes `inputs` when it type-checks; its class id.

@@ -26,34 +26,8 @@ use crate::value::{decode, Value};
 /// The rules of this module.
 pub fn rules() -> Vec<Rule> {
     vec![
-        builtin("projection-pushdown", "(map ?f ?c ?d ?x)", |m| {
-            let (func, vectorized) = m.func("?f")?;
-            let needed = m.egraph[m.id("?f")?].data.fields_used()?;
-            let op = Op::Map {
-                func,
-                num_parallel_calls: m.tunable("?c")?,
-                deterministic: m.optional_bool("?d")?,
-                vectorized,
-            };
-            let x = m.id("?x")?;
-            let pruned = project(m, x, &needed, 0)?;
-            m.add(op, &[pruned])
-        }),
-        builtin("projection-pushdown-batch", "(map_and_batch ?f ?n ?r ?c ?d ?x)", |m| {
-            let (func, vectorized) = m.func("?f")?;
-            let needed = m.egraph[m.id("?f")?].data.fields_used()?;
-            let op = Op::MapAndBatch {
-                func,
-                batch_size: m.unsigned("?n")?,
-                drop_remainder: m.boolean("?r")?,
-                num_parallel_calls: m.tunable("?c")?,
-                deterministic: m.optional_bool("?d")?,
-                vectorized,
-            };
-            let x = m.id("?x")?;
-            let pruned = project(m, x, &needed, 0)?;
-            m.add(op, &[pruned])
-        }),
+        builtin("projection-pushdown", "(map ?f ?c ?d ?x)", |m| projection_pushdown(m, false)),
+        builtin("projection-pushdown-batch", "(map_and_batch ?f ?n ?r ?c ?d ?x)", |m| projection_pushdown(m, true)),
         builtin("predicate-pushdown", "(filter ?p ?c ?d ?x)", |m| {
             let (Predicate::Expr { expr }, _) = m.predicate("?p")? else { return None };
             // A predicate that can fail must fail on exactly the elements it fails on as
@@ -65,6 +39,17 @@ pub fn rules() -> Vec<Rule> {
             push_predicate(m, x, &expr)
         }),
     ]
+}
+
+/// A map (or `map_and_batch` when `batched`) over its input with the fields its function
+/// does not read pruned on the way down.
+fn projection_pushdown(m: &mut Match, batched: bool) -> Option<Id> {
+    let (func, vectorized) = m.func("?f")?;
+    let needed = m.egraph[m.id("?f")?].data.fields_used()?;
+    let op = m.map_with(func, vectorized, batched)?;
+    let x = m.id("?x")?;
+    let pruned = project(m, x, &needed, 0)?;
+    m.add(op, &[pruned])
 }
 
 /// The operator of one term (not of its class's representative, which may be another

@@ -96,6 +96,24 @@ __all__ = [
     "one_hot",
     "hash_bucket",
     "normalize",
+    "read_file",
+    "decode_jpeg",
+    "decode_png",
+    "decode_image",
+    "resize",
+    "crop",
+    "central_crop",
+    "random_crop",
+    "random_resized_crop",
+    "flip_left_right",
+    "flip_up_down",
+    "random_flip_left_right",
+    "random_flip_up_down",
+    "hwc_to_chw",
+    "convert_image_dtype",
+    "random_brightness",
+    "random_contrast",
+    "random_saturation",
 ]
 
 
@@ -258,6 +276,104 @@ def normalize(e, mean, std):
     """``(e - mean) / std`` per channel (the last dim), ``mean`` and ``std`` one value per
     channel."""
     return func("normalize", [e, [float(m) for m in mean], [float(s) for s in std]])
+
+
+# Images (tf.io / tf.image names). An image is a uint8 [height, width, channels] field; a
+# decoded one varies in size until a crop or resize fixes it. The random functions draw from
+# (seed, epoch, the element's position in the map's input): the same element gets the same
+# crop whatever the parallelism, and after a checkpoint restore.
+
+
+def read_file(path):
+    """``tf.io.read_file``: the bytes of the file at string ``path``."""
+    return func("read_file", [path])
+
+
+def decode_jpeg(e, channels=3):
+    """``tf.io.decode_jpeg``: a JPEG's pixels as uint8 ``[h, w, channels]`` (1, 3 or 4)."""
+    return func("decode_jpeg", [e, int(channels)])
+
+
+def decode_png(e, channels=3):
+    """``tf.io.decode_png``: a PNG's pixels (16-bit samples keep their high byte)."""
+    return func("decode_png", [e, int(channels)])
+
+
+def decode_image(e, channels=3):
+    """A JPEG or a PNG, told apart by its first bytes."""
+    return func("decode_image", [e, int(channels)])
+
+
+def resize(e, size, method="bilinear"):
+    """A uint8 image resized to ``size`` (height, width); ``method`` is ``nearest``,
+    ``bilinear``, ``bicubic``, ``area`` or ``lanczos3`` (shrinking antialiases)."""
+    return func("resize", [e, int(size[0]), int(size[1]), str(method)])
+
+
+def crop(e, top, left, height, width):
+    """``tf.image.crop_to_bounding_box``."""
+    return func("crop", [e, int(top), int(left), int(height), int(width)])
+
+
+def central_crop(e, fraction):
+    """``tf.image.central_crop``: the central ``fraction`` of the height and the width."""
+    return func("central_crop", [e, float(fraction)])
+
+
+def random_crop(e, size, seed=0):
+    """``tf.image.random_crop`` to ``size`` (height, width)."""
+    return func("random_crop", [e, int(size[0]), int(size[1]), int(seed)])
+
+
+def random_resized_crop(e, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), seed=0):
+    """torchvision's ``RandomResizedCrop(size, scale, ratio)`` of a uint8 image, bilinear."""
+    scale, ratio = (float(scale[0]), float(scale[1])), (float(ratio[0]), float(ratio[1]))
+    return func("random_resized_crop", [e, int(size[0]), int(size[1]), int(seed), scale, ratio])
+
+
+def flip_left_right(e):
+    """The image mirrored."""
+    return func("flip_left_right", [e])
+
+
+def flip_up_down(e):
+    """The image upside down."""
+    return func("flip_up_down", [e])
+
+
+def random_flip_left_right(e, seed=0):
+    """Mirrored with probability 1/2."""
+    return func("random_flip_left_right", [e, int(seed)])
+
+
+def random_flip_up_down(e, seed=0):
+    """Upside down with probability 1/2."""
+    return func("random_flip_up_down", [e, int(seed)])
+
+
+def hwc_to_chw(e):
+    """``[h, w, c]`` to ``[c, h, w]`` (a fixed-size image)."""
+    return func("hwc_to_chw", [e])
+
+
+def convert_image_dtype(e, dtype="float32"):
+    """``tf.image.convert_image_dtype``: uint8 to float32 in ``[0, 1]``."""
+    return func("convert_image_dtype", [e, str(dtype)])
+
+
+def random_brightness(e, max_delta, seed=0):
+    """A float32 image plus one uniform draw in ``[-max_delta, max_delta)``."""
+    return func("random_brightness", [e, float(max_delta), int(seed)])
+
+
+def random_contrast(e, lower, upper, seed=0):
+    """``tf.image.random_contrast`` of a float32 image."""
+    return func("random_contrast", [e, float(lower), float(upper), int(seed)])
+
+
+def random_saturation(e, lower, upper, seed=0):
+    """A float32 RGB image blended with its grayscale by a draw in ``[lower, upper)``."""
+    return func("random_saturation", [e, float(lower), float(upper), int(seed)])
 
 
 def _axes(axis):

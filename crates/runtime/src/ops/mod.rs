@@ -4,6 +4,7 @@ pub mod bucket;
 pub mod cache;
 pub mod concatenate;
 pub mod count;
+pub mod element_key;
 pub mod file_cache;
 pub mod filter_rows;
 pub mod fold;

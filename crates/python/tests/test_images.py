@@ -1,0 +1,74 @@
+"""Image functions from Python: decode, crop, flip, normalize and batch JPEGs written by
+Pillow and TensorFlow (the repository's tests/data/images), and reproducible random crops."""
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import flumen
+from flumen import col
+
+IMAGES = Path(__file__).resolve().parents[3] / "tests" / "data" / "images"
+
+
+def jpegs(n):
+    data = (IMAGES / "tf_baseline_52x40.jpg").read_bytes()
+    return flumen.Dataset.from_arrow(pa.table({"image": pa.array([data] * n, pa.binary()), "i": list(range(n))}))
+
+
+def test_decoded_png_equals_pillows_pixels_and_crops_are_windows():
+    data = (IMAGES / "rgb_19x13.png").read_bytes()
+    want = np.frombuffer((IMAGES / "rgb_19x13.png.rgb").read_bytes(), np.uint8).reshape(13, 19, 3)
+    ds = flumen.Dataset.from_arrow(pa.table({"image": pa.array([data], pa.binary())}))
+    ds = ds.map({"crop": flumen.crop(flumen.decode_png(col("image")), 2, 3, 5, 7),
+                 "flip": flumen.flip_left_right(flumen.crop(flumen.decode_image(col("image")), 0, 0, 13, 19))},
+                keep=False)
+    (element,) = list(ds)
+    assert np.asarray(element["crop"]).shape == (5, 7, 3)
+    np.testing.assert_array_equal(np.asarray(element["crop"]), want[2:7, 3:10])
+    np.testing.assert_array_equal(np.asarray(element["flip"]), want[:, ::-1])
+
+
+def test_w5_style_pipeline_batches_normalized_crops_reproducibly():
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    image = flumen.random_flip_left_right(flumen.random_crop(flumen.decode_jpeg(col("image")), (16, 24), seed=3), seed=4)
+    image = flumen.normalize(flumen.convert_image_dtype(image), mean, std)
+
+    def run(parallel):
+        ds = jpegs(20).map({"image": image, "i": col("i")}, keep=False, num_parallel_calls=parallel).batch(8)
+        return [np.asarray(b["image"]) for b in ds]
+
+    batches = run(1)
+    assert [b.shape for b in batches] == [(8, 16, 24, 3), (8, 16, 24, 3), (4, 16, 24, 3)]
+    assert batches[0].dtype == np.float32
+    for a, b in zip(batches, run(4)):
+        np.testing.assert_array_equal(a, b)
+    # Different elements get different windows.
+    flat = np.concatenate(batches)
+    assert len({flat[i].tobytes() for i in range(len(flat))}) > 10
+
+
+def test_random_resized_crop_resize_and_read_file(tmp_path):
+    path = IMAGES / "tf_baseline_52x40.jpg"
+    ds = flumen.Dataset.from_arrow(pa.table({"path": [str(path)]}))
+    img = flumen.decode_jpeg(flumen.read_file(col("path")))
+    ds = ds.map({"rrc": flumen.random_resized_crop(img, (24, 24), seed=1),
+                 "small": flumen.resize(img, (20, 26), "area"),
+                 "center": flumen.central_crop(img, 0.5),
+                 "chw": flumen.hwc_to_chw(flumen.crop(img, 10, 13, 20, 26))}, keep=False)
+    (element,) = list(ds)
+    assert np.asarray(element["rrc"]).shape == (24, 24, 3)
+    assert np.asarray(element["small"]).shape == (20, 26, 3)
+    assert np.asarray(element["chw"]).shape == (3, 20, 26)
+    np.testing.assert_array_equal(np.asarray(element["chw"]), np.asarray(element["center"]).transpose(2, 0, 1))
+    with pytest.raises(flumen.PlanError, match="fixed size"):
+        flumen.Dataset.from_arrow(pa.table({"path": [str(path)]})).map({"x": flumen.hwc_to_chw(flumen.central_crop(img, 0.5))})
+
+
+def test_a_corrupt_image_is_an_error_naming_the_decoder():
+    ds = flumen.Dataset.from_arrow(pa.table({"image": pa.array([b"\xff\xd8\xff garbage"], pa.binary())}))
+    ds = ds.map({"x": flumen.decode_jpeg(col("image"))}, keep=False)
+    with pytest.raises(Exception, match="decode_jpeg"):
+        list(ds)

@@ -1,0 +1,616 @@
+//! Image functions on real images written by other encoders (`tests/data/images`, made by
+//! `make_images.py` with Pillow and TensorFlow), compared with those encoders' own decoders;
+//! crops, flips and resizes checked against the decoded pixels; the random functions'
+//! reproducibility across parallelism, chunking and restore; and the `jpeg-row-decode`
+//! rewrite giving the same pixels as a whole decode.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, StringArray};
+use arrow::datatypes::{Float32Type, UInt8Type};
+use datafusion_expr::Expr as DfExpr;
+use flumen::prelude::*;
+use flumen::{Checkpoint, Options, Parallel, SaveMode};
+
+const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/images");
+
+fn file(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{DIR}/{name}")).unwrap()
+}
+
+fn images(names: &[&str]) -> Dataset {
+    let bytes: Vec<Vec<u8>> = names.iter().map(|n| file(n)).collect();
+    let column: ArrayRef = Arc::new(BinaryArray::from_iter_values(bytes));
+    Dataset::from_arrays([("image", column)]).unwrap()
+}
+
+/// Every element's `field` as (leaf values, row count of the element's first dim).
+fn pixels_u8(ds: &Dataset, field: &str) -> Vec<Vec<u8>> {
+    ds.iter()
+        .map(|b| {
+            let b = b.unwrap();
+            let column = b.column_by_name(field).unwrap();
+            leaf(column).as_primitive::<UInt8Type>().values().to_vec()
+        })
+        .collect()
+}
+
+fn leaf(column: &ArrayRef) -> ArrayRef {
+    let mut a = column.clone();
+    loop {
+        a = if let Some(l) = a.as_list_opt::<i32>() {
+            l.values()
+                .slice(l.value_offsets()[0] as usize, (l.value_offsets()[l.len()] - l.value_offsets()[0]) as usize)
+        } else if let Some(f) = a.as_fixed_size_list_opt() {
+            f.values().slice(f.value_offset(0) as usize, f.len() * f.value_length() as usize)
+        } else {
+            return a;
+        };
+    }
+}
+
+fn decode(names: &[&str], func: fn(DfExpr, i64) -> DfExpr, channels: i64) -> Vec<Vec<u8>> {
+    let ds = images(names).map(MapFunction::select([("pixels", func(col("image"), channels))])).unwrap();
+    pixels_u8(&ds, "pixels")
+}
+
+/// Mean and largest absolute difference.
+fn diff(a: &[u8], b: &[u8]) -> (f64, u8) {
+    assert_eq!(a.len(), b.len(), "sizes differ");
+    let d: Vec<u8> = a.iter().zip(b).map(|(x, y)| x.abs_diff(*y)).collect();
+    (d.iter().map(|v| f64::from(*v)).sum::<f64>() / d.len() as f64, d.iter().copied().max().unwrap_or(0))
+}
+
+#[test]
+fn pngs_decode_exactly_as_pillow_does() {
+    for (name, reference, channels) in [
+        ("rgb_19x13.png", "rgb_19x13.png.rgb", 3),
+        ("rgba_19x13.png", "rgba_19x13.png.rgb", 3),
+        ("palette_19x13.png", "palette_19x13.png.rgb", 3),
+        ("gray_19x13.png", "gray_19x13.png.gray", 1),
+        ("gray16_19x13.png", "gray16_19x13.png.gray", 1),
+    ] {
+        let got = decode(&[name], decode_png, channels);
+        assert_eq!(got[0], file(reference), "{name}");
+        // decode_image tells the format from the bytes.
+        assert_eq!(decode(&[name], decode_image, channels), got, "{name} via decode_image");
+    }
+    // Gray to RGB repeats the gray value; RGBA keeps its alpha with 4 channels.
+    let gray = decode(&["gray_19x13.png"], decode_png, 1).remove(0);
+    let rgb = decode(&["gray_19x13.png"], decode_png, 3).remove(0);
+    assert_eq!(rgb, gray.iter().flat_map(|g| [*g; 3]).collect::<Vec<_>>());
+    let rgba = decode(&["rgba_19x13.png"], decode_png, 4).remove(0);
+    let no_alpha: Vec<u8> = rgba.chunks(4).flat_map(|p| &p[..3]).copied().collect();
+    assert_eq!(no_alpha, file("rgba_19x13.png.rgb"));
+}
+
+#[test]
+fn jpegs_decode_within_a_level_or_two_of_libjpeg() {
+    for (name, reference, channels) in [
+        ("baseline_420_37x29.jpg", "baseline_420_37x29.jpg.rgb", 3),
+        ("baseline_444_37x29.jpg", "baseline_444_37x29.jpg.rgb", 3),
+        ("progressive_37x29.jpg", "progressive_37x29.jpg.rgb", 3),
+        ("restart_markers_64x48.jpg", "restart_markers_64x48.jpg.rgb", 3),
+        ("gray_33x21.jpg", "gray_33x21.jpg.gray", 1),
+        ("tf_baseline_52x40.jpg", "tf_baseline_52x40.jpg.tf.rgb", 3),
+    ] {
+        let got = decode(&[name], decode_jpeg, channels).remove(0);
+        let (mean, max) = diff(&got, &file(reference));
+        // Decoders may differ in IDCT rounding and chroma upsampling, not in content.
+        assert!(mean < 1.5 && max <= 24, "{name}: mean difference {mean}, largest {max}");
+    }
+}
+
+#[test]
+fn cmyk_jpegs_decode_to_rgb() {
+    let got = decode(&["cmyk_24x16.jpg"], decode_jpeg, 3).remove(0);
+    assert_eq!(got.len(), 24 * 16 * 3);
+    let (mean, _) = diff(&got, &file("cmyk_24x16.jpg.rgb"));
+    assert!(mean < 8.0, "mean difference {mean} from Pillow's CMYK conversion");
+}
+
+fn decode_error(bytes: Vec<u8>, func: fn(DfExpr, i64) -> DfExpr) -> String {
+    let column: ArrayRef = Arc::new(BinaryArray::from_iter_values([bytes]));
+    let ds = Dataset::from_arrays([("image", column)])
+        .unwrap()
+        .map(MapFunction::select([("pixels", func(col("image"), 3))]))
+        .unwrap();
+    let mut it = ds.iter();
+    let err = it.next().expect("an element").expect_err("a corrupt image is an error");
+    err.to_string()
+}
+
+#[test]
+fn corrupt_truncated_and_huge_images_are_errors() {
+    let jpeg = file("baseline_420_37x29.jpg");
+    let message = decode_error(jpeg[..jpeg.len() / 2].to_vec(), decode_jpeg);
+    assert!(message.contains("decode_jpeg"), "{message}");
+    let message = decode_error(b"not an image at all".to_vec(), decode_image);
+    assert!(message.contains("neither a JPEG nor a PNG"), "{message}");
+    let png = file("rgb_19x13.png");
+    let message = decode_error(png[..png.len() - 20].to_vec(), decode_png);
+    assert!(message.contains("decode_png"), "{message}");
+    // A frame header claiming 65535 x 65535 pixels is refused before pixels are allocated.
+    let mut huge = jpeg.clone();
+    let sof = huge.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+    huge[sof + 5..sof + 9].copy_from_slice(&[0xFF, 0xFF, 0xFF, 0xFF]);
+    let message = decode_error(huge, decode_jpeg);
+    assert!(message.contains("refused"), "{message}");
+    // Every byte flipped in turn: errors or images, never a panic.
+    for i in 0..jpeg.len() {
+        let mut bad = jpeg.clone();
+        bad[i] ^= 0x5A;
+        let column: ArrayRef = Arc::new(BinaryArray::from_iter_values([bad]));
+        let ds = Dataset::from_arrays([("image", column)])
+            .unwrap()
+            .map(MapFunction::select([("pixels", decode_jpeg(col("image"), 3))]))
+            .unwrap();
+        let _ = ds.iter().collect::<Vec<_>>();
+    }
+}
+
+/// The 52x40 test JPEG decoded whole, as rows of RGB.
+fn whole() -> Vec<u8> {
+    decode(&["tf_baseline_52x40.jpg"], decode_jpeg, 3).remove(0)
+}
+
+fn window(image: &[u8], width: usize, top: usize, left: usize, h: usize, w: usize) -> Vec<u8> {
+    (top..top + h).flat_map(|y| image[(y * width + left) * 3..(y * width + left + w) * 3].to_vec()).collect()
+}
+
+#[test]
+fn crops_and_flips_move_the_decoded_pixels() {
+    let full = whole();
+    let one = |e: DfExpr| {
+        let ds = images(&["tf_baseline_52x40.jpg"]).map(MapFunction::select([("out", e)])).unwrap();
+        pixels_u8(&ds, "out").remove(0)
+    };
+    let img = || decode_jpeg(col("image"), 3);
+    assert_eq!(one(crop(img(), 5, 7, 20, 30)), window(&full, 52, 5, 7, 20, 30));
+    // tf.image.central_crop(0.5) of 40x52: start (10, 13), size 20x26.
+    assert_eq!(one(central_crop(img(), 0.5)), window(&full, 52, 10, 13, 20, 26));
+    let mirrored: Vec<u8> = full.chunks(52 * 3).flat_map(|row| row.chunks(3).rev().flatten().copied()).collect();
+    assert_eq!(one(flip_left_right(img())), mirrored);
+    let upside: Vec<u8> = full.chunks(52 * 3).rev().flatten().copied().collect();
+    assert_eq!(one(flip_up_down(img())), upside);
+    let cropped = window(&full, 52, 0, 0, 4, 4);
+    let chw: Vec<u8> = (0..3).flat_map(|c| cropped.iter().skip(c).step_by(3).copied().collect::<Vec<_>>()).collect();
+    assert_eq!(one(hwc_to_chw(crop(img(), 0, 0, 4, 4))), chw);
+    // A crop larger than the image is an error naming the sizes.
+    let ds =
+        images(&["tf_baseline_52x40.jpg"]).map(MapFunction::select([("out", random_crop(img(), 41, 8, 1))])).unwrap();
+    let err = ds.iter().next().unwrap().unwrap_err().to_string();
+    assert!(err.contains("41x8") && err.contains("40x52"), "{err}");
+}
+
+/// The `[h, w, 3]` images of a random pipeline over `copies` copies of the test JPEG.
+fn augmented(copies: usize, options: Options, parallel: u64, epochs: u64) -> Dataset {
+    let names = vec!["tf_baseline_52x40.jpg"; copies];
+    let ds = images(&names).with_options(options);
+    let f = MapFunction::select([(
+        "out",
+        random_flip_left_right(random_crop(decode_jpeg(col("image"), 3), 16, 24, 7), 11),
+    )]);
+    let ds = ds
+        .map_with(f, Parallel { num_parallel_calls: Tunable::Fixed(parallel as u32), deterministic: Some(true) })
+        .unwrap();
+    ds.repeat(Some(epochs)).unwrap()
+}
+
+#[test]
+fn random_crops_and_flips_are_windows_of_the_image_and_vary_by_element_and_epoch() {
+    let full = whole();
+    let mirrored: Vec<u8> = full.chunks(52 * 3).flat_map(|row| row.chunks(3).rev().flatten().copied()).collect();
+    let out = pixels_u8(&augmented(40, Options::default(), 1, 2), "out");
+    let mut windows = std::collections::BTreeSet::new();
+    let mut flipped = 0;
+    for crop in &out {
+        let found = (0..=24).flat_map(|t| (0..=28).map(move |l| (t, l))).find_map(|(t, l)| {
+            if window(&full, 52, t, l, 16, 24) == *crop {
+                Some((t, l, false))
+            } else if window(&mirrored, 52, t, l, 16, 24) == *crop {
+                Some((t, l, true))
+            } else {
+                None
+            }
+        });
+        let (t, l, f) = found.expect("every crop is a window of the image, mirrored or not");
+        windows.insert((t, l));
+        flipped += usize::from(f);
+    }
+    assert!(windows.len() > 30, "80 draws give many windows, got {}", windows.len());
+    assert!((20..=60).contains(&flipped), "about half are mirrored, got {flipped} of 80");
+    // The second epoch draws again.
+    assert_ne!(out[..40], out[40..]);
+    // The same dataset iterated again is a new iteration: new draws, as reshuffling.
+    let ds = augmented(40, Options::default(), 1, 1);
+    let first = pixels_u8(&ds, "out");
+    assert_eq!(pixels_u8(&ds, "out").len(), first.len());
+}
+
+#[test]
+fn random_draws_do_not_depend_on_threads_chunks_or_optimization() {
+    let reference = |options: Options, parallel| {
+        let ds = augmented(30, options, parallel, 2);
+        // One iteration's salt comes from the dataset's iteration counter: compare the
+        // first iteration of fresh datasets.
+        pixels_u8(&ds, "out")
+    };
+    let base = reference(Options::default().with_threads(1).with_chunk_rows(1), 1);
+    assert_eq!(reference(Options::default().with_threads(4).with_chunk_rows(7), 4), base);
+    assert_eq!(reference(Options::default().with_chunk_rows(64), 3), base);
+    assert_eq!(reference(Options::default().without_optimizations(), 1), base);
+}
+
+#[test]
+fn random_draws_resume_after_a_restore() {
+    let ds = augmented(12, Options::default().with_chunk_rows(5), 2, 2);
+    let all = pixels_u8(&ds, "out");
+    for cut in [0, 3, 11, 12, 17] {
+        for mode in [SaveMode::Symbolic, SaveMode::Full] {
+            let ds = augmented(12, Options::default().with_chunk_rows(5), 2, 2);
+            let mut it = ds.iter();
+            for _ in 0..cut {
+                it.next().unwrap().unwrap();
+            }
+            let bytes = it.save(mode).unwrap().to_bytes().unwrap();
+            let restored = ds.iter_from(&Checkpoint::from_bytes(&bytes).unwrap()).unwrap();
+            let rest: Vec<Vec<u8>> = restored
+                .map(|b| leaf(b.unwrap().column_by_name("out").unwrap()).as_primitive::<UInt8Type>().values().to_vec())
+                .collect();
+            assert_eq!(rest, all[cut..], "{mode:?} after {cut}");
+        }
+    }
+}
+
+#[test]
+fn jpeg_row_decode_shows_in_explain_and_keeps_the_pixels() {
+    let names =
+        ["tf_baseline_52x40.jpg", "baseline_420_37x29.jpg", "restart_markers_64x48.jpg", "progressive_37x29.jpg"];
+    let pipeline = |options: Options| {
+        let img = decode_jpeg(col("image"), 3);
+        let f = MapFunction::select([
+            ("a", random_crop(img.clone(), 12, 20, 3)),
+            ("b", crop(img.clone(), 2, 3, 9, 11)),
+            ("c", random_resized_crop(img, 8, 8, 5, (0.08, 1.0), (0.75, 4.0 / 3.0))),
+        ]);
+        images(&names).with_options(options).map(f).unwrap().repeat(Some(3)).unwrap()
+    };
+    let optimized = pipeline(Options::default());
+    let explain = optimized.explain();
+    assert!(explain.contains("decode_jpeg_rows"), "{explain}");
+    let plain = pipeline(Options::default().without_optimizations());
+    assert!(!plain.explain().contains("decode_jpeg_rows"));
+    for field in ["a", "b", "c"] {
+        assert_eq!(pixels_u8(&optimized, field), pixels_u8(&plain, field), "{field}");
+    }
+}
+
+#[test]
+fn resize_and_random_resized_crop_give_their_size() {
+    let ds = images(&["tf_baseline_52x40.jpg", "restart_markers_64x48.jpg"])
+        .map(MapFunction::select([
+            ("r", resize(decode_jpeg(col("image"), 3), 20, 10, "bilinear")),
+            ("n", resize(decode_jpeg(col("image"), 3), 80, 104, "nearest")),
+            ("rrc", random_resized_crop(decode_jpeg(col("image"), 3), 24, 24, 1, (0.08, 1.0), (0.75, 4.0 / 3.0))),
+        ]))
+        .unwrap();
+    let spec = ds.element_spec().to_string();
+    assert!(spec.contains("r: uint8[20, 10, 3]") && spec.contains("rrc: uint8[24, 24, 3]"), "{spec}");
+    let full = whole();
+    let nearest = pixels_u8(&ds, "n").remove(0);
+    // Doubling with nearest repeats each pixel twice along each axis.
+    for y in 0..80 {
+        for x in 0..104 {
+            assert_eq!(nearest[(y * 104 + x) * 3..][..3], full[((y / 2) * 52 + x / 2) * 3..][..3]);
+        }
+    }
+    // A flat image stays flat whatever the filter.
+    assert_eq!(pixels_u8(&ds, "rrc").len(), 2);
+}
+
+#[test]
+fn float_images_normalize_per_channel() {
+    let mean = [0.485, 0.456, 0.406];
+    let std = [0.229, 0.224, 0.225];
+    let ds = images(&["tf_baseline_52x40.jpg"])
+        .map(MapFunction::select([
+            ("crop", crop(decode_jpeg(col("image"), 3), 1, 2, 6, 5)),
+            ("x", normalize(convert_image_dtype(crop(decode_jpeg(col("image"), 3), 1, 2, 6, 5)), &mean, &std)),
+        ]))
+        .unwrap();
+    let b = ds.iter().next().unwrap().unwrap();
+    let crop = leaf(b.column_by_name("crop").unwrap()).as_primitive::<UInt8Type>().values().to_vec();
+    let x = leaf(b.column_by_name("x").unwrap()).as_primitive::<Float32Type>().values().to_vec();
+    assert_eq!(x.len(), 6 * 5 * 3);
+    for (i, (p, v)) in crop.iter().zip(&x).enumerate() {
+        let want = (f32::from(*p) / 255.0 - mean[i % 3] as f32) / std[i % 3] as f32;
+        assert!((v - want).abs() < 1e-5, "value {i}: {v} vs {want}");
+    }
+}
+
+#[test]
+fn elementwise_operations_need_a_fixed_size_and_random_functions_a_seed() {
+    let ds = images(&["tf_baseline_52x40.jpg"]);
+    let err = ds.map(MapFunction::select([("x", decode_jpeg(col("image"), 3) * lit(2u8))])).unwrap_err().to_string();
+    assert!(err.contains("crop or resize"), "{err}");
+    let err = ds.map(MapFunction::select([("x", decode_jpeg(col("image"), 2))])).unwrap_err().to_string();
+    assert!(err.contains("1, 3 or 4"), "{err}");
+}
+
+#[test]
+fn read_file_reads_whole_files_and_names_a_missing_one() {
+    let paths: ArrayRef =
+        Arc::new(StringArray::from(vec![format!("{DIR}/tf_baseline_52x40.jpg"), format!("{DIR}/no_such_image.jpg")]));
+    let ds = Dataset::from_arrays([("path", paths)])
+        .unwrap()
+        .map(MapFunction::select([("pixels", decode_jpeg(read_file(col("path")), 3))]))
+        .unwrap();
+    let mut it = ds.iter();
+    let first = it.next().unwrap().unwrap();
+    assert_eq!(leaf(first.column(0)).len(), 52 * 40 * 3);
+    let err = it.next().unwrap().unwrap_err().to_string();
+    assert!(err.contains("no_such_image.jpg"), "{err}");
+}
+
+#[test]
+fn one_pass_crop_mirror_normalize_equals_the_steps_bit_for_bit() {
+    let mean = [0.485, 0.456, 0.406];
+    let std = [0.229, 0.224, 0.225];
+    let names = vec!["tf_baseline_52x40.jpg"; 9];
+    let img = || random_flip_left_right(random_crop(decode_jpeg(col("image"), 3), 16, 24, 3), 4);
+    // `+ 0.0` changes no value but keeps the expression out of the fused form.
+    let ds = images(&names)
+        .map(MapFunction::select([
+            ("fused", normalize(convert_image_dtype(img()), &mean, &std)),
+            ("steps", normalize(convert_image_dtype(img()) + lit(0.0f32), &mean, &std)),
+        ]))
+        .unwrap();
+    let explain = ds.explain();
+    assert!(explain.contains("crop-mirror-normalize in one pass"), "{explain}");
+    assert!(explain.contains("element keys for random draws"), "{explain}");
+    let mut flipped = 0;
+    for b in ds.iter() {
+        let b = b.unwrap();
+        let bits = |f: &str| -> Vec<u32> {
+            leaf(b.column_by_name(f).unwrap())
+                .as_primitive::<Float32Type>()
+                .values()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect()
+        };
+        assert_eq!(bits("fused"), bits("steps"));
+        flipped += 1;
+    }
+    assert_eq!(flipped, 9);
+}
+
+#[test]
+fn a_jpeg_cut_short_is_an_error_whether_or_not_the_crop_decodes_only_its_rows() {
+    let jpeg = file("tf_baseline_52x40.jpg");
+    let cut: ArrayRef = Arc::new(BinaryArray::from_iter_values([jpeg[..jpeg.len() - 100].to_vec()]));
+    for options in [Options::default(), Options::default().without_optimizations()] {
+        let ds = Dataset::from_arrays([("image", cut.clone())])
+            .unwrap()
+            .with_options(options)
+            .map(MapFunction::select([("top", crop(decode_jpeg(col("image"), 3), 0, 0, 4, 4))]))
+            .unwrap();
+        let err = ds.iter().next().unwrap().unwrap_err().to_string();
+        assert!(err.contains("decode_jpeg"), "{err}");
+    }
+}
+
+mod equivalence {
+    //! Random image pipelines, run as written (`without_optimizations`) and under other
+    //! configurations (optimized, one thread, small chunks, rules switched off, stage fusion
+    //! off): the same elements and errors at the same positions.
+
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One step of the map's image chain, over a uint8 image of unknown or known size.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Crop(u8),
+        RandomCrop(u8),
+        CentralCrop,
+        RandomResizedCrop(u8),
+        Resize(u8),
+        Flip,
+        RandomFlip(u8),
+        FlipUpDown,
+    }
+
+    #[derive(Debug, Clone)]
+    struct Case {
+        /// Which test files, by index into `FILES` (the last is corrupt).
+        files: Vec<usize>,
+        filter_before: Option<i64>,
+        steps: Vec<Step>,
+        normalize: bool,
+        filter_after: Option<i64>,
+        batch: Option<u64>,
+        repeat: u64,
+    }
+
+    const FILES: [&str; 6] = [
+        "tf_baseline_52x40.jpg",
+        "baseline_420_37x29.jpg",
+        "progressive_37x29.jpg",
+        "restart_markers_64x48.jpg",
+        "rgb_19x13.png",
+        "corrupt",
+    ];
+
+    fn bytes(index: usize) -> Vec<u8> {
+        match FILES[index] {
+            "corrupt" => {
+                let mut b = file("tf_baseline_52x40.jpg");
+                b.truncate(b.len() - 300);
+                b
+            }
+            name => file(name),
+        }
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (0u8..4).prop_map(Step::Crop),
+            (0u8..4).prop_map(Step::RandomCrop),
+            Just(Step::CentralCrop),
+            (0u8..4).prop_map(Step::RandomResizedCrop),
+            (0u8..4).prop_map(Step::Resize),
+            Just(Step::Flip),
+            (0u8..4).prop_map(Step::RandomFlip),
+            Just(Step::FlipUpDown),
+        ]
+    }
+
+    fn case() -> impl Strategy<Value = Case> {
+        (
+            proptest::collection::vec(0usize..FILES.len(), 1..9),
+            proptest::option::of(2i64..4),
+            proptest::collection::vec(step(), 1..4),
+            any::<bool>(),
+            proptest::option::of(2i64..4),
+            proptest::option::of(1u64..4),
+            1u64..3,
+        )
+            .prop_map(|(files, filter_before, steps, normalize, filter_after, batch, repeat)| Case {
+                files,
+                filter_before,
+                steps,
+                normalize,
+                filter_after,
+                batch,
+                repeat,
+            })
+    }
+
+    /// The image expression of `steps` over `bytes`; the first step sees the decode.
+    fn image(steps: &[Step]) -> DfExpr {
+        let mut e = decode_image(col("image"), 3);
+        // Sizes that fit every test image (the smallest is 19x13).
+        for s in steps {
+            e = match s {
+                Step::Crop(k) => crop(e, i64::from(*k), i64::from(*k), 8, 9),
+                Step::RandomCrop(seed) => random_crop(e, 7, 6, i64::from(*seed)),
+                Step::CentralCrop => central_crop(e, 0.8),
+                Step::RandomResizedCrop(seed) => {
+                    random_resized_crop(e, 9, 8, i64::from(*seed), (0.08, 1.0), (0.75, 1.33))
+                }
+                Step::Resize(m) => resize(e, 10, 7, ["nearest", "bilinear", "bicubic", "area"][*m as usize]),
+                Step::Flip => flip_left_right(e),
+                Step::RandomFlip(seed) => random_flip_left_right(e, i64::from(*seed)),
+                Step::FlipUpDown => flip_up_down(e),
+            };
+        }
+        e
+    }
+
+    fn fixed(steps: &[Step]) -> bool {
+        steps
+            .iter()
+            .any(|s| matches!(s, Step::Crop(_) | Step::RandomCrop(_) | Step::RandomResizedCrop(_) | Step::Resize(_)))
+    }
+
+    fn build(case: &Case, options: Options) -> Option<Dataset> {
+        let column: ArrayRef = Arc::new(BinaryArray::from_iter_values(case.files.iter().map(|i| bytes(*i))));
+        let index: ArrayRef = Arc::new(arrow::array::Int64Array::from_iter_values(0..case.files.len() as i64));
+        let mut ds = Dataset::from_arrays([("image", column), ("i", index)]).ok()?.with_options(options);
+        if let Some(k) = case.filter_before {
+            ds = ds.filter((col("i") % lit(k)).not_eq(lit(0i64))).ok()?;
+        }
+        let mut img = image(&case.steps);
+        if case.normalize && fixed(&case.steps) {
+            img = normalize(convert_image_dtype(img), &[0.5, 0.4, 0.3], &[0.2, 0.25, 0.3]);
+        }
+        ds = ds.map(MapFunction::select([("out", img), ("i", col("i"))])).ok()?;
+        if let Some(k) = case.filter_after {
+            ds = ds.filter((col("i") % lit(k)).not_eq(lit(1i64))).ok()?;
+        }
+        if let (Some(n), true) = (case.batch, fixed(&case.steps)) {
+            ds = ds.batch(n).ok()?;
+        }
+        ds.repeat(Some(case.repeat)).ok()
+    }
+
+    fn items(ds: &Dataset) -> Vec<Result<String, ()>> {
+        ds.iter().map(|item| item.map(|b| format!("{:?}", b.columns())).map_err(|_| ())).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn image_pipelines_mean_the_same_under_every_configuration(case in case()) {
+            let Some(reference) = build(&case, Options::default().without_optimizations()) else { return Ok(()) };
+            let want = items(&reference);
+            let configs = [
+                Options::default(),
+                Options::default().with_threads(1).with_chunk_rows(1),
+                Options::default().with_chunk_rows(3),
+                Options::default().with_optimization_rule("jpeg-row-decode", false),
+                Options::default().with_optimization_rule("filter-hoist", false).with_optimization_rule("map-fusion", false),
+                Options::default().with_stage_fusion(false).with_threads(4),
+            ];
+            for (k, options) in configs.into_iter().enumerate() {
+                let ds = build(&case, options).expect("builds as the reference does");
+                prop_assert_eq!(&items(&ds), &want, "configuration {}", k);
+            }
+        }
+    }
+}
+
+/// A filter below a map that draws random numbers would change the positions its draws are
+/// keyed by: the optimizer does not move one there (filter-hoist), even when the map cannot
+/// fail.
+#[test]
+fn a_filter_is_not_hoisted_below_a_random_map() {
+    use arrow::array::{FixedSizeListArray, Int64Array, UInt8Array};
+    use arrow::datatypes::{DataType, Field};
+    let rows = 40;
+    let values: ArrayRef = Arc::new(UInt8Array::from_iter_values((0..rows * 4 * 4 * 3).map(|v| (v * 7 % 251) as u8)));
+    let wrap = |inner: ArrayRef, n: i32| -> ArrayRef {
+        let field = Arc::new(Field::new("item", inner.data_type().clone(), true));
+        Arc::new(FixedSizeListArray::new(field, n, inner, None))
+    };
+    let images = wrap(wrap(wrap(values, 3), 4), 4);
+    assert!(matches!(images.data_type(), DataType::FixedSizeList(_, 4)));
+    let index: ArrayRef = Arc::new(Int64Array::from_iter_values(0..rows as i64));
+    let pipeline = |options: Options| {
+        Dataset::from_arrays([("img", images.clone()), ("i", index.clone())])
+            .unwrap()
+            .with_options(options)
+            .map(MapFunction::select([("img", random_flip_left_right(col("img"), 5)), ("i", col("i"))]))
+            .unwrap()
+            .filter((col("i") % lit(3i64)).not_eq(lit(1i64)))
+            .unwrap()
+    };
+    let optimized = pipeline(Options::default());
+    assert_eq!(pixels_u8(&optimized, "img"), pixels_u8(&pipeline(Options::default().without_optimizations()), "img"));
+    let report = optimized.optimization_report().unwrap();
+    assert!(!format!("{report:?}").contains("filter-hoist"), "{report:?}");
+}
+
+#[test]
+fn image_pipelines_serialize_and_read_back() {
+    let img = random_flip_left_right(random_crop(decode_jpeg(col("image"), 3), 16, 24, 3), 4);
+    let ds = images(&["tf_baseline_52x40.jpg"; 4])
+        .map(MapFunction::select([("x", normalize(convert_image_dtype(img), &[0.5; 3], &[0.25; 3]))]))
+        .unwrap();
+    let json = ds.serialize().unwrap();
+    assert!(json.contains("random_crop") && json.contains("decode_jpeg"), "{json}");
+    let back = Dataset::deserialize(&json, flumen::Registry::default()).unwrap();
+    assert_eq!(back.fingerprint(), ds.fingerprint());
+    let floats = |d: &Dataset| -> Vec<Vec<u32>> {
+        d.iter()
+            .map(|b| {
+                let b = b.unwrap();
+                leaf(b.column(0)).as_primitive::<Float32Type>().values().iter().map(|v| v.to_bits()).collect()
+            })
+            .collect()
+    };
+    assert_eq!(floats(&back), floats(&ds));
+}
