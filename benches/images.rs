@@ -56,6 +56,15 @@ fn jpegs(h: usize, w: usize) -> Dataset {
     Dataset::from_arrays([("image", column)]).expect("a dataset").with_options(Options::default().with_threads(1))
 }
 
+/// The `IMAGES` JPEGs of `h` x `w` decoded, as one chunk of field `x`.
+fn decoded(h: usize, w: usize) -> Dataset {
+    let decode = jpegs(h, w).map(MapFunction::select([("x", decode_jpeg(col("image"), 3))])).expect("a map");
+    let chunks: Vec<RecordBatch> = decode.iter_chunks().map(|c| c.expect("decoded")).collect();
+    let chunk = arrow::compute::concat_batches(&chunks[0].schema(), &chunks).expect("one chunk");
+    assert_eq!(chunk.num_rows(), IMAGES);
+    Dataset::from_batches(vec![chunk]).expect("a dataset").with_options(Options::default().with_threads(1))
+}
+
 fn run(ds: &Dataset) {
     for batch in ds.iter_chunks() {
         black_box(batch.expect("a chunk"));
@@ -80,10 +89,7 @@ fn resizes(c: &mut Criterion) {
     let mut group = c.benchmark_group("resize 512x384 to 224x224");
     group.throughput(Throughput::Elements(IMAGES as u64));
     let pixels: Vec<Vec<u8>> = (0..IMAGES as u64).map(|s| photo(384, 512, s)).collect();
-    let decoded = jpegs(384, 512).map(MapFunction::select([("x", decode_jpeg(col("image"), 3))])).expect("a map");
-    let chunk: RecordBatch = decoded.iter_chunks().next().expect("a chunk").expect("decoded");
-    let images =
-        Dataset::from_batches(vec![chunk]).expect("a dataset").with_options(Options::default().with_threads(1));
+    let images = decoded(384, 512);
     for (method, filter) in [
         ("nearest", ResizeAlg::Nearest),
         ("bilinear", ResizeAlg::Convolution(FilterType::Bilinear)),
@@ -113,10 +119,7 @@ fn resizes(c: &mut Criterion) {
 fn crop_mirror_normalize(c: &mut Criterion) {
     let mut group = c.benchmark_group("crop-mirror-normalize 112x112 of 128x128");
     group.throughput(Throughput::Elements(IMAGES as u64));
-    let decoded = jpegs(128, 128).map(MapFunction::select([("x", decode_jpeg(col("image"), 3))])).expect("a map");
-    let chunk: RecordBatch = decoded.iter_chunks().next().expect("a chunk").expect("decoded");
-    let images =
-        Dataset::from_batches(vec![chunk]).expect("a dataset").with_options(Options::default().with_threads(1));
+    let images = decoded(128, 128);
     let (mean, std) = ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]);
     let steps = |tail: fn(DfExpr) -> DfExpr| {
         let image = tail(convert_image_dtype(flip_left_right(crop(col("x"), 8, 8, 112, 112))));

@@ -614,3 +614,28 @@ fn image_pipelines_serialize_and_read_back() {
     };
     assert_eq!(floats(&back), floats(&ds));
 }
+
+#[test]
+fn a_corrupt_file_is_an_error_naming_it_and_the_elements_around_it_come_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = file("tf_baseline_52x40.jpg");
+    let paths: Vec<String> =
+        ["a.jpg", "cut.jpg", "c.jpg"].iter().map(|n| dir.path().join(n).display().to_string()).collect();
+    std::fs::write(&paths[0], &good).unwrap();
+    std::fs::write(&paths[1], &good[..good.len() - 300]).unwrap();
+    std::fs::write(&paths[2], &good).unwrap();
+    let column: ArrayRef = Arc::new(StringArray::from(paths.clone()));
+    for options in [Options::default(), Options::default().without_optimizations()] {
+        let ds = Dataset::from_arrays([("path", column.clone())])
+            .unwrap()
+            .with_options(options)
+            .map(MapFunction::select([("x", random_crop(decode_jpeg(read_file(col("path")), 3), 8, 8, 1))]))
+            .unwrap();
+        let items: Vec<Result<usize, String>> =
+            ds.iter().map(|b| b.map(|b| b.num_rows()).map_err(|e| e.to_string())).collect();
+        assert_eq!(items.len(), 3);
+        assert!(items[0].is_ok() && items[2].is_ok(), "{items:?}");
+        let err = items[1].as_ref().unwrap_err();
+        assert!(err.contains("cut.jpg") && err.contains("decode_jpeg"), "{err}");
+    }
+}

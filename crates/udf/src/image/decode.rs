@@ -5,7 +5,8 @@
 //!
 //! **Row-limited decode.** A baseline JPEG is decoded top to bottom, one MCU row after
 //! another. When a crop needs only the rows above some `bottom`, the frame header's height
-//! is lowered (in a copy of the bytes) to `bottom + 1`: the decoder stops there, and every
+//! is lowered (in a copy of the bytes) to `bottom + 1`, rounded up to whole MCU rows: the
+//! decoder stops there, and every
 //! row above the last is bit-identical to the whole image's (the last differs only through
 //! chroma upsampling, which reads the row below). Progressive and other JPEGs are decoded
 //! whole, and so is a file without its end marker (cut short: the whole decode reports
@@ -181,7 +182,9 @@ pub fn decode(
         Format::Jpeg => {
             // A file cut short has no end marker: it is decoded whole, so that it fails as
             // the whole decode does, wherever the window is.
-            let limit = rows.map(|r| r + 1).filter(|r| *r < height && ends_with_eoi(bytes));
+            // Whole MCU rows (16 pixels at most): a frame height inside one makes the decoder
+            // complete the last row at the image's edge, which costs more than it saves.
+            let limit = rows.map(|r| (r + 1).next_multiple_of(16)).filter(|r| *r < height && ends_with_eoi(bytes));
             match limit.zip(header.height_field) {
                 Some((r, at)) => PATCHED.with_borrow_mut(|copy| {
                     copy.clear();

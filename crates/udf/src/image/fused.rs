@@ -77,11 +77,12 @@ pub(crate) fn evaluate(expr: &Expr, batch: &RecordBatch) -> Result<Option<ArrayR
     // A fixed-size crop of JPEGs still encoded: each window is normalized straight from the
     // decoder's rows, with no cropped copy in between.
     if let Some((bytes, channels, cropper, [h, w])) = encoded_crop(image, n) {
+        let files = super::files(bytes, batch)?;
         let bytes = super::binary(&value(bytes, batch, 0)?)?;
         let crop_keys = if cropper.is_random() { Some(random::keys(batch, Func::RandomCrop)?) } else { None };
         let mut pass = Pass::new(mean, std, w, channels, bytes.len() * h * w * channels);
         let mut done = 0;
-        super::decoded_windows(&bytes, channels, cropper, None, crop_keys, |row, pixels, width, window| {
+        super::decoded_windows(&bytes, channels, cropper, None, crop_keys, &files, |row, pixels, width, window| {
             pass.zeros((row - done) * h * w * channels);
             pass.window(pixels, width, window, flips(row));
             done = row + 1;

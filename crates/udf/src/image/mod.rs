@@ -37,12 +37,15 @@ pub(crate) fn evaluate(func: Func, args: &[Expr], batch: &RecordBatch, expr: &Ex
     let result = match func {
         Func::DecodeJpeg | Func::DecodePng | Func::DecodeImage | Func::DecodeJpegRows => {
             let channels = int_literal(&rest[0]).unwrap_or(3) as usize;
-            decode_column(func, &value(arg, batch, 0)?, channels)
+            decode_column(func, &value(arg, batch, 0)?, channels, &files(arg, batch)?)
         }
         Func::Crop | Func::CentralCrop | Func::RandomCrop => {
             let cropper = Cropper::of(func, rest).ok_or_else(|| at("bad crop arguments", expr))?;
             match encoded(arg) {
-                Some((bytes, channels)) => crop_encoded(&value(bytes, batch, 0)?, channels, cropper, None, keys),
+                Some((bytes, channels)) => {
+                    let files = files(bytes, batch)?;
+                    crop_encoded(&value(bytes, batch, 0)?, channels, cropper, None, keys, &files)
+                }
                 None => crop(&value(arg, batch, 3)?, cropper, keys),
             }
         }
@@ -60,14 +63,45 @@ pub(crate) fn evaluate(func: Func, args: &[Expr], batch: &RecordBatch, expr: &Ex
             let resize = Resize { cropper, size, method };
             match encoded(arg) {
                 Some((bytes, channels)) => {
-                    crop_encoded(&value(bytes, batch, 0)?, channels, resize.cropper_or_whole(), Some(resize), keys)
+                    let (whole, files) = (resize.cropper_or_whole(), files(bytes, batch)?);
+                    crop_encoded(&value(bytes, batch, 0)?, channels, whole, Some(resize), keys, &files)
                 }
                 None => resized(&value(arg, batch, 3)?, resize, keys),
             }
         }
         _ => pixel_op(func, rest, &value(arg, batch, 3)?, keys),
     };
-    result.map_err(|e| at(e, expr))
+    result.map_err(|e| match e {
+        Error::Expr(message) => at(message, expr),
+        located => located,
+    })
+}
+
+/// The paths of the files `bytes` was read from, when it is `read_file(path)`: a decode
+/// error then names its file.
+pub(crate) fn files(bytes: &Expr, batch: &RecordBatch) -> Result<Files> {
+    match bytes {
+        Expr::Call { func: Func::ReadFile, args } if args.len() == 1 => {
+            let paths = cast(&value(&args[0], batch, 0)?, &DataType::Utf8).map_err(|e| Error::Expr(e.to_string()))?;
+            Ok(Files(Some(paths)))
+        }
+        _ => Ok(Files(None)),
+    }
+}
+
+/// Where each element's image bytes came from, when known ([`files`]).
+pub(crate) struct Files(Option<ArrayRef>);
+
+impl Files {
+    /// `error`, a decode's, for the image of `row`: bad input in its file when the file is
+    /// known.
+    fn name(&self, error: Error, row: usize) -> Error {
+        let path = self.0.as_ref().map(|p| p.as_string::<i32>()).filter(|p| p.is_valid(row));
+        match (path, error) {
+            (Some(paths), Error::Expr(message)) => Error::data(flumen_ir::Location::source(paths.value(row)), message),
+            (_, error) => error,
+        }
+    }
 }
 
 /// The value of `arg` over `batch`, `depth` list levels deep.
@@ -110,7 +144,7 @@ fn format_for(func: Func, bytes: &[u8]) -> Result<Format> {
     }
 }
 
-fn decode_column(func: Func, column: &ArrayRef, channels: usize) -> Result<ArrayRef> {
+fn decode_column(func: Func, column: &ArrayRef, channels: usize, files: &Files) -> Result<ArrayRef> {
     let bytes = binary(column)?;
     let mut values = Vec::new();
     let mut dims = Vec::with_capacity(bytes.len());
@@ -120,8 +154,10 @@ fn decode_column(func: Func, column: &ArrayRef, channels: usize) -> Result<Array
             continue;
         }
         let b = bytes.value(r);
-        let header = decode::header(format_for(func, b)?, b)?;
-        dims.push(decode::decode(&header, b, channels, None, &mut values)?);
+        let decoded = format_for(func, b)
+            .and_then(|format| decode::header(format, b))
+            .and_then(|header| decode::decode(&header, b, channels, None, &mut values));
+        dims.push(decoded.map_err(|e| files.name(e, r))?);
     }
     column::varying::<UInt8Type>(values, &dims, channels, bytes.nulls().cloned())
 }
@@ -282,20 +318,44 @@ pub(crate) fn decoded_windows(
     cropper: Cropper,
     resize: Option<&Resize>,
     keys: Option<&[u64]>,
+    files: &Files,
     mut each: impl FnMut(usize, &[u8], usize, Window) -> Result<()>,
 ) -> Result<()> {
-    let mut scratch = Vec::new();
+    // The decoded image is read once, by `each`, then overwritten by the next: one buffer
+    // per worker thread, its pages already mapped.
+    SCRATCH.with_borrow_mut(|scratch| decode_each(bytes, channels, cropper, resize, keys, files, scratch, &mut each))
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+#[allow(clippy::too_many_arguments)]
+fn decode_each(
+    bytes: &BinaryArray,
+    channels: usize,
+    cropper: Cropper,
+    resize: Option<&Resize>,
+    keys: Option<&[u64]>,
+    files: &Files,
+    scratch: &mut Vec<u8>,
+    each: &mut impl FnMut(usize, &[u8], usize, Window) -> Result<()>,
+) -> Result<()> {
     for row in 0..bytes.len() {
         if bytes.is_null(row) {
             continue;
         }
         let b = bytes.value(row);
-        let header = decode::header(format_for(Func::DecodeJpegRows, b)?, b)?;
-        let window = cropper.window(header.height, header.width, key_of(keys, row))?;
-        let below = resize.map_or(0, |r| r.method.rows_below(window.height, r.size[0]));
-        scratch.clear();
-        let (_, w) = decode::decode(&header, b, channels, Some(window.bottom() + below), &mut scratch)?;
-        each(row, &scratch, w, window)?;
+        let decoded =
+            format_for(Func::DecodeJpegRows, b).and_then(|format| decode::header(format, b)).and_then(|header| {
+                let window = cropper.window(header.height, header.width, key_of(keys, row))?;
+                let below = resize.map_or(0, |r| r.method.rows_below(window.height, r.size[0]));
+                scratch.clear();
+                let (_, w) = decode::decode(&header, b, channels, Some(window.bottom() + below), scratch)?;
+                Ok((w, window))
+            });
+        let (w, window) = decoded.map_err(|e| files.name(e, row))?;
+        each(row, scratch, w, window)?;
     }
     Ok(())
 }
@@ -308,6 +368,7 @@ fn crop_encoded(
     cropper: Cropper,
     resize: Option<Resize>,
     keys: Option<&[u64]>,
+    files: &Files,
 ) -> Result<ArrayRef> {
     let bytes = binary(column)?;
     let mut values = Vec::new();
@@ -315,7 +376,7 @@ fn crop_encoded(
     if let Some(r) = &resize {
         values.resize(bytes.len() * r.size[0] * r.size[1] * channels, 0);
     }
-    decoded_windows(&bytes, channels, cropper, resize.as_ref(), keys, |row, pixels, w, window| {
+    decoded_windows(&bytes, channels, cropper, resize.as_ref(), keys, files, |row, pixels, w, window| {
         match &resize {
             Some(r) => {
                 let size = r.size[0] * r.size[1] * channels;
