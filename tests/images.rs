@@ -639,3 +639,19 @@ fn a_corrupt_file_is_an_error_naming_it_and_the_elements_around_it_come_out() {
         assert!(err.contains("cut.jpg") && err.contains("decode_jpeg"), "{err}");
     }
 }
+
+#[test]
+fn a_random_map_that_keeps_its_input_does_not_show_the_element_keys() {
+    let img = random_crop(decode_jpeg(col("image"), 3), 8, 8, 2);
+    for batched in [false, true] {
+        let ds = images(&["tf_baseline_52x40.jpg"; 5]).map(MapFunction::with_fields([("crop", img.clone())])).unwrap();
+        let ds = if batched { ds.batch(2).unwrap() } else { ds };
+        let names: Vec<String> = ds.element_spec().fields.iter().map(|f| f.name.clone()).collect();
+        assert_eq!(names, ["image", "crop"]);
+        for b in ds.iter() {
+            let b = b.unwrap();
+            let got: Vec<String> = b.schema().fields().iter().map(|f| f.name().clone()).collect();
+            assert_eq!(got, names, "batched: {batched}");
+        }
+    }
+}
