@@ -655,3 +655,46 @@ fn a_random_map_that_keeps_its_input_does_not_show_the_element_keys() {
         }
     }
 }
+
+#[test]
+fn a_gray_jpeg_decodes_to_three_equal_channels() {
+    let gray = decode(&["gray_33x21.jpg"], decode_jpeg, 1).remove(0);
+    let rgb = decode(&["gray_33x21.jpg"], decode_jpeg, 3).remove(0);
+    assert_eq!(rgb.len(), gray.len() * 3);
+    let (mean, max) = diff(&rgb, &gray.iter().flat_map(|g| [*g; 3]).collect::<Vec<_>>());
+    assert!(mean < 0.5 && max <= 2, "mean {mean}, largest {max}");
+}
+
+#[test]
+fn color_jitter_moves_values_as_its_definition_says() {
+    let img = || convert_image_dtype(crop(decode_jpeg(col("image"), 3), 0, 0, 16, 16));
+    let ds = images(&["tf_baseline_52x40.jpg"; 6])
+        .map(MapFunction::select([
+            ("x", img()),
+            ("bright", random_brightness(img(), 0.2, 1)),
+            ("contrast", random_contrast(img(), 0.5, 1.5, 2)),
+            ("gray", random_saturation(img(), 0.0, 0.0, 3)),
+            ("same", random_saturation(img(), 1.0, 1.0, 3)),
+        ]))
+        .unwrap();
+    let mut deltas = std::collections::BTreeSet::new();
+    for b in ds.iter() {
+        let b = b.unwrap();
+        let f = |n: &str| leaf(b.column_by_name(n).unwrap()).as_primitive::<Float32Type>().values().to_vec();
+        let (x, bright, contrast, gray, same) = (f("x"), f("bright"), f("contrast"), f("gray"), f("same"));
+        // Brightness: one delta in [-0.2, 0.2) for the whole image.
+        let delta = bright[0] - x[0];
+        assert!((-0.2..0.2).contains(&delta));
+        assert!(x.iter().zip(&bright).all(|(a, b)| (b - a - delta).abs() < 1e-5));
+        deltas.insert((delta * 1e6) as i64);
+        // Contrast keeps each channel's mean.
+        for c in 0..3 {
+            let mean = |v: &[f32]| v.iter().skip(c).step_by(3).sum::<f32>() / 256.0;
+            assert!((mean(&contrast) - mean(&x)).abs() < 1e-4);
+        }
+        // Saturation 0 is the grayscale in every channel; 1 changes nothing.
+        assert!(gray.chunks(3).all(|p| p[0] == p[1] && p[1] == p[2]));
+        assert!(same.iter().zip(&x).all(|(a, b)| (a - b).abs() < 1e-6));
+    }
+    assert!(deltas.len() > 3, "each element draws its own delta: {deltas:?}");
+}
