@@ -177,21 +177,15 @@ fn lift_reductions(expr: &Expr, batch: &mut RecordBatch) -> Result<Expr> {
             let value = crate::image::evaluate(*func, args, batch, expr)?;
             Expr::Column(add_column(batch, value, expr)?)
         }
-        Expr::Call { func: Func::Normalize, .. } if crate::image::fused::applies(expr) => {
-            let fused = crate::image::fused::evaluate(expr, batch)?;
-            let value = match fused {
+        Expr::Call { func, args } if func.is_tensor_function() => {
+            // `normalize` of a uint8 image converted to float may run as one pass.
+            let value = match crate::image::fused::evaluate(expr, batch)? {
                 Some(value) => value,
                 None => {
-                    let Expr::Call { func, args } = expr else { unreachable!("a normalize call") };
                     let args = args.iter().map(|a| lift_reductions(a, batch)).collect::<Result<Vec<_>>>()?;
                     crate::tensor_ops::evaluate(*func, &args, batch, expr)?
                 }
             };
-            Expr::Column(add_column(batch, value, expr)?)
-        }
-        Expr::Call { func, args } if func.is_tensor_function() => {
-            let args = args.iter().map(&mut lift).collect::<Result<Vec<_>>>()?;
-            let value = crate::tensor_ops::evaluate(*func, &args, batch, expr)?;
             Expr::Column(add_column(batch, value, expr)?)
         }
         Expr::Call { func, args } => Expr::Call { func: *func, args: args.iter().map(lift).collect::<Result<_>>()? },

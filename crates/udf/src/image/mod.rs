@@ -323,41 +323,29 @@ pub(crate) fn decoded_windows(
 ) -> Result<()> {
     // The decoded image is read once, by `each`, then overwritten by the next: one buffer
     // per worker thread, its pages already mapped.
-    SCRATCH.with_borrow_mut(|scratch| decode_each(bytes, channels, cropper, resize, keys, files, scratch, &mut each))
+    SCRATCH.with_borrow_mut(|scratch| {
+        for row in 0..bytes.len() {
+            if bytes.is_null(row) {
+                continue;
+            }
+            let b = bytes.value(row);
+            let decoded =
+                format_for(Func::DecodeJpegRows, b).and_then(|format| decode::header(format, b)).and_then(|header| {
+                    let window = cropper.window(header.height, header.width, key_of(keys, row))?;
+                    let below = resize.map_or(0, |r| r.method.rows_below(window.height, r.size[0]));
+                    scratch.clear();
+                    let (_, w) = decode::decode(&header, b, channels, Some(window.bottom() + below), scratch)?;
+                    Ok((w, window))
+                });
+            let (w, window) = decoded.map_err(|e| files.name(e, row))?;
+            each(row, scratch, w, window)?;
+        }
+        Ok(())
+    })
 }
 
 thread_local! {
     static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-#[allow(clippy::too_many_arguments)]
-fn decode_each(
-    bytes: &BinaryArray,
-    channels: usize,
-    cropper: Cropper,
-    resize: Option<&Resize>,
-    keys: Option<&[u64]>,
-    files: &Files,
-    scratch: &mut Vec<u8>,
-    each: &mut impl FnMut(usize, &[u8], usize, Window) -> Result<()>,
-) -> Result<()> {
-    for row in 0..bytes.len() {
-        if bytes.is_null(row) {
-            continue;
-        }
-        let b = bytes.value(row);
-        let decoded =
-            format_for(Func::DecodeJpegRows, b).and_then(|format| decode::header(format, b)).and_then(|header| {
-                let window = cropper.window(header.height, header.width, key_of(keys, row))?;
-                let below = resize.map_or(0, |r| r.method.rows_below(window.height, r.size[0]));
-                scratch.clear();
-                let (_, w) = decode::decode(&header, b, channels, Some(window.bottom() + below), scratch)?;
-                Ok((w, window))
-            });
-        let (w, window) = decoded.map_err(|e| files.name(e, row))?;
-        each(row, scratch, w, window)?;
-    }
-    Ok(())
 }
 
 /// A crop (and resize) over JPEGs still encoded: each window is chosen from the header and
@@ -447,12 +435,8 @@ fn pixel_typed<T: ArrowPrimitiveType>(
     let images = Images::<T>::read(column, func.name())?;
     let seed = rest.last().and_then(int_literal).unwrap_or(0);
     let mut values: Vec<T::Native> = Vec::with_capacity(images.values.len());
-    let mut dims = Vec::with_capacity(images.rows.len());
     for (r, image) in images.rows.iter().enumerate() {
-        let Some(d) = image else {
-            dims.push((0, 0));
-            continue;
-        };
+        let Some(d) = image else { continue };
         let px = images.pixels(d);
         let (h, w, c) = (d.height, d.width, d.channels);
         let coin = || random::Draws::new(key_of(keys, r).unwrap_or(0), seed, func).uniform() < 0.5;
@@ -476,7 +460,6 @@ fn pixel_typed<T: ArrowPrimitiveType>(
             }
             _ => values.extend_from_slice(px),
         }
-        dims.push((h, w));
     }
     if func == Func::HwcToChw {
         let Some(d) = images.rows.iter().flatten().next() else {
@@ -492,7 +475,6 @@ fn pixel_typed<T: ArrowPrimitiveType>(
         }
         return Ok(column::fixed::<T>(chw, [d.channels, d.height, d.width], column.logical_nulls()));
     }
-    let _ = dims;
     relayout::<T, T>(column, &images, values)
 }
 
