@@ -699,8 +699,20 @@ impl Dataset {
     }
 
     fn root(&self) -> Result<(flumen_runtime::BoxOperator, ExecContext)> {
-        let ctx = self.context(self.shared.next_iteration(), None);
+        self.root_at(self.shared.next_iteration())
+    }
+
+    fn root_at(&self, iteration: u64) -> Result<(flumen_runtime::BoxOperator, ExecContext)> {
+        let ctx = self.context(iteration, None);
         Ok((build_root(&self.optimized_plan()?, &ctx)?, ctx))
+    }
+
+    /// An iterator of iteration number `iteration` of this dataset (from 0), as the
+    /// `iteration`-th call of [`Dataset::iter`] would make it: the same reshuffles and random
+    /// draws. Processes that rebuild one dataset (workers of a cluster, each epoch's fresh
+    /// process) agree on an epoch's order through it.
+    pub fn iter_at(&self, iteration: u64) -> DatasetIterator {
+        Iter::start(self.clone(), self.root_at(iteration))
     }
 
     /// A new iterator over the elements: one `RecordBatch` per element (one row, or the
@@ -726,6 +738,11 @@ impl Dataset {
     /// consumers that process many elements at once. It checkpoints like [`Dataset::iter`]'s.
     pub fn iter_chunks(&self) -> ChunkIter {
         Iter::start(self.clone(), self.root())
+    }
+
+    /// A chunk iterator of iteration number `iteration`, as [`Dataset::iter_at`].
+    pub fn iter_chunks_at(&self, iteration: u64) -> ChunkIter {
+        Iter::start(self.clone(), self.root_at(iteration))
     }
 }
 

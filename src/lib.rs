@@ -20,6 +20,7 @@
 
 pub mod checkpoint;
 pub mod dataset;
+pub mod distribute;
 pub mod explain;
 pub mod format;
 pub mod function;
@@ -30,6 +31,7 @@ pub use checkpoint::{Checkpoint, ExternalState, SaveMode};
 pub use dataset::{
     BucketOptions, CancelHandle, ChunkIter, Dataset, DatasetIterator, Iter, PaddedBatchOptions, Parallel,
 };
+pub use distribute::{SplitPolicy, WorkerSplit};
 pub use explain::ExplainFormat;
 pub use flumen_ir::{
     BlockShuffle, DType, ElementSpec, Error, FieldKind, FieldSpec, Plan, RecordCompression, Result, Tunable,

@@ -119,6 +119,28 @@ impl arrow::record_batch::RecordBatchReader for ChunkStream {
     }
 }
 
+/// A dataset's chunks, once, as an Arrow C stream (`Dataset.arrow_stream`).
+#[pyclass(module = "flumen")]
+pub struct ArrowStream(std::sync::Mutex<Option<ChunkStream>>);
+
+#[pymethods]
+impl ArrowStream {
+    /// The Arrow PyCapsule stream interface; the stream can be exported once.
+    #[pyo3(signature = (requested_schema = None))]
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        if requested_schema.is_some_and(|s| !s.is_none()) {
+            return Err(PyValueError::new_err("flumen datasets are exported in their own schema"));
+        }
+        let taken = self.0.lock().map_err(|_| PyValueError::new_err("the stream's lock is poisoned"))?.take();
+        let stream = taken.ok_or_else(|| PyValueError::new_err("this stream was already exported"))?;
+        PyCapsule::new_with_value(py, FFI_ArrowArrayStream::new(Box::new(stream)), c"arrow_array_stream")
+    }
+}
+
 /// `{"name": expr or literal}` as named expressions, in the dict's order.
 fn named_exprs(fields: &Bound<'_, PyDict>) -> PyResult<Vec<(String, datafusion_expr::Expr)>> {
     fields.iter().map(|(name, e)| Ok((name.extract::<String>()?, crate::expr::expr_of(&e)?))).collect()
@@ -721,6 +743,24 @@ impl Dataset {
         ok(self.0.shard(num_shards, index))
     }
 
+    /// The part of this dataset that worker `index` of `num_workers` runs, and where the
+    /// shard went (`"sources"`, or `"output (...)"` naming the operator that needs every
+    /// element): the parts of all workers hold every element exactly once. `seed` seeds what
+    /// the pipeline leaves unseeded and must be the same for every worker.
+    #[pyo3(signature = (num_workers, index, seed = 0))]
+    fn split_for_worker(&self, num_workers: u64, index: u64, seed: u64) -> PyResult<(Dataset, String)> {
+        let split = self.0.split_for_worker(num_workers, index, seed).map_err(to_py)?;
+        Ok((Dataset(split.dataset), split.policy.to_string()))
+    }
+
+    /// How many workers the sources split among by whole units (files, a range's values)
+    /// before `split_for_worker` shards records instead; `None` when unbounded or when the
+    /// output is sharded anyway.
+    #[getter]
+    fn split_units(&self) -> Option<u64> {
+        self.0.split_units()
+    }
+
     /// Each element with its index from `start`.
     #[pyo3(signature = (start = 0))]
     fn enumerate(&self, start: i64) -> PyResult<Dataset> {
@@ -806,6 +846,25 @@ impl Dataset {
             .collect()
     }
 
+    /// The files the pipeline's file sources read (file lists, splits and record files), in
+    /// plan order: what planners size a read by.
+    #[getter]
+    fn source_files(&self) -> Vec<String> {
+        use flumen::crates::ir::{Op, SourceDesc};
+        let mut files = Vec::new();
+        for node in self.0.plan().nodes_topological() {
+            if let Op::Source(
+                SourceDesc::ListFiles { files: listed, .. }
+                | SourceDesc::Splits { files: listed, .. }
+                | SourceDesc::Files { files: listed, .. },
+            ) = node.op()
+            {
+                files.extend(listed.iter().cloned());
+            }
+        }
+        files
+    }
+
     /// The number of elements, or `None` when unknown or infinite.
     #[getter]
     fn cardinality(&self) -> Option<u64> {
@@ -837,11 +896,20 @@ impl Dataset {
         py: Python<'py>,
         requested_schema: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyCapsule>> {
-        if requested_schema.is_some_and(|s| !s.is_none()) {
-            return Err(PyValueError::new_err("flumen datasets are exported in their own schema"));
-        }
-        let stream = ChunkStream { chunks: self.0.iter_chunks(), schema: self.0.element_spec().arrow_schema() };
-        PyCapsule::new_with_value(py, FFI_ArrowArrayStream::new(Box::new(stream)), c"arrow_array_stream")
+        self.arrow_stream(None).__arrow_c_stream__(py, requested_schema)
+    }
+
+    /// The elements of iteration number `iteration` (as `iter`'s; the next iteration when
+    /// `None`) as an Arrow stream of record batches, one per chunk, for
+    /// `pyarrow.RecordBatchReader.from_stream`: `__arrow_c_stream__` with an iteration.
+    #[pyo3(signature = (iteration = None))]
+    fn arrow_stream(&self, iteration: Option<u64>) -> ArrowStream {
+        let chunks = match iteration {
+            Some(iteration) => self.0.iter_chunks_at(iteration),
+            None => self.0.iter_chunks(),
+        };
+        let stream = ChunkStream { chunks, schema: self.0.element_spec().arrow_schema() };
+        ArrowStream(std::sync::Mutex::new(Some(stream)))
     }
 
     /// Pickling (e.g. into a `DataLoader` worker process) goes through `serialize`, so a
@@ -868,26 +936,35 @@ impl Dataset {
 
     /// A new iterator of dicts of NumPy arrays (`as_batches`: of `Batch`es, which pyarrow
     /// and others import without a copy), continuing from `checkpoint` (bytes from
-    /// `Iterator.save`) when given.
-    #[pyo3(signature = (checkpoint = None, as_batches = false))]
-    fn iter(&self, py: Python<'_>, checkpoint: Option<&[u8]>, as_batches: bool) -> PyResult<Iterator> {
+    /// `Iterator.save`) when given. `iteration` makes it iteration number `iteration` of
+    /// the dataset (from 0), with that iteration's reshuffles and random draws, in whatever
+    /// process: how workers that rebuild a dataset agree on an epoch.
+    #[pyo3(signature = (checkpoint = None, as_batches = false, iteration = None))]
+    fn iter(
+        &self,
+        py: Python<'_>,
+        checkpoint: Option<&[u8]>,
+        as_batches: bool,
+        iteration: Option<u64>,
+    ) -> PyResult<Iterator> {
         let output = match as_batches {
             true => Output::Batch,
             false => Output::Fields(py.import("numpy")?.getattr("asarray")?.unbind()),
         };
-        Ok(Iterator::new(self.start(py, checkpoint)?, self.0.element_spec(), output))
+        Ok(Iterator::new(self.start(py, checkpoint, iteration)?, self.0.element_spec(), output))
     }
 
     /// Dicts of NumPy arrays, as `iter()` (tf.data's name).
     fn as_numpy_iterator(&self, py: Python<'_>) -> PyResult<Iterator> {
-        self.iter(py, None, false)
+        self.iter(py, None, false, None)
     }
 
-    /// pyarrow `RecordBatch`es, imported without a copy (needs pyarrow).
-    #[pyo3(signature = (checkpoint = None))]
-    fn iter_arrow(&self, py: Python<'_>, checkpoint: Option<&[u8]>) -> PyResult<Iterator> {
+    /// pyarrow `RecordBatch`es, imported without a copy (needs pyarrow); `checkpoint` and
+    /// `iteration` as for `iter`.
+    #[pyo3(signature = (checkpoint = None, iteration = None))]
+    fn iter_arrow(&self, py: Python<'_>, checkpoint: Option<&[u8]>, iteration: Option<u64>) -> PyResult<Iterator> {
         let convert = py.import("pyarrow")?.getattr("record_batch")?.unbind();
-        Ok(Iterator::new(self.start(py, checkpoint)?, self.0.element_spec(), Output::Whole(convert)))
+        Ok(Iterator::new(self.start(py, checkpoint, iteration)?, self.0.element_spec(), Output::Whole(convert)))
     }
 
     /// Dicts of `torch.Tensor`s made through DLPack without a copy (read-only memory:
@@ -917,7 +994,7 @@ impl Dataset {
 
     /// Dicts of NumPy arrays, as `iter()`.
     fn __iter__(&self, py: Python<'_>) -> PyResult<Iterator> {
-        self.iter(py, None, false)
+        self.iter(py, None, false, None)
     }
 
     fn __repr__(&self) -> String {
@@ -936,14 +1013,16 @@ impl Dataset {
         checkpoint: Option<&[u8]>,
     ) -> PyResult<Iterator> {
         let convert = py.import("flumen._frameworks")?.getattr(converter)?.call1((device,))?;
-        Ok(Iterator::new(self.start(py, checkpoint)?, self.0.element_spec(), Output::Fields(convert.unbind())))
+        Ok(Iterator::new(self.start(py, checkpoint, None)?, self.0.element_spec(), Output::Fields(convert.unbind())))
     }
 
     /// A new iterator, continuing from `checkpoint` when given.
-    fn start(&self, py: Python<'_>, checkpoint: Option<&[u8]>) -> PyResult<DatasetIterator> {
-        match checkpoint {
-            None => Ok(self.0.iter()),
-            Some(bytes) => {
+    fn start(&self, py: Python<'_>, checkpoint: Option<&[u8]>, iteration: Option<u64>) -> PyResult<DatasetIterator> {
+        match (checkpoint, iteration) {
+            (Some(_), Some(_)) => Err(PyValueError::new_err("give a checkpoint or an iteration, not both")),
+            (None, None) => Ok(self.0.iter()),
+            (None, Some(iteration)) => Ok(self.0.iter_at(iteration)),
+            (Some(bytes), None) => {
                 let checkpoint = Checkpoint::from_bytes(bytes).map_err(to_py)?;
                 py.detach(|| self.0.iter_from(&checkpoint)).map_err(to_py)
             }

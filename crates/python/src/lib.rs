@@ -39,6 +39,7 @@ pub mod records;
 #[pymodule]
 fn _flumen(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::Dataset>()?;
+    m.add_class::<dataset::ArrowStream>()?;
     m.add_class::<dataset::Options>()?;
     m.add_class::<expr::Expr>()?;
     m.add_class::<iterator::Iterator>()?;

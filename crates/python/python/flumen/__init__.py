@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from flumen._flumen import (
     AUTOTUNE,
+    ArrowStream,
     Batch,
     CancelledError,
     Column,
@@ -46,6 +47,7 @@ from flumen._flumen import (
 
 __all__ = [
     "AUTOTUNE",
+    "ArrowStream",
     "Batch",
     "CancelledError",
     "Column",

@@ -604,9 +604,13 @@ impl ParallelMapOp {
     /// tasks by (the mean per row so far, or the chunk's own bytes per row before any).
     fn seen(&self, chunk: &Input) -> (usize, u64) {
         let finished = self.completions.finished.lock().expect("map results");
-        let per_row = match finished.out_rows {
-            0 => chunk.bytes().div_ceil(chunk.num_rows().max(1) as u64),
-            rows => finished.out_bytes.div_ceil(rows),
+        let per_row = match (finished.out_rows, self.output) {
+            // Before a task finished, the spec's output size where it is fixed: a chunk of
+            // file names that become decoded images is small in and large out, and one
+            // task over all of it would run on one thread.
+            (0, OutputSize::Fixed(bytes)) => chunk.bytes().div_ceil(chunk.num_rows().max(1) as u64).max(bytes),
+            (0, _) => chunk.bytes().div_ceil(chunk.num_rows().max(1) as u64),
+            (rows, _) => finished.out_bytes.div_ceil(rows),
         };
         (finished.recent.rows_for(self.task_work), per_row)
     }
@@ -1143,6 +1147,23 @@ mod tests {
         assert_eq!(sizes, [334, 334, 332].repeat(10));
         assert_eq!(values, (1..=10_000).collect::<Vec<i64>>());
         assert_eq!(op.completions.finished.lock().unwrap().completed, 30);
+    }
+
+    #[test]
+    fn a_chunk_of_small_rows_declared_to_make_large_ones_is_cut_before_a_task_finished() {
+        // 1,000 rows of 8 bytes declared to make 4,096 each (file names becoming images):
+        // by the declared output the first task is a quarter of the 1 MiB task bytes' worth;
+        // the measured 8 bytes a row then leave the rest of the chunk one task.
+        let input = source(int_chunks("x", &(0..1000).collect::<Vec<i64>>(), &[1000]));
+        let add_one: ChunkFn = Arc::new(|chunk: &RecordBatch| {
+            let x = chunk.column(0).as_primitive::<Int64Type>();
+            let y = Int64Array::from_iter_values(x.values().iter().map(|v| v + 1));
+            Ok(RecordBatch::try_new(chunk.schema(), vec![Arc::new(y)]).unwrap())
+        });
+        let mut op = one_call(input, add_one, TASK_BYTES).with_output_row_bytes(Some(4096));
+        let (sizes, values) = drain(&mut op);
+        assert_eq!(sizes, [250, 750]);
+        assert_eq!(values, (1..=1000).collect::<Vec<i64>>());
     }
 
     #[test]
