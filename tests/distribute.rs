@@ -214,3 +214,24 @@ fn split_units_count_whole_files_and_values() {
     assert_eq!(both.split_units(), Some(2));
     assert_eq!(Dataset::range(0, 9).unwrap().take(3).unwrap().split_units(), None);
 }
+
+#[test]
+fn avro_blocks_of_one_file_are_shared_out() {
+    use flumen::crates::sources::avro::container::Codec;
+    use flumen::crates::sources::avro::writer::{AvroWriter, Datum};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("one.avro").to_string_lossy().into_owned();
+    let schema = r#"{"type":"record","name":"r","fields":[{"name":"v","type":"long"}]}"#;
+    // Blocks of about 100 bytes: dozens of blocks in one file.
+    let mut w = AvroWriter::create(&path, schema, Codec::Null).unwrap().with_block_bytes(100);
+    for v in 0..600i64 {
+        w.append(&Datum::Record(vec![Datum::Long(v)])).unwrap();
+    }
+    w.finish().unwrap();
+    let ds = Dataset::avro(&[&path], AvroOptions::default()).unwrap();
+    assert_eq!(assert_exactly_once(&ds, "v"), SplitPolicy::Sources);
+    let (three, _) = parts(&ds, 3, "v");
+    assert!(three.iter().all(|p| !p.is_empty()), "{:?}", three.iter().map(Vec::len).collect::<Vec<_>>());
+    // Whole blocks: each part's first values run on consecutively.
+    assert_eq!(three[0][1], three[0][0] + 1);
+}
