@@ -6,9 +6,11 @@ simulated one-CPU nodes (w7).
 
     python crates/python/benches/ray_workloads.py DATA_DIR [--rounds 3] [--parts compare overhead scaling]
 
-DATA_DIR holds ``tfrecord_example/*.tfrecord`` and ``jpeg_files/class_*/*.jpg`` (the layout of
-``flumen gen-data``). Needs the package as a release build, ``ray[data]`` and Pillow; Ray's
-``read_tfrecords`` also needs TensorFlow. Prints one JSON line per measurement and a table.
+DATA_DIR holds ``tfrecord_example/*.tfrecord`` (``flumen gen-data DIR`` writes them) and
+``jpeg_files/class_*/*.jpg`` (JPEG files in ImageFolder layout: any will do; the figures in
+docs/performance-notes.md used 5,000 of 320..640 x 240..480 pixels). Needs the package as a
+release build, ``ray[data]`` and Pillow; Ray's ``read_tfrecords`` also needs TensorFlow.
+Prints one JSON line per measurement and a table.
 """
 
 import argparse
