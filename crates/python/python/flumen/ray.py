@@ -100,7 +100,7 @@ class FlumenDatasource(Datasource):
         self._options = dict(options or {})
         flumen.Options(**self._options)  # a bad option is an error here, not in every task
         try:
-            self._json = dataset.serialize()
+            dataset.serialize()
         except flumen.Error as e:
             raise TypeError(f"flumen.ray.read needs a dataset that serializes: {e}") from None
         self._dataset = dataset
@@ -130,7 +130,6 @@ class FlumenDatasource(Datasource):
         # No column at all (Ray counting rows) still needs rows: flumen's elements have fields.
         if keep and len(keep) < len(names):
             clone._dataset = clone._dataset.map(keep, keep=False)
-            clone._json = clone._dataset.serialize()
         return clone
 
     def apply_predicate(self, predicate_expr):
@@ -143,7 +142,6 @@ class FlumenDatasource(Datasource):
             return self
         clone = super().apply_predicate(predicate_expr)
         clone._dataset = filtered
-        clone._json = filtered.serialize()
         return clone
 
     def estimate_inmemory_data_size(self):
@@ -182,22 +180,22 @@ class FlumenDatasource(Datasource):
                 input_files=None,
                 exec_stats=None,
             )
-            read = _ReadPart(self._json, n, index, self._seed, self._block_bytes, self._options)
+            read = _ReadPart(part.serialize(), self._block_bytes, self._options)
             tasks.append(ReadTask(read, meta, per_task_row_limit=per_task_row_limit))
         return tasks
 
 
 class _ReadPart:
-    """One read task: part ``index`` of ``num_parts``, as Arrow tables."""
+    """One read task: a part (as JSON) streamed as Arrow tables."""
 
-    def __init__(self, json, num_parts, index, seed, block_bytes, options):
-        self.json, self.num_parts, self.index, self.seed = json, num_parts, index, seed
-        self.block_bytes, self.options = block_bytes, options
+    def __init__(self, part, block_bytes, options):
+        self.part, self.block_bytes, self.options = part, block_bytes, options
 
     def __call__(self):
-        part, _ = flumen.Dataset.deserialize(self.json).split_for_worker(self.num_parts, self.index, self.seed)
-        if self.options:
-            part = part.with_options(flumen.Options(**self.options))
+        # A plan travels without its options: the part's order must hold (Ray replays a
+        # failed task), whatever the other options say.
+        options = flumen.Options(**{**self.options, "deterministic": True})
+        part = flumen.Dataset.deserialize(self.part).with_options(options)
         reader = pa.RecordBatchReader.from_stream(part.arrow_stream(iteration=0))
         yield from _blocks((_with_tensor_columns(batch) for batch in reader), self.block_bytes)
 
