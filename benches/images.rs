@@ -8,7 +8,9 @@
 //!   fast_image_resize called directly on the same pixels (its own cost, the floor).
 //! - **crop-mirror-normalize**: `normalize(convert_image_dtype(flip_left_right(crop(x))))`
 //!   over decoded 128x128 images, in one pass, against the same steps one by one (the
-//!   `+ 0.0` keeps the expression out of the fused form and changes no value).
+//!   `+ 0.0` keeps the expression out of the fused form and changes no value); and the same
+//!   with a color jitter (brightness, contrast, saturation) between the conversion and the
+//!   normalization.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -129,7 +131,16 @@ fn crop_mirror_normalize(c: &mut Criterion) {
     let one_by_one = steps(|e| e + lit(0.0f32));
     group.bench_function("one pass", |b| b.iter(|| run(&fused)));
     group.bench_function("step by step", |b| b.iter(|| run(&one_by_one)));
+    let fused = steps(jitter);
+    let one_by_one = steps(|e| jitter(e + lit(0.0f32)));
+    group.bench_function("one pass with color jitter", |b| b.iter(|| run(&fused)));
+    group.bench_function("step by step with color jitter", |b| b.iter(|| run(&one_by_one)));
     group.finish();
+}
+
+/// A color jitter of brightness, contrast and saturation, as torchvision's ColorJitter.
+fn jitter(image: DfExpr) -> DfExpr {
+    random_saturation(random_contrast(random_brightness(image, 0.2, 1), 0.6, 1.4, 2), 0.6, 1.4, 3)
 }
 
 criterion_group!(benches, decode, resizes, crop_mirror_normalize);

@@ -181,6 +181,15 @@ impl Dataset {
     pub fn from_batches(batches: Vec<RecordBatch>) -> Result<Dataset> {
         let first = batches.first().ok_or_else(|| Error::plan("in_memory", "needs at least one batch"))?;
         let spec = ElementSpec::from_arrow_schema(&first.schema())?;
+        Dataset::from_batches_with_spec(batches, spec)
+    }
+
+    /// In-memory Arrow data of the element spec `spec`: for the dtypes an Arrow schema cannot
+    /// say (`bfloat16`, whose values are `UInt16` bits).
+    pub fn from_batches_with_spec(batches: Vec<RecordBatch>, spec: ElementSpec) -> Result<Dataset> {
+        if batches.is_empty() {
+            return Err(Error::plan("in_memory", "needs at least one batch"));
+        }
         let schema = spec.arrow_schema();
         let batches = batches
             .into_iter()

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, StringArray};
-use arrow::datatypes::{Float32Type, UInt8Type};
+use arrow::datatypes::{DataType, Float16Type, Float32Type, UInt16Type, UInt8Type};
 use datafusion_expr::Expr as DfExpr;
 use flumen::prelude::*;
 use flumen::{Checkpoint, Options, Parallel, SaveMode};
@@ -353,6 +353,11 @@ fn read_file_reads_whole_files_and_names_a_missing_one() {
     assert!(err.contains("no_such_image.jpg"), "{err}");
 }
 
+/// The bits of every float32 value of field `f` of `b`.
+fn f32_bits(b: &arrow::array::RecordBatch, f: &str) -> Vec<u32> {
+    leaf(b.column_by_name(f).unwrap()).as_primitive::<Float32Type>().values().iter().map(|v| v.to_bits()).collect()
+}
+
 #[test]
 fn one_pass_crop_mirror_normalize_equals_the_steps_bit_for_bit() {
     let mean = [0.485, 0.456, 0.406];
@@ -372,18 +377,141 @@ fn one_pass_crop_mirror_normalize_equals_the_steps_bit_for_bit() {
     let mut flipped = 0;
     for b in ds.iter() {
         let b = b.unwrap();
-        let bits = |f: &str| -> Vec<u32> {
-            leaf(b.column_by_name(f).unwrap())
-                .as_primitive::<Float32Type>()
-                .values()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect()
-        };
-        assert_eq!(bits("fused"), bits("steps"));
+        assert_eq!(f32_bits(&b, "fused"), f32_bits(&b, "steps"));
         flipped += 1;
     }
     assert_eq!(flipped, 9);
+}
+
+#[test]
+fn one_pass_with_color_jitter_equals_the_steps_bit_for_bit() {
+    let mean = [0.485, 0.456, 0.406];
+    let std = [0.229, 0.224, 0.225];
+    let names = vec!["tf_baseline_52x40.jpg"; 7];
+    // The crop still encoded (decoded window by window) and an image already fixed.
+    let crops: [fn() -> DfExpr; 2] = [
+        || random_flip_left_right(random_crop(decode_jpeg(col("image"), 3), 16, 24, 3), 4),
+        || flip_left_right(random_resized_crop(decode_jpeg(col("image"), 3), 12, 10, 5, (0.3, 1.0), (0.75, 1.33))),
+    ];
+    let chains: [fn(DfExpr) -> DfExpr; 3] = [
+        |x| random_brightness(x, 0.2, 1),
+        |x| random_saturation(random_contrast(random_brightness(x, 0.3, 1), 0.5, 1.5, 2), 0.2, 1.8, 3),
+        |x| random_brightness(random_contrast(random_contrast(x, 0.6, 1.4, 7), 0.9, 1.1, 8), 0.1, 9),
+    ];
+    for img in crops {
+        for jitter in chains {
+            // `+ 0.0` changes no value but keeps the expression out of the fused form.
+            let ds = images(&names)
+                .map(MapFunction::select([
+                    ("fused", normalize(jitter(convert_image_dtype(img())), &mean, &std)),
+                    ("steps", normalize(jitter(convert_image_dtype(img()) + lit(0.0f32)), &mean, &std)),
+                    ("plain", normalize(convert_image_dtype(img()), &mean, &std)),
+                ]))
+                .unwrap();
+            assert!(ds.explain().contains("crop-mirror-normalize in one pass"));
+            let mut elements = 0;
+            for b in ds.iter() {
+                let b = b.unwrap();
+                assert_eq!(f32_bits(&b, "fused"), f32_bits(&b, "steps"));
+                // The jitter did something: the fused form did not drop it.
+                assert_ne!(f32_bits(&b, "fused"), f32_bits(&b, "plain"));
+                elements += b.num_rows();
+            }
+            assert_eq!(elements, 7);
+        }
+    }
+}
+
+/// The bfloat16 bits nearest `v` (ties to the even one), found by comparing the two
+/// candidates around it in float64: a reference written apart from the one under test.
+fn nearest_bfloat16(v: f32) -> u16 {
+    let below = (v.to_bits() >> 16) as u16;
+    let widen = |b: u16| f64::from(f32::from_bits(u32::from(b) << 16));
+    let (lo, hi) = (widen(below), widen(below + 1));
+    let (dlo, dhi) = ((f64::from(v) - lo).abs(), (hi - f64::from(v)).abs());
+    if dlo < dhi || (dlo == dhi && below.is_multiple_of(2)) {
+        below
+    } else {
+        below + 1
+    }
+}
+
+#[test]
+fn images_convert_to_16_bit_floats_as_the_float32_values_rounded() {
+    let (mean, std) = ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]);
+    let img = || random_crop(decode_jpeg(col("image"), 3), 8, 8, 1);
+    let normalized = || normalize(convert_image_dtype(img()), &mean, &std);
+    let ds = images(&["tf_baseline_52x40.jpg"; 3])
+        .map(MapFunction::select([
+            ("f32", convert_image_dtype(img())),
+            ("f16", convert_image_dtype_to(img(), "float16")),
+            ("bf16", convert_image_dtype_to(img(), "bfloat16")),
+            ("norm", normalized()),
+            ("norm_bf16", cast_bfloat16(normalized())),
+            ("norm_f16", cast(normalized(), DataType::Float16)),
+            ("back", cast(cast_bfloat16(normalized()), DataType::Float32)),
+        ]))
+        .unwrap()
+        .batch(2)
+        .unwrap();
+    let spec = ds.element_spec().to_string();
+    assert!(spec.contains("bf16: bfloat16[?, 8, 8, 3]") && spec.contains("f16: float16[?, 8, 8, 3]"), "{spec}");
+    let mut rows = 0;
+    for b in ds.iter() {
+        let b = b.unwrap();
+        rows += b.num_rows();
+        let floats = |f: &str| leaf(b.column_by_name(f).unwrap()).as_primitive::<Float32Type>().values().to_vec();
+        let bits = |f: &str| leaf(b.column_by_name(f).unwrap()).as_primitive::<UInt16Type>().values().to_vec();
+        let halves = |f: &str| {
+            let column = leaf(b.column_by_name(f).unwrap());
+            column.as_primitive::<Float16Type>().values().iter().map(|v| v.to_f32()).collect::<Vec<f32>>()
+        };
+        let (converted, norm) = (floats("f32"), floats("norm"));
+        assert_eq!(bits("bf16"), converted.iter().map(|v| nearest_bfloat16(*v)).collect::<Vec<_>>());
+        assert_eq!(bits("norm_bf16"), norm.iter().map(|v| nearest_bfloat16(*v)).collect::<Vec<_>>());
+        let back: Vec<f32> = bits("norm_bf16").iter().map(|b| f32::from_bits(u32::from(*b) << 16)).collect();
+        assert_eq!(floats("back"), back);
+        // float16 has 10 mantissa bits: within half an ulp (2^-11 relative) of the float32.
+        for (name, want) in [("f16", &converted), ("norm_f16", &norm)] {
+            for (got, want) in halves(name).iter().zip(want.iter()) {
+                assert!((got - want).abs() <= want.abs() / 2048.0 + 1e-7, "{name}: {got} for {want}");
+            }
+        }
+    }
+    assert_eq!(rows, 3);
+    // Storage types: arithmetic and comparisons ask for a cast first.
+    let err = images(&["tf_baseline_52x40.jpg"])
+        .map(MapFunction::select([("x", convert_image_dtype_to(img(), "bfloat16") * lit(2.0f32))]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("bfloat16") && err.contains("cast it to float32"), "{err}");
+}
+
+#[test]
+fn a_bfloat16_field_stays_bfloat16_through_later_maps_batches_and_caches() {
+    let x: ArrayRef = Arc::new(arrow::array::Float32Array::from(vec![1.0, 1.0078125, -2.5, 0.3]));
+    let ds = Dataset::from_arrays([("x", x)])
+        .unwrap()
+        .map(MapFunction::select([("b", cast_bfloat16(col("x")))]))
+        .unwrap()
+        .cache()
+        .unwrap()
+        .batch(3)
+        .unwrap()
+        .unbatch()
+        .unwrap()
+        .map(MapFunction::select([("b", col("b")), ("y", cast(col("b"), DataType::Float32))]))
+        .unwrap();
+    let spec = ds.element_spec().to_string();
+    assert!(spec.contains("b: bfloat16") && spec.contains("y: float32"), "{spec}");
+    for epoch in 0..2 {
+        let mut y = Vec::new();
+        for b in ds.iter() {
+            y.extend(b.unwrap().column_by_name("y").unwrap().as_primitive::<Float32Type>().values().to_vec());
+        }
+        // 0.3 is 0x3E99999A in float32; its nearest bfloat16 is 0x3E9A, 0.30078125.
+        assert_eq!(y, vec![1.0, 1.0078125, -2.5, 0.30078125], "pass {epoch}");
+    }
 }
 
 #[test]
@@ -429,6 +557,9 @@ mod equivalence {
         filter_before: Option<i64>,
         steps: Vec<Step>,
         normalize: bool,
+        /// Color jitters between the conversion and the normalization: 0 brightness, 1
+        /// contrast, 2 saturation.
+        jitters: Vec<u8>,
         filter_after: Option<i64>,
         batch: Option<u64>,
         repeat: u64,
@@ -473,15 +604,17 @@ mod equivalence {
             proptest::option::of(2i64..4),
             proptest::collection::vec(step(), 1..4),
             any::<bool>(),
+            proptest::collection::vec(0u8..3, 0..3),
             proptest::option::of(2i64..4),
             proptest::option::of(1u64..4),
             1u64..3,
         )
-            .prop_map(|(files, filter_before, steps, normalize, filter_after, batch, repeat)| Case {
+            .prop_map(|(files, filter_before, steps, normalize, jitters, filter_after, batch, repeat)| Case {
                 files,
                 filter_before,
                 steps,
                 normalize,
+                jitters,
                 filter_after,
                 batch,
                 repeat,
@@ -524,7 +657,16 @@ mod equivalence {
         }
         let mut img = image(&case.steps);
         if case.normalize && fixed(&case.steps) {
-            img = normalize(convert_image_dtype(img), &[0.5, 0.4, 0.3], &[0.2, 0.25, 0.3]);
+            let mut float = convert_image_dtype(img);
+            for (k, jitter) in case.jitters.iter().enumerate() {
+                let seed = k as i64;
+                float = match jitter {
+                    0 => random_brightness(float, 0.2, seed),
+                    1 => random_contrast(float, 0.5, 1.5, seed),
+                    _ => random_saturation(float, 0.5, 1.5, seed),
+                };
+            }
+            img = normalize(float, &[0.5, 0.4, 0.3], &[0.2, 0.25, 0.3]);
         }
         ds = ds.map(MapFunction::select([("out", img), ("i", col("i"))])).ok()?;
         if let Some(k) = case.filter_after {

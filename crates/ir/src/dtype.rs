@@ -37,6 +37,16 @@ pub enum DType {
     /// Unsigned 64-bit integer.
     #[serde(rename = "uint64", alias = "u_int64")]
     UInt64,
+    /// 16-bit IEEE float (half precision; Arrow's `Float16`, NumPy's `float16`). A storage
+    /// type for feeding accelerators: made by `cast` and `convert_image_dtype`, cast back
+    /// to `float32` for arithmetic.
+    Float16,
+    /// bfloat16: a float32's sign, exponent and top 7 mantissa bits, the accelerators' 16-bit
+    /// float. Arrow has no bfloat16 type, so its values travel as their 16 bits in a `UInt16`
+    /// column; specs say `bfloat16`, and the Python package hands them out as bfloat16
+    /// arrays. A storage type like [`DType::Float16`].
+    #[serde(rename = "bfloat16")]
+    BFloat16,
     /// 32-bit float.
     Float32,
     /// 64-bit float.
@@ -80,6 +90,8 @@ impl DType {
             DType::UInt16 => DataType::UInt16,
             DType::UInt32 => DataType::UInt32,
             DType::UInt64 => DataType::UInt64,
+            DType::Float16 => DataType::Float16,
+            DType::BFloat16 => DataType::UInt16,
             DType::Float32 => DataType::Float32,
             DType::Float64 => DataType::Float64,
             DType::Utf8 => DataType::Utf8,
@@ -103,6 +115,7 @@ impl DType {
             DataType::UInt16 => DType::UInt16,
             DataType::UInt32 => DType::UInt32,
             DataType::UInt64 => DType::UInt64,
+            DataType::Float16 => DType::Float16,
             DataType::Float32 => DType::Float32,
             DataType::Float64 => DType::Float64,
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DType::Utf8,
@@ -162,6 +175,12 @@ impl DType {
         matches!(self, DType::Float32 | DType::Float64)
     }
 
+    /// True for the 16-bit storage floats ([`DType::Float16`], [`DType::BFloat16`]): no
+    /// arithmetic, cast to and from the other floats only.
+    pub fn is_half(self) -> bool {
+        matches!(self, DType::Float16 | DType::BFloat16)
+    }
+
     /// The lower-case name used in specs and JSON (`int64`, `float32`, ...).
     pub fn name(self) -> &'static str {
         match self {
@@ -174,6 +193,8 @@ impl DType {
             DType::UInt16 => "uint16",
             DType::UInt32 => "uint32",
             DType::UInt64 => "uint64",
+            DType::Float16 => "float16",
+            DType::BFloat16 => "bfloat16",
             DType::Float32 => "float32",
             DType::Float64 => "float64",
             DType::Utf8 => "string",
@@ -188,7 +209,7 @@ impl DType {
 
 impl DType {
     /// Every dtype without parameters, in declaration order (all but `decimal128`).
-    pub const ALL: [DType; 16] = [
+    pub const ALL: [DType; 18] = [
         DType::Bool,
         DType::Int8,
         DType::Int16,
@@ -198,6 +219,8 @@ impl DType {
         DType::UInt16,
         DType::UInt32,
         DType::UInt64,
+        DType::Float16,
+        DType::BFloat16,
         DType::Float32,
         DType::Float64,
         DType::Utf8,

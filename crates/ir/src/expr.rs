@@ -830,6 +830,13 @@ impl Expr {
                     }
                     return Ok((DType::Bool, lit));
                 }
+                if lt.is_half() || rt.is_half() {
+                    let half = if lt.is_half() { lt } else { rt };
+                    return Err(Error::Expr(format!(
+                        "'{}' does not take {half}, a storage type: cast it to float32 first in {self}",
+                        op.symbol()
+                    )));
+                }
                 let common = common_type(lt, llit, rt, rlit)
                     .ok_or_else(|| Error::Expr(format!("'{}' cannot combine {lt} and {rt} in {self}", op.symbol())))?;
                 for side in [left, right] {
@@ -842,10 +849,13 @@ impl Expr {
             }
             Expr::Cast { arg, to } => {
                 let (t, lit) = arg.typed(spec)?;
+                // The 16-bit floats are storage: made from numbers, read back as floats.
                 let ok = t == *to
                     || (t.is_numeric() || t == DType::Bool)
                         && (to.is_numeric() || *to == DType::Bool || *to == DType::Utf8)
-                    || t == DType::Utf8 && (to.is_numeric() || *to == DType::Bool || *to == DType::Binary);
+                    || t == DType::Utf8 && (to.is_numeric() || *to == DType::Bool || *to == DType::Binary)
+                    || t.is_numeric() && to.is_half()
+                    || t.is_half() && (to.is_float() || to.is_half());
                 if !ok {
                     return Err(Error::Expr(format!("cannot cast {t} to {to} in {self}")));
                 }

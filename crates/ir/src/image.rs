@@ -17,6 +17,10 @@ use crate::expr::{int_literal, number_literal, Expr, Func, Scalar};
 /// The resize methods `resize` accepts.
 pub const RESIZE_METHODS: [&str; 5] = ["nearest", "bilinear", "bicubic", "area", "lanczos3"];
 
+/// The dtypes `convert_image_dtype` converts uint8 images to, scaled to `[0, 1]`: the
+/// float32 value `v * (1 / 255)`, rounded to nearest even for the 16-bit ones.
+pub const CONVERTED_DTYPES: [&str; 3] = ["float32", "float16", "bfloat16"];
+
 /// Images larger than this many pixels are refused before anything is allocated for them.
 pub const MAX_PIXELS: u64 = 1 << 28;
 
@@ -139,8 +143,10 @@ pub(crate) fn call_type(func: Func, arg: (DType, Vec<i64>), rest: &[Expr]) -> Ty
             arity(1)?;
             uint8(name, t)?;
             match &rest[0] {
-                Expr::Literal(Scalar::Utf8(d)) if d == "float32" => Ok((DType::Float32, shape)),
-                other => Err(format!("{name} converts uint8 to \"float32\", got {other}")),
+                Expr::Literal(Scalar::Utf8(d)) if CONVERTED_DTYPES.contains(&d.as_str()) => {
+                    Ok((DType::from_name(d).unwrap_or(DType::Float32), shape))
+                }
+                other => Err(format!("{name} converts uint8 to one of {CONVERTED_DTYPES:?}, got {other}")),
             }
         }
         Func::RandomBrightness | Func::RandomContrast | Func::RandomSaturation => {

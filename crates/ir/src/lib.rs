@@ -39,4 +39,4 @@ pub use plan::{Plan, WeakPlan};
 pub use source::{
     AvroFormat, BlockShuffle, CsvFormat, FileFormat, InlineData, ParquetFormat, RecordCompression, SourceDesc,
 };
-pub use spec::{ElementSpec, FieldKind, FieldSpec, UNKNOWN};
+pub use spec::{ElementSpec, FieldKind, FieldSpec, DTYPE_METADATA, UNKNOWN};

@@ -18,6 +18,11 @@ use crate::error::{Error, Result};
 /// The unknown size of a dimension.
 pub const UNKNOWN: i64 = -1;
 
+/// The Arrow field metadata key that names a field's dtype where its Arrow type cannot: a
+/// `bfloat16` field's values are `UInt16` bits, and its field says `"bfloat16"` here, so
+/// the dtype survives batches, IPC files and pyarrow.
+pub const DTYPE_METADATA: &str = "flumen:dtype";
+
 /// How a field's tensor is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -117,7 +122,13 @@ impl FieldSpec {
 
     /// The Arrow field of this field's column.
     pub fn arrow_field(&self) -> Field {
-        Field::new(&self.name, self.arrow_type(), true)
+        let field = Field::new(&self.name, self.arrow_type(), true);
+        match self.dtype {
+            DType::BFloat16 => {
+                field.with_metadata([(DTYPE_METADATA.to_string(), self.dtype.name().to_string())].into())
+            }
+            _ => field,
+        }
     }
 
     /// The field with one more leading dimension of size `dim` (what `batch` does).
@@ -296,10 +307,19 @@ impl ElementSpec {
 
     /// The spec whose column types match `schema`: each column's list nesting becomes dims.
     pub fn from_arrow_schema(schema: &Schema) -> Result<ElementSpec> {
-        let fields =
-            schema.fields().iter().map(|f| field_from_arrow(f.name(), f.data_type())).collect::<Result<Vec<_>>>()?;
+        let fields = schema.fields().iter().map(|f| field_from_arrow_field(f)).collect::<Result<Vec<_>>>()?;
         ElementSpec::new(fields)
     }
+}
+
+/// The field spec of an Arrow field: its type's (see [`field_from_arrow`]), with the dtype
+/// its metadata names ([`DTYPE_METADATA`]) where that is `bfloat16` over `UInt16` values.
+pub fn field_from_arrow_field(field: &Field) -> Result<FieldSpec> {
+    let mut spec = field_from_arrow(field.name(), field.data_type())?;
+    if spec.dtype == DType::UInt16 && field.metadata().get(DTYPE_METADATA).map(String::as_str) == Some("bfloat16") {
+        spec.dtype = DType::BFloat16;
+    }
+    Ok(spec)
 }
 
 /// The field spec of an Arrow column type: list levels become dims.

@@ -88,7 +88,7 @@ pub fn element_bytes(spec: &ElementSpec) -> f64 {
         .map(|f| {
             let width = match f.dtype {
                 DType::Bool | DType::Int8 | DType::UInt8 => 1.0,
-                DType::Int16 | DType::UInt16 => 2.0,
+                DType::Int16 | DType::UInt16 | DType::Float16 | DType::BFloat16 => 2.0,
                 DType::Int32 | DType::UInt32 | DType::Float32 | DType::Date32 => 4.0,
                 DType::Int64 | DType::UInt64 | DType::Float64 | DType::TimeMicros | DType::TimestampMicros => 8.0,
                 DType::Utf8 | DType::Binary | DType::Decimal128 { .. } => 16.0,

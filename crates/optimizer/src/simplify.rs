@@ -59,7 +59,8 @@ pub fn may_fail(expr: &Expr, spec: &ElementSpec) -> bool {
 }
 
 /// True when casting a `from` value to `to` can fail: only widening casts, casts to floats
-/// and to strings always succeed.
+/// (16-bit ones included: too large a value becomes infinite) and to strings always
+/// succeed.
 pub fn cast_may_fail(from: DType, to: DType) -> bool {
     let widens = match (from.int_range(), to.int_range()) {
         (Some((lo, hi)), Some((to_lo, to_hi))) => to_lo <= lo && hi <= to_hi,
@@ -67,7 +68,8 @@ pub fn cast_may_fail(from: DType, to: DType) -> bool {
     };
     !(from == to
         || widens
-        || (to.is_float() && (from.is_numeric() || from == DType::Bool))
+        || (to.is_float() && (from.is_numeric() || from == DType::Bool || from.is_half()))
+        || (to.is_half() && from.is_numeric())
         || (to == DType::Utf8 && (from.is_numeric() || from == DType::Bool)))
 }
 

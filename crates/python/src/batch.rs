@@ -11,7 +11,7 @@ use arrow::datatypes::{
     UInt64Type, UInt8Type,
 };
 use arrow::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
-use flumen::{ElementSpec, FieldKind};
+use flumen::{DType, ElementSpec, FieldKind};
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyList, PyTuple};
@@ -117,21 +117,26 @@ pub fn element_dict<'py>(
     let one_row = chunk.num_rows() == 1;
     let out = PyDict::new(py);
     for ((field, array), declared) in chunk.schema().fields().iter().zip(chunk.columns()).zip(&element.fields) {
-        if !(one_row && declared.arrow_type() == *array.data_type()) {
-            out.set_item(field.name(), one_field(py, array, convert)?)?;
-            continue;
-        }
-        if declared.kind == FieldKind::Sparse {
-            out.set_item(field.name(), sparse_element(py, array, &declared.shape, convert)?)?;
+        let value = if !(one_row && declared.arrow_type() == *array.data_type()) {
+            one_field(py, array, convert)?
+        } else if declared.kind == FieldKind::Sparse {
+            sparse_element(py, array, &declared.shape, convert)?
         } else if let Some(mut c) = Column::view(array) {
             c.shape.remove(0);
-            out.set_item(field.name(), convert.call1((Bound::new(py, c)?,))?)?;
+            convert.call1((Bound::new(py, c)?,))?
         } else if let (DataType::List(_), 0) = (array.data_type(), array.null_count()) {
             let row = array.as_list::<i32>().value(0);
-            out.set_item(field.name(), one_field(py, &row, convert)?)?;
+            one_field(py, &row, convert)?
         } else {
-            out.set_item(field.name(), self::values(py, array)?.get_item(0)?)?;
-        }
+            self::values(py, array)?.get_item(0)?
+        };
+        // bfloat16 values come as uint16 bits (Arrow has no bfloat16): viewed as the
+        // array library's bfloat16 where it has one.
+        let value = match declared.dtype {
+            DType::BFloat16 => py.import("flumen._bfloat16")?.call_method1("view", (value,))?,
+            _ => value,
+        };
+        out.set_item(field.name(), value)?;
     }
     Ok(out)
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, BinaryBuilder, BooleanArray, FixedSizeListArray, PrimitiveArray, StringBuilder};
 use arrow::buffer::{Buffer, ScalarBuffer};
 use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Field, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type,
-    UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+    ArrowPrimitiveType, DataType, Field, Float16Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type,
+    Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
 use flumen::{DType, ElementSpec, FieldSpec};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -18,7 +18,12 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 /// The NumPy dtype name of a primitive flumen dtype: flumen's own name (`int64`,
 /// `float32`, `bool`), which NumPy shares; none for strings and bytes.
 fn numpy_dtype(dtype: DType) -> Option<&'static str> {
-    (!matches!(dtype, DType::Utf8 | DType::Binary)).then(|| dtype.name())
+    match dtype {
+        DType::Utf8 | DType::Binary => None,
+        // NumPy has no bfloat16 of its own: values come in as float32 and are rounded here.
+        DType::BFloat16 => Some("float32"),
+        _ => Some(dtype.name()),
+    }
 }
 
 /// A declared spec: `{name: dtype}` or `{name: (dtype, shape)}`, a shape a list of sizes
@@ -115,7 +120,10 @@ pub fn array_of(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>
         )));
     }
     let count: usize = shape.iter().product();
-    let width = field.dtype.to_arrow().primitive_width().unwrap_or(1);
+    let width = match field.dtype {
+        DType::BFloat16 => 4,
+        dtype => dtype.to_arrow().primitive_width().unwrap_or(1),
+    };
     // SAFETY: NumPy's array interface says `count` contiguous values of `width` bytes start
     // at `address`; `array` keeps them alive while they are copied.
     let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, count * width) };
@@ -131,7 +139,17 @@ pub fn array_of(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>
         DType::UInt64 => primitive::<UInt64Type>(bytes),
         DType::Float32 => primitive::<Float32Type>(bytes),
         DType::Float64 => primitive::<Float64Type>(bytes),
-        _ => unreachable!("a NumPy dtype"),
+        DType::Float16 => primitive::<Float16Type>(bytes),
+        DType::BFloat16 => {
+            flumen::crates::udf::bfloat16::narrow(&primitive::<Float32Type>(bytes)).map_err(crate::error::to_py)?
+        }
+        other => {
+            return Err(PyTypeError::new_err(format!(
+                "field {:?}: {} from Python is not supported yet",
+                field.name,
+                other.name()
+            )))
+        }
     };
     drop(array);
     // The declared list fields, outermost first; wrapped innermost first: [n, a, b] is n

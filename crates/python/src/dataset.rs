@@ -288,7 +288,7 @@ impl Dataset {
             });
         }
         let spec = flumen::ElementSpec::new(fields).map_err(to_py)?;
-        ok(flumen::Dataset::from_batches(vec![chunk_of(columns.as_any(), &spec, None)?]))
+        ok(flumen::Dataset::from_batches_with_spec(vec![chunk_of(columns.as_any(), &spec, None)?], spec))
     }
 
     /// The elements a Python generator yields: `generator()` is called for each pass and

@@ -106,9 +106,14 @@ impl Expr {
         Err(PyTypeError::new_err("a flumen expression has no truth value: combine them with & | ~, not and/or/not"))
     }
 
-    /// The expression converted to `dtype` (`"float32"`, `"int64"`, `"string"`, ...).
+    /// The expression converted to `dtype` (`"float32"`, `"int64"`, `"string"`,
+    /// `"bfloat16"`, ...).
     fn cast(&self, dtype: &str) -> PyResult<Expr> {
         let dtype = DType::from_name(dtype).ok_or_else(|| PyValueError::new_err(format!("unknown dtype {dtype:?}")))?;
+        if dtype == DType::BFloat16 {
+            // Arrow has no bfloat16 type for a cast to name.
+            return Ok(Expr(flumen::prelude::cast_bfloat16(self.0.clone())));
+        }
         Ok(Expr(cast(self.0.clone(), dtype.to_arrow())))
     }
 
@@ -289,10 +294,7 @@ fn parameterized(name: &str, args: &[Bound<'_, PyAny>]) -> PyResult<Option<DfExp
         "convert_image_dtype" => {
             arity(2)?;
             let dtype: String = args[1].extract()?;
-            if dtype != "float32" {
-                return Err(PyValueError::new_err(format!("convert_image_dtype converts to float32, not {dtype}")));
-            }
-            f::convert_image_dtype(expr_of(&args[0])?)
+            f::convert_image_dtype_to(expr_of(&args[0])?, &dtype)
         }
         "random_brightness" => {
             arity(3)?;

@@ -72,3 +72,37 @@ def test_a_corrupt_image_is_an_error_naming_the_decoder():
     ds = ds.map({"x": flumen.decode_jpeg(col("image"))}, keep=False)
     with pytest.raises(Exception, match="decode_jpeg"):
         list(ds)
+
+
+def test_bfloat16_and_float16_images_for_accelerators():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    crop = flumen.random_crop(flumen.decode_jpeg(col("image")), (8, 8), seed=1)
+    norm = flumen.normalize(flumen.convert_image_dtype(crop), mean, std)
+    ds = jpegs(3).map({"f32": norm, "bf16": norm.cast("bfloat16"), "f16": norm.cast("float16"),
+                       "scaled": flumen.convert_image_dtype(crop, "bfloat16"),
+                       "scaled32": flumen.convert_image_dtype(crop)}, keep=False).batch(3)
+    assert ("bf16", "bfloat16", [None, 8, 8, 3]) in ds.element_spec
+    (b,) = list(ds)
+    assert b["bf16"].dtype == ml_dtypes.bfloat16 and b["f16"].dtype == np.float16
+    # ml_dtypes and NumPy round float32 to nearest even, as flumen does.
+    np.testing.assert_array_equal(b["bf16"], b["f32"].astype(ml_dtypes.bfloat16))
+    np.testing.assert_array_equal(b["f16"], b["f32"].astype(np.float16))
+    np.testing.assert_array_equal(b["scaled"], b["scaled32"].astype(ml_dtypes.bfloat16))
+    # bfloat16 arrays go in too, exactly, and back out as float32 through a cast.
+    x = np.array([1.0, 1.0078125, -2.5, 3e38], np.float32).astype(ml_dtypes.bfloat16)
+    back = flumen.Dataset.from_numpy({"x": x}).map({"y": col("x").cast("float32")}).batch(4)
+    (out,) = list(back)
+    assert out["x"].dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(out["x"], x)
+    np.testing.assert_array_equal(out["y"], x.astype(np.float32))
+    with pytest.raises(Exception, match="cast it to float32"):
+        jpegs(1).map({"x": norm.cast("bfloat16") * 2.0})
+
+
+def test_bfloat16_reaches_jax_as_bfloat16():
+    jnp = pytest.importorskip("jax.numpy")
+    ds = flumen.Dataset.from_numpy({"x": np.array([0.5, -1.25], np.float32)}).map({"y": col("x").cast("bfloat16")})
+    y = [e["y"] for e in ds.iter_jax()]
+    assert y[0].dtype == jnp.bfloat16
+    assert [float(v) for v in y] == [0.5, -1.25]

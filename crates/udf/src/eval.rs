@@ -33,8 +33,8 @@ use arrow::error::ArrowError;
 use arrow::util::display::FormatOptions;
 use flumen_ir::broadcast::broadcast_shape;
 use flumen_ir::expr::common_type;
-use flumen_ir::UNKNOWN;
 use flumen_ir::{BinaryOp, DType, ElementSpec, Error, Expr, FieldSpec, Func, NamedExpr, Result, Scalar, UnaryOp};
+use flumen_ir::{DTYPE_METADATA, UNKNOWN};
 
 use crate::tensor_ops::TensorArg;
 
@@ -695,8 +695,14 @@ fn evaluate_at(expr: &Expr, batch: &RecordBatch, batch_dims: Option<usize>) -> R
         }
         match list_depth(leaf.data_type()) {
             0 => {
-                let dtype =
+                let mut dtype =
                     DType::from_arrow(leaf.data_type()).map_err(|e| at(format!("field '{name}': {e}"), expr))?;
+                // bfloat16 bits are uint16 to Arrow; the field's metadata says which.
+                let schema = batch.schema();
+                let declared = schema.field_with_name(name).ok().and_then(|f| f.metadata().get(DTYPE_METADATA));
+                if dtype == DType::UInt16 && declared.map(String::as_str) == Some(DType::BFloat16.name()) {
+                    dtype = DType::BFloat16;
+                }
                 // Large and view layouts become the one layout kernels and the spec agree on.
                 let leaf = if leaf.data_type() == &dtype.to_arrow() {
                     leaf
@@ -988,7 +994,23 @@ impl Env {
                 Ok(Value { array, lit: v.lit })
             }
             Expr::Binary { op, left, right } => self.eval_binary(expr, *op, left, right),
-            Expr::Cast { arg, to } => self.eval(arg)?.cast(*to, expr),
+            Expr::Cast { arg, to } => {
+                // bfloat16 travels as uint16 bits: only the plan's types tell them apart.
+                let from = arg.data_type(&self.spec)?;
+                let value = self.eval(arg)?;
+                match (from, *to) {
+                    (DType::BFloat16, DType::BFloat16) => Ok(value),
+                    (DType::BFloat16, to) => {
+                        let array = crate::bfloat16::widen(&value.array, &to.to_arrow()).map_err(|e| at(e, expr))?;
+                        Ok(Value { array, lit: value.lit })
+                    }
+                    (_, DType::BFloat16) => {
+                        let array = crate::bfloat16::narrow(&value.array).map_err(|e| at(e, expr))?;
+                        Ok(Value { array, lit: value.lit })
+                    }
+                    _ => value.cast(*to, expr),
+                }
+            }
             Expr::Case { branches, otherwise } => self.eval_case(expr, branches, otherwise.as_deref()),
             Expr::Call { func, args } => self.eval_call(expr, *func, args),
         }

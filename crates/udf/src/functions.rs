@@ -80,6 +80,43 @@ impl ScalarUDFImpl for Builtin {
     }
 }
 
+/// The name of [`cast_bfloat16`]'s function, which [`crate::lower::lower`] lowers to a
+/// cast: Arrow has no bfloat16 type for a DataFusion cast to name.
+pub const CAST_BFLOAT16: &str = "cast_bfloat16";
+
+/// `cast(e as bfloat16)` as a DataFusion function call.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CastBFloat16 {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for CastBFloat16 {
+    fn name(&self) -> &str {
+        CAST_BFLOAT16
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DataFusionResult<DataType> {
+        // bfloat16 values travel as their bits (`DType::BFloat16`).
+        Ok(DataType::UInt16)
+    }
+
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> DataFusionResult<ColumnarValue> {
+        Err(ArrowError::NotYetImplemented(format!("{CAST_BFLOAT16} is a flumen cast: lower it with flumen_udf::lower"))
+            .into())
+    }
+}
+
+/// `e` cast to bfloat16 (rounded to nearest even; a float64 through float32). The 16-bit
+/// floats are storage types: cast them back to float32 for arithmetic. For float16, use
+/// DataFusion's `cast(e, DataType::Float16)`.
+pub fn cast_bfloat16(e: Expr) -> Expr {
+    ScalarUDF::new_from_impl(CastBFloat16 { signature: Signature::any(1, Volatility::Immutable) }).call(vec![e])
+}
+
 fn call(func: Func, args: Vec<Expr>) -> Expr {
     let signature = match func {
         Func::Least | Func::Greatest | Func::Coalesce | Func::Bucketize | Func::Normalize => {
@@ -382,7 +419,14 @@ pub fn hwc_to_chw(image: Expr) -> Expr {
 
 /// `convert_image_dtype(image, "float32")`: a uint8 image as float32 in `[0, 1]`.
 pub fn convert_image_dtype(image: Expr) -> Expr {
-    call(Func::ConvertImageDtype, vec![image, datafusion_expr::lit("float32")])
+    convert_image_dtype_to(image, "float32")
+}
+
+/// `convert_image_dtype(image, dtype)`: a uint8 image as `dtype` (`"float32"`, `"float16"`
+/// or `"bfloat16"`) in `[0, 1]`; the 16-bit values are the float32 ones rounded to nearest
+/// even.
+pub fn convert_image_dtype_to(image: Expr, dtype: &str) -> Expr {
+    call(Func::ConvertImageDtype, vec![image, datafusion_expr::lit(dtype)])
 }
 
 /// `random_brightness(image, max_delta, seed)` of a float32 image.

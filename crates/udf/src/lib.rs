@@ -17,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bfloat16;
 pub mod closure;
 pub mod eval;
 pub mod example;

@@ -93,6 +93,10 @@ pub fn lower(expr: &DfExpr) -> Result<Expr> {
         }
         DfExpr::Cast(c) => lower_cast(&c.expr, c.field.data_type(), expr),
         DfExpr::TryCast(c) => lower_cast(&c.expr, c.field.data_type(), expr),
+        DfExpr::ScalarFunction(f) if f.name() == crate::functions::CAST_BFLOAT16 => match f.args.as_slice() {
+            [arg] => Ok(Expr::Cast { arg: Box::new(lower(arg)?), to: DType::BFloat16 }),
+            _ => Err(unsupported("cast_bfloat16 takes one argument", expr)),
+        },
         DfExpr::ScalarFunction(f) => {
             let func = func_by_name(f.name()).ok_or_else(|| unsupported(&format!("function {}", f.name()), expr))?;
             Ok(Expr::Call { func, args: f.args.iter().map(lower).collect::<Result<Vec<_>>>()? })
@@ -220,7 +224,12 @@ fn scalar_from_array(array: &dyn Array) -> Result<Scalar> {
         DType::Float64 => Scalar::Float(array.as_primitive::<Float64Type>().value(0), dtype),
         DType::Utf8 => Scalar::Utf8(array.as_string::<i32>().value(0).to_string()),
         DType::Binary => Scalar::Binary(array.as_binary::<i32>().value(0).to_vec()),
-        DType::Date32 | DType::TimeMicros | DType::TimestampMicros | DType::Decimal128 { .. } => {
+        DType::Float16
+        | DType::BFloat16
+        | DType::Date32
+        | DType::TimeMicros
+        | DType::TimestampMicros
+        | DType::Decimal128 { .. } => {
             return Err(Error::Expr(format!("a literal of dtype {dtype} is not supported yet")))
         }
     })

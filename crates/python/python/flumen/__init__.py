@@ -359,7 +359,9 @@ def hwc_to_chw(e):
 
 
 def convert_image_dtype(e, dtype="float32"):
-    """``tf.image.convert_image_dtype``: uint8 to float32 in ``[0, 1]``."""
+    """``tf.image.convert_image_dtype``: uint8 to ``dtype`` (``"float32"``, ``"float16"`` or
+    ``"bfloat16"``) in ``[0, 1]``; the 16-bit values are the float32 ones rounded to nearest
+    even."""
     return func("convert_image_dtype", [e, str(dtype)])
 
 

@@ -1,12 +1,16 @@
-//! One pass for the last steps of an image pipeline: `normalize(convert_image_dtype(
-//! [random_]flip_left_right(image)))` over a fixed-size uint8 image (what DALI calls
-//! crop-mirror-normalize; the crop is the image's own function, which decodes into it).
+//! One pass for the last steps of an image pipeline: `normalize(jitter(convert_image_dtype(
+//! [random_]flip_left_right(image))))` over a fixed-size uint8 image, where `jitter` is any
+//! chain of `random_brightness`, `random_contrast` and `random_saturation` (what DALI calls
+//! crop-mirror-normalize, with its color twist; the crop is the image's own function, which
+//! decodes into it).
 //!
-//! The unfused steps each write a copy: the flip's, the float conversion's and the
-//! normalization's. Here each output value is read once from the uint8 image, mirrored by
-//! index, and mapped through a 256-entry table per channel holding exactly what the
-//! unfused steps compute (`(v * (1 / 255) - mean) / std` in float32), so the result is
-//! bit-identical.
+//! The unfused steps each write a column: the flip's, the float conversion's, each
+//! jitter's and the normalization's. Here each output value is read once from the uint8
+//! image, mirrored by index and computed with exactly the unfused steps' float32 operations
+//! (`(v * (1 / 255) - mean) / std`), so the result is bit-identical. With a jitter, each
+//! image is converted into one scratch buffer that stays in cache, jittered there in
+//! place (contrast needs the image's mean, so an image is the unit, not a row), and
+//! normalized from it.
 
 use std::mem::MaybeUninit;
 
@@ -35,20 +39,52 @@ pub fn has_one_pass(expr: &Expr) -> bool {
     found
 }
 
-/// Whether `expr` is a `normalize` of a `convert_image_dtype`, which [`evaluate`] may fuse.
+/// Whether `expr` is a `normalize` of (jitters of) a `convert_image_dtype`, which
+/// [`evaluate`] may fuse.
 pub(crate) fn applies(expr: &Expr) -> bool {
-    matches!(expr, Expr::Call { func: Func::Normalize, args }
-        if matches!(args.first(), Some(Expr::Call { func: Func::ConvertImageDtype, .. })))
+    let Expr::Call { func: Func::Normalize, args } = expr else { return false };
+    args.first().is_some_and(|arg| matches!(under_jitters(arg).0, Expr::Call { func: Func::ConvertImageDtype, .. }))
+}
+
+/// A color jitter of the fused chain: the function and its arguments after the image.
+struct Jitter<'a> {
+    func: Func,
+    rest: &'a [Expr],
+}
+
+/// `expr` with its chain of color jitters peeled off: what they apply to, and the jitters
+/// in the order they apply (innermost first).
+fn under_jitters(mut expr: &Expr) -> (&Expr, Vec<Jitter<'_>>) {
+    let mut jitters = Vec::new();
+    while let Expr::Call {
+        func: func @ (Func::RandomBrightness | Func::RandomContrast | Func::RandomSaturation),
+        args,
+    } = expr
+    {
+        let Some((image, rest)) = args.split_first() else { break };
+        jitters.push(Jitter { func: *func, rest });
+        expr = image;
+    }
+    jitters.reverse();
+    (expr, jitters)
 }
 
 /// The value of `expr`, a `normalize` call, in one pass, when it has the fused form and its
 /// image is a fixed-size uint8 one; `None` otherwise (the caller evaluates it step by step).
 pub(crate) fn evaluate(expr: &Expr, batch: &RecordBatch) -> Result<Option<ArrayRef>> {
     let Expr::Call { func: Func::Normalize, args } = expr else { return Ok(None) };
-    let Some((Expr::Call { func: Func::ConvertImageDtype, args: convert }, params)) = args.split_first() else {
+    let Some((converted, params)) = args.split_first() else { return Ok(None) };
+    let (Expr::Call { func: Func::ConvertImageDtype, args: convert }, jitters) = under_jitters(converted) else {
         return Ok(None);
     };
+    if jitters.iter().any(|j| !j.valid()) {
+        return Ok(None);
+    }
     let Some(n) = params.first().and_then(int_literal).map(|n| n as usize) else { return Ok(None) };
+    // Saturation blends RGB pixels; typing admits it on 3 channels only.
+    if jitters.iter().any(|j| j.func == Func::RandomSaturation) && n != 3 {
+        return Ok(None);
+    }
     let values: Option<Vec<f64>> = params[1..].iter().map(number_literal).collect();
     let Some(values) = values.filter(|v| v.len() == 2 * n) else { return Ok(None) };
     if !matches!(convert.get(1), Some(Expr::Literal(Scalar::Utf8(d))) if d == "float32") {
@@ -63,6 +99,10 @@ pub(crate) fn evaluate(expr: &Expr, batch: &RecordBatch) -> Result<Option<ArrayR
         other => (other, Mirror::No),
     };
     let (mean, std) = values.split_at(n);
+    let jitter_keys = match jitters.first() {
+        Some(j) => Some(random::keys(batch, j.func)?),
+        None => None,
+    };
     let keys = match mirror {
         Mirror::Random(_) => Some(random::keys(batch, Func::RandomFlipLeftRight)?),
         _ => None,
@@ -80,11 +120,11 @@ pub(crate) fn evaluate(expr: &Expr, batch: &RecordBatch) -> Result<Option<ArrayR
         let files = super::files(bytes, batch)?;
         let bytes = super::binary(&value(bytes, batch, 0)?)?;
         let crop_keys = if cropper.is_random() { Some(random::keys(batch, Func::RandomCrop)?) } else { None };
-        let mut pass = Pass::new(mean, std, w, channels, bytes.len() * h * w * channels);
+        let mut pass = Pass::new(mean, std, w, channels, bytes.len() * h * w * channels, jitters);
         let mut done = 0;
         super::decoded_windows(&bytes, channels, cropper, None, crop_keys, &files, |row, pixels, width, window| {
             pass.zeros((row - done) * h * w * channels);
-            pass.window(pixels, width, window, flips(row));
+            pass.window(pixels, width, window, flips(row), key_of(jitter_keys, row).unwrap_or(0));
             done = row + 1;
             Ok(())
         })?;
@@ -102,10 +142,11 @@ pub(crate) fn evaluate(expr: &Expr, batch: &RecordBatch) -> Result<Option<ArrayR
         return Ok(None);
     }
     let (h, w, c) = (first.height, first.width, first.channels);
-    let mut pass = Pass::new(mean, std, w, c, images.rows.len() * h * w * c);
+    let mut pass = Pass::new(mean, std, w, c, images.rows.len() * h * w * c, jitters);
     for (r, image) in images.rows.iter().enumerate() {
+        let whole = Window { top: 0, left: 0, height: h, width: w };
         match image {
-            Some(d) => pass.window(images.pixels(d), w, Window { top: 0, left: 0, height: h, width: w }, flips(r)),
+            Some(d) => pass.window(images.pixels(d), w, whole, flips(r), key_of(jitter_keys, r).unwrap_or(0)),
             None => pass.zeros(h * w * c),
         }
     }
@@ -126,8 +167,49 @@ fn encoded_crop(image: &Expr, channels: usize) -> Option<(&Expr, usize, Cropper,
     (c == channels).then_some((bytes, c, cropper, size))
 }
 
+impl Jitter<'_> {
+    /// Whether the arguments are what typing admits (else the steps report the error).
+    fn valid(&self) -> bool {
+        let numbers = if self.func == Func::RandomBrightness { 1 } else { 2 };
+        self.rest.len() == numbers + 1
+            && self.rest[..numbers].iter().all(|e| number_literal(e).is_some())
+            && int_literal(&self.rest[numbers]).is_some()
+    }
+
+    /// Applies this jitter to `image` (`c` channels a pixel) in place, drawing as the unfused
+    /// function does for the element of `key`, with the same float32 operations in the same
+    /// order.
+    fn apply(&self, image: &mut [f32], c: usize, key: u64) {
+        let n = |i: usize| self.rest.get(i).and_then(number_literal).unwrap_or(0.0);
+        let seed = self.rest.last().and_then(int_literal).unwrap_or(0);
+        let mut draws = Draws::new(key, seed, self.func);
+        match self.func {
+            Func::RandomBrightness => {
+                let delta = draws.between(-n(0), n(0)) as f32;
+                image.iter_mut().for_each(|v| *v += delta);
+            }
+            Func::RandomContrast => {
+                let factor = draws.between(n(0), n(1)) as f32;
+                let means = super::channel_means(image, c);
+                for pixel in image.chunks_exact_mut(c) {
+                    for (v, m) in pixel.iter_mut().zip(&means) {
+                        *v = (*v - m) * factor + m;
+                    }
+                }
+            }
+            _ => {
+                let factor = draws.between(n(0), n(1)) as f32;
+                for p in image.chunks_exact_mut(3) {
+                    let gray = super::gray(p);
+                    p.iter_mut().for_each(|v| *v = (gray + factor * (*v - gray)).clamp(0.0, 1.0));
+                }
+            }
+        }
+    }
+}
+
 /// The normalized output of a chunk's images, written window after window.
-struct Pass {
+struct Pass<'a> {
     /// Each channel's mean and standard deviation repeated along an output row, so that the
     /// loop over a row's values has no modulo and vectorizes.
     mean_row: Vec<f32>,
@@ -135,10 +217,14 @@ struct Pass {
     channels: usize,
     mirrored: Vec<u8>,
     out: Vec<f32>,
+    /// The color jitters between the conversion and the normalization, and the image they
+    /// work on (empty when there are none).
+    jitters: Vec<Jitter<'a>>,
+    scratch: Vec<f32>,
 }
 
-impl Pass {
-    fn new(mean: &[f64], std: &[f64], width: usize, channels: usize, values: usize) -> Pass {
+impl<'a> Pass<'a> {
+    fn new(mean: &[f64], std: &[f64], width: usize, channels: usize, values: usize, jitters: Vec<Jitter<'a>>) -> Self {
         let row = width * channels;
         Pass {
             mean_row: (0..row).map(|i| mean[i % channels] as f32).collect(),
@@ -146,6 +232,8 @@ impl Pass {
             channels,
             mirrored: vec![0; row],
             out: Vec::with_capacity(values),
+            jitters,
+            scratch: Vec::new(),
         }
     }
 
@@ -154,22 +242,64 @@ impl Pass {
         self.out.resize(self.out.len() + n, 0.0);
     }
 
-    /// `window` of `pixels` (rows of `width` pixels), mirrored when `flip`.
-    fn window(&mut self, pixels: &[u8], width: usize, window: Window, flip: bool) {
+    /// `window` of `pixels` (rows of `width` pixels), mirrored when `flip`, jittered with
+    /// the draws of the element of `key`.
+    fn window(&mut self, pixels: &[u8], width: usize, window: Window, flip: bool, key: u64) {
+        if !self.jitters.is_empty() {
+            return self.jittered(pixels, width, window, flip, key);
+        }
         let c = self.channels;
         let row_values = window.width * c;
-        for y in window.top..window.bottom() {
-            let start = (y * width + window.left) * c;
-            let mut row = &pixels[start..start + row_values];
-            if flip {
-                mirror_row(row, c, &mut self.mirrored);
-                row = &self.mirrored;
-            }
-            self.out.reserve(row_values);
-            let out = &mut self.out.spare_capacity_mut()[..row_values];
-            normalize_row(row, &self.mean_row[..row_values], &self.std_row[..row_values], out);
+        let (out, mean, std) = (&mut self.out, &self.mean_row[..row_values], &self.std_row[..row_values]);
+        window_rows(pixels, width, window, c, flip, &mut self.mirrored, |row| {
+            out.reserve(row_values);
+            let spare = &mut out.spare_capacity_mut()[..row_values];
+            normalize_row(row, mean, std, spare);
             // SAFETY: `normalize_row` wrote all `row_values` values after the initialized ones.
-            unsafe { self.out.set_len(self.out.len() + row_values) };
+            unsafe { out.set_len(out.len() + row_values) };
+        });
+    }
+
+    /// [`Pass::window`] with color jitters: the window converted into the scratch image,
+    /// jittered there, then normalized into the output.
+    fn jittered(&mut self, pixels: &[u8], width: usize, window: Window, flip: bool, key: u64) {
+        let c = self.channels;
+        let row_values = window.width * c;
+        self.scratch.clear();
+        let scratch = &mut self.scratch;
+        window_rows(pixels, width, window, c, flip, &mut self.mirrored, |row| {
+            scratch.extend(row.iter().map(|&v| f32::from(v) * (1.0 / 255.0)));
+        });
+        for jitter in &self.jitters {
+            jitter.apply(&mut self.scratch, c, key);
+        }
+        let (mean, std) = (&self.mean_row[..row_values], &self.std_row[..row_values]);
+        for row in self.scratch.chunks_exact(row_values) {
+            self.out.extend(row.iter().zip(mean).zip(std).map(|((v, m), s)| (v - m) / s));
+        }
+    }
+}
+
+/// Calls `each` with the rows of `window` of `pixels` (rows of `width` pixels of `c`
+/// values), each mirrored into `mirrored` first when `flip`.
+fn window_rows(
+    pixels: &[u8],
+    width: usize,
+    window: Window,
+    c: usize,
+    flip: bool,
+    mirrored: &mut [u8],
+    mut each: impl FnMut(&[u8]),
+) {
+    let row_values = window.width * c;
+    for y in window.top..window.bottom() {
+        let start = (y * width + window.left) * c;
+        let row = &pixels[start..start + row_values];
+        if flip {
+            mirror_row(row, c, mirrored);
+            each(&mirrored[..row_values]);
+        } else {
+            each(row);
         }
     }
 }

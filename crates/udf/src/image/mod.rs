@@ -18,9 +18,10 @@ pub mod window;
 use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, RecordBatch};
 use arrow::buffer::NullBuffer;
 use arrow::compute::cast;
-use arrow::datatypes::{ArrowPrimitiveType, DataType, Float32Type, UInt8Type};
+use arrow::datatypes::{ArrowPrimitiveType, DataType, Float16Type, Float32Type, UInt16Type, UInt8Type};
 use flumen_ir::expr::{int_literal, number_literal};
 use flumen_ir::{Error, Expr, Func, Result, Scalar};
+use half::f16;
 
 use crate::eval::at;
 use column::{Dims, Images};
@@ -392,8 +393,17 @@ fn pixel_op(func: Func, rest: &[Expr], column: &ArrayRef, keys: Option<&[u64]>) 
     if func == Func::ConvertImageDtype {
         let images = Images::<UInt8Type>::read(column, func.name())?;
         let pixels = images.rows.iter().flatten().flat_map(|d| images.pixels(d));
-        let values = pixels.map(|&v| f32::from(v) * (1.0 / 255.0)).collect();
-        return relayout::<UInt8Type, Float32Type>(column, &images, values);
+        let scaled = pixels.map(|&v| f32::from(v) * (1.0 / 255.0));
+        // The 16-bit types round the float32 value: the same as casting the float32 image.
+        return match rest.first() {
+            Some(Expr::Literal(Scalar::Utf8(d))) if d == "float16" => {
+                relayout::<UInt8Type, Float16Type>(column, &images, scaled.map(f16::from_f32).collect())
+            }
+            Some(Expr::Literal(Scalar::Utf8(d))) if d == "bfloat16" => {
+                relayout::<UInt8Type, UInt16Type>(column, &images, scaled.map(crate::bfloat16::from_f32).collect())
+            }
+            _ => relayout::<UInt8Type, Float32Type>(column, &images, scaled.collect()),
+        };
     }
     if matches!(func, Func::RandomBrightness | Func::RandomContrast | Func::RandomSaturation) {
         let images = Images::<Float32Type>::read(column, func.name())?;
@@ -508,18 +518,29 @@ fn jitter(func: Func, rest: &[Expr], px: &[f32], c: usize, draws: &mut random::D
         }
         Func::RandomContrast => {
             let factor = draws.between(n(0), n(1)) as f32;
-            let pixels = (px.len() / c).max(1) as f32;
-            let means: Vec<f32> = (0..c).map(|ch| px.iter().skip(ch).step_by(c).sum::<f32>() / pixels).collect();
+            let means = channel_means(px, c);
             px.iter().enumerate().map(|(i, v)| (v - means[i % c]) * factor + means[i % c]).collect()
         }
         _ => {
             let factor = draws.between(n(0), n(1)) as f32;
             let mut out = Vec::with_capacity(px.len());
             for p in px.chunks_exact(3) {
-                let gray = 0.2989 * p[0] + 0.587 * p[1] + 0.114 * p[2];
+                let gray = gray(p);
                 out.extend(p.iter().map(|v| (gray + factor * (v - gray)).clamp(0.0, 1.0)));
             }
             out
         }
     }
+}
+
+/// Each channel's mean over the pixels of `image` (`c` values a pixel), summed in pixel
+/// order: the fused pass ([`fused`]) must compute the same float32 sums as the steps.
+fn channel_means(image: &[f32], c: usize) -> Vec<f32> {
+    let pixels = (image.len() / c).max(1) as f32;
+    (0..c).map(|ch| image.iter().skip(ch).step_by(c).sum::<f32>() / pixels).collect()
+}
+
+/// The luma of an RGB pixel (ITU-R 601, as torchvision's `rgb_to_grayscale`).
+fn gray(p: &[f32]) -> f32 {
+    0.2989 * p[0] + 0.587 * p[1] + 0.114 * p[2]
 }
