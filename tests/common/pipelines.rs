@@ -31,7 +31,7 @@ use flumen::{Error, FieldKind, Options};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde::{Deserialize, Serialize};
-pub use sources::{ExampleRecipe, TableFormat, TypedRow};
+pub use sources::{ExampleRecipe, ImageRecipe, TableFormat, TypedRow};
 
 // ----------------------------------------------------------------------------------------
 // Recipes: what the strategy generates. Plain data (Debug + Clone + Send), so proptest can
@@ -68,6 +68,9 @@ pub enum SourceRecipe {
     /// `read` says, then parsed with `parse_example` of `sources::features(parse)` (`0`:
     /// left as the raw `record` bytes).
     Records { examples: Vec<ExampleRecipe>, files: usize, read: u8, corrupt: Option<usize>, gzip: bool, parse: u8 },
+    /// Images decoded, cropped or resized to a fixed size, flipped, maybe normalized
+    /// (`sources::image_source`): `{i, img}`, a bad image among them.
+    Images(ImageRecipe),
 }
 
 /// tf.data's parallelism arguments of a `map`, `filter`, `batch` or `interleave`: `calls` 0
@@ -508,6 +511,22 @@ pub fn full_source_recipe() -> impl Strategy<Value = SourceRecipe> {
                 gzip,
                 parse
             }),
+        1 => (
+            proptest::collection::vec(prop_oneof![6 => 0u8..5, 1 => Just(5u8)], 1..=8),
+            any::<bool>(),
+            0u8..4,
+            0u8..8,
+            0u8..8,
+            0u8..4
+        )
+            .prop_map(|(files, read_file, first, seed, flips, float)| SourceRecipe::Images(ImageRecipe {
+                files,
+                read_file,
+                first,
+                seed,
+                flips,
+                float
+            })),
     ]
 }
 
@@ -1354,6 +1373,7 @@ pub fn source(r: &SourceRecipe, dir: &Path) -> flumen::Result<(Dataset, String)>
             let features = sources::features(*parse);
             Ok((ds.map(MapFunction::parse_example("record", features)?)?, format!("{text}.map(parse_example code {parse})")))
         }
+        SourceRecipe::Images(r) => sources::image_source(r, dir),
     }
 }
 
@@ -1381,6 +1401,7 @@ pub fn prepare(case: &Case, dir: &Path) {
         SourceRecipe::Records { examples, files, corrupt, gzip, .. } => {
             sources::write_records(dir, examples, *files, *corrupt, *gzip);
         }
+        SourceRecipe::Images(_) => sources::write_images(dir),
         _ => {}
     }
 }

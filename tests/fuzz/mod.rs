@@ -475,6 +475,7 @@ fn smaller(case: &Case) -> Vec<Case> {
         SourceRecipe::Typed { rows, .. } => rows.len(),
         SourceRecipe::Generator { values, .. } => values.len(),
         SourceRecipe::Records { examples, .. } => examples.len(),
+        SourceRecipe::Images(r) => r.files.len(),
         SourceRecipe::Range { len, .. } => usize::try_from(*len).unwrap_or(0),
         SourceRecipe::RangeStep { .. } => 0,
     };
@@ -492,6 +493,9 @@ fn smaller(case: &Case) -> Vec<Case> {
             }
             SourceRecipe::Records { examples, .. } => {
                 examples.remove(i);
+            }
+            SourceRecipe::Images(r) => {
+                r.files.remove(i);
             }
             SourceRecipe::Range { start, len } if i == 0 => (*start, *len) = (*start + 1, *len - 1),
             SourceRecipe::Range { len, .. } if i + 1 == rows => *len -= 1,

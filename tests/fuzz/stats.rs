@@ -109,6 +109,7 @@ fn source_name(r: &SourceRecipe) -> String {
         }
         SourceRecipe::Tables { format, read, .. } => format!("{format:?} read {read}"),
         SourceRecipe::Records { read, gzip, parse, .. } => format!("tfrecord read {read} gzip {gzip} parse {parse}"),
+        SourceRecipe::Images(r) => format!("images read_file {} first {} float {}", r.read_file, r.first, r.float),
     }
 }
 

@@ -140,7 +140,7 @@ fn map_window(file: &File, at: u64, len: usize) -> std::io::Result<memmap2::Mmap
     // under a buffer after their checksum was checked, and bytes cut off after the check
     // in `map` fault where they are read (see `ReadOptions::map_files`). The pages are not
     // populated up front: they come in as the checksum first reads them, which ran fresh
-    // w2 and w6 about 3% faster than `MAP_POPULATE` (ARCHITECTURE.md).
+    // w2 and w6 about 3% faster than `MAP_POPULATE` (docs/performance-notes.md, "Maps rather than reads").
     unsafe { memmap2::MmapOptions::new().offset(at).len(len).map(file) }
 }
 

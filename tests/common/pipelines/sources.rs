@@ -3,7 +3,7 @@
 //! named generator (stateful across its passes, possibly failing), table files of every
 //! format (CSV, Parquet, Arrow IPC file and stream, text lines) and TFRecord files of
 //! serialized `tf.train.Example`s, read directly, through `flat_map`/`interleave` of
-//! `list_files`, or as splits.
+//! `list_files`, or as splits; and images, decoded and augmented by a map.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -383,4 +383,102 @@ pub fn features(p: u8) -> Vec<FeatureSpec> {
         out.push(FeatureSpec::var_len("v", DType::Int64));
     }
     out
+}
+
+/// The test images (`tests/data/images`, written by Pillow and TensorFlow) an image source
+/// draws from; the last is the first cut short (an error of its element).
+pub const IMAGE_FILES: [&str; 6] = [
+    "tf_baseline_52x40.jpg",
+    "baseline_420_37x29.jpg",
+    "progressive_37x29.jpg",
+    "restart_markers_64x48.jpg",
+    "rgb_19x13.png",
+    "cut.jpg",
+];
+
+/// The directory of the test images.
+const IMAGE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/images");
+
+/// An image source: `{i: int64, img}`, where `img` is each file's image decoded, made a
+/// fixed size by its first step, maybe flipped, maybe converted to float and normalized
+/// (with a color jitter, or cast to bfloat16). Its random steps draw by element, so every
+/// configuration must give the same pixels.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ImageRecipe {
+    /// Each element's file, an [`IMAGE_FILES`] index.
+    pub files: Vec<u8>,
+    /// The bytes read by `read_file` of the paths (else held in memory).
+    pub read_file: bool,
+    /// The step that fixes the size: 0 `crop`, 1 `random_crop`, 2 `random_resized_crop`,
+    /// 3 `resize`.
+    pub first: u8,
+    /// The seed of the random steps (and the crop offset, the resize method).
+    pub seed: u8,
+    /// Bits: 1 `random_flip_left_right`, 2 `flip_up_down`, 4 `flip_left_right`.
+    pub flips: u8,
+    /// 0 uint8 pixels; 1 normalized float32; 2 jittered and normalized; 3 normalized, as
+    /// bfloat16.
+    pub float: u8,
+}
+
+/// The bytes of image file `index` (the cut one is the first cut short).
+fn image_bytes(index: u8) -> Vec<u8> {
+    let name = IMAGE_FILES[usize::from(index) % IMAGE_FILES.len()];
+    if name == "cut.jpg" {
+        let mut bytes = std::fs::read(format!("{IMAGE_DIR}/{}", IMAGE_FILES[0])).expect("a test image");
+        bytes.truncate(bytes.len() - 300);
+        return bytes;
+    }
+    std::fs::read(format!("{IMAGE_DIR}/{name}")).expect("a test image")
+}
+
+/// Writes the cut image into `dir`, where a `read_file` image source reads it.
+pub fn write_images(dir: &Path) {
+    std::fs::write(dir.join("cut.jpg"), image_bytes(5)).expect("the cut image");
+}
+
+/// The dataset of `r` (its files in `dir` where it reads them) and its description.
+pub fn image_source(r: &ImageRecipe, dir: &Path) -> flumen::Result<(Dataset, String)> {
+    let index: ArrayRef = Arc::new(Int64Array::from_iter_values(0..r.files.len() as i64));
+    let (column, bytes): (ArrayRef, Expr) = if r.read_file {
+        let path = |f: &u8| match IMAGE_FILES[usize::from(*f) % IMAGE_FILES.len()] {
+            "cut.jpg" => dir.join("cut.jpg").to_string_lossy().into_owned(),
+            name => format!("{IMAGE_DIR}/{name}"),
+        };
+        (Arc::new(StringArray::from_iter_values(r.files.iter().map(path))), read_file(col("path")))
+    } else {
+        (Arc::new(arrow::array::BinaryArray::from_iter_values(r.files.iter().map(|f| image_bytes(*f)))), col("image"))
+    };
+    let name = if r.read_file { "path" } else { "image" };
+    let seed = i64::from(r.seed);
+    let decoded = decode_image(bytes, 3);
+    // Sizes that fit every test image (the smallest is 19x13).
+    let mut img = match r.first % 4 {
+        0 => crop(decoded, seed % 4, seed % 3, 8, 9),
+        1 => random_crop(decoded, 7, 6, seed),
+        2 => random_resized_crop(decoded, 9, 8, seed, (0.08, 1.0), (0.75, 1.33)),
+        _ => resize(decoded, 10, 7, ["nearest", "bilinear", "bicubic", "area"][usize::from(r.seed % 4)]),
+    };
+    if r.flips & 1 != 0 {
+        img = random_flip_left_right(img, seed + 1);
+    }
+    if r.flips & 2 != 0 {
+        img = flip_up_down(img);
+    }
+    if r.flips & 4 != 0 {
+        img = flip_left_right(img);
+    }
+    let (mean, std) = ([0.5, 0.4, 0.3], [0.2, 0.25, 0.3]);
+    img = match r.float % 4 {
+        0 => img,
+        1 => normalize(convert_image_dtype(img), &mean, &std),
+        2 => {
+            let jittered = random_contrast(random_brightness(convert_image_dtype(img), 0.2, seed), 0.5, 1.5, seed + 2);
+            normalize(random_saturation(jittered, 0.5, 1.5, seed + 3), &mean, &std)
+        }
+        _ => cast_bfloat16(normalize(convert_image_dtype(img), &mean, &std)),
+    };
+    let ds = Dataset::from_arrays([("i", index), (name, column)])?
+        .map(MapFunction::select([("i", col("i")), ("img", img.clone())]))?;
+    Ok((ds, format!("images {:?} read_file {}: select i, img := {img}", r.files, r.read_file)))
 }

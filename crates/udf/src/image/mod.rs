@@ -78,28 +78,39 @@ pub(crate) fn evaluate(func: Func, args: &[Expr], batch: &RecordBatch, expr: &Ex
     })
 }
 
-/// The paths of the files `bytes` was read from, when it is `read_file(path)`: a decode
-/// error then names its file.
+/// Where `bytes` comes from: the paths of the files it was read from when it is
+/// `read_file(path)`, else the field or expression it is. A decode error names it.
 pub(crate) fn files(bytes: &Expr, batch: &RecordBatch) -> Result<Files> {
+    let source = match bytes {
+        Expr::Column(name) => format!("field '{name}'"),
+        other => other.to_string(),
+    };
     match bytes {
         Expr::Call { func: Func::ReadFile, args } if args.len() == 1 => {
             let paths = cast(&value(&args[0], batch, 0)?, &DataType::Utf8).map_err(|e| Error::Expr(e.to_string()))?;
-            Ok(Files(Some(paths)))
+            Ok(Files { paths: Some(paths), source })
         }
-        _ => Ok(Files(None)),
+        _ => Ok(Files { paths: None, source }),
     }
 }
 
-/// Where each element's image bytes came from, when known ([`files`]).
-pub(crate) struct Files(Option<ArrayRef>);
+/// Where each element's image bytes came from ([`files`]).
+pub(crate) struct Files {
+    /// Each element's file, when the bytes were read by `read_file`.
+    paths: Option<ArrayRef>,
+    /// The field or expression that gives the bytes.
+    source: String,
+}
 
 impl Files {
     /// `error`, a decode's, for the image of `row`: bad input in its file when the file is
-    /// known.
+    /// known, else in the field (or expression) the bytes came from. A bad image is the
+    /// input's fault, not the plan's.
     fn name(&self, error: Error, row: usize) -> Error {
-        let path = self.0.as_ref().map(|p| p.as_string::<i32>()).filter(|p| p.is_valid(row));
+        let path = self.paths.as_ref().map(|p| p.as_string::<i32>()).filter(|p| p.is_valid(row));
         match (path, error) {
             (Some(paths), Error::Expr(message)) => Error::data(flumen_ir::Location::source(paths.value(row)), message),
+            (None, Error::Expr(message)) => Error::data(flumen_ir::Location::source(self.source.clone()), message),
             (_, error) => error,
         }
     }
