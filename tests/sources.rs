@@ -1038,3 +1038,121 @@ fn avro_nullable_arrays_read_as_dense_features_with_null_rows() {
     assert_eq!(nulls, [true, false, false, true, false, false]);
     assert_eq!(v.value(4).as_primitive::<Float32Type>().values().to_vec(), vec![4.0, 4.5]);
 }
+
+#[test]
+fn avro_unions_resolve_value_by_value_to_the_type_the_spec_says() {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::Int64Type;
+    use flumen::crates::sources::avro::container::Codec;
+    use flumen::crates::sources::avro::writer::{AvroWriter, Datum};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("unions.avro").to_str().unwrap().to_string();
+    // `n` is an int, a long or null; `v` an int or a string (the one string record is an
+    // error when `v` is read as int64, and only that record).
+    let schema = r#"{"type":"record","name":"r","fields":[
+        {"name":"id","type":"long"},
+        {"name":"n","type":["int","long","null"]},
+        {"name":"v","type":["int","string"]}]}"#;
+    let mut w = AvroWriter::create(&path, schema, Codec::Null).unwrap();
+    for i in 0..6i64 {
+        let n = match i % 3 {
+            0 => Datum::Union(0, Box::new(Datum::Int(i as i32))),
+            1 => Datum::Union(1, Box::new(Datum::Long(i << 40))),
+            _ => Datum::Union(2, Box::new(Datum::Null)),
+        };
+        let v = match i {
+            4 => Datum::Union(1, Box::new(Datum::String("four".into()))),
+            _ => Datum::Union(0, Box::new(Datum::Int(10 * i as i32))),
+        };
+        w.append(&Datum::Record(vec![Datum::Long(i), n, v])).unwrap();
+    }
+    w.finish().unwrap();
+    // Without a spec saying how to read them, the unions are refused when the dataset is built.
+    let err = Dataset::avro(&[path.as_str()], AvroOptions::default()).unwrap_err().to_string();
+    assert!(err.contains("union"), "{err}");
+    let features = ElementSpec::new(vec![
+        FieldSpec::scalar("id", DType::Int64),
+        FieldSpec::scalar("n", DType::Int64),
+        FieldSpec::scalar("v", DType::Int64),
+    ])
+    .unwrap();
+    let read = |features: ElementSpec| Dataset::avro(&[path.as_str()], AvroOptions::default().with_features(features));
+    let ds = read(features.clone()).unwrap();
+    let items: Vec<_> = ds.iter().collect();
+    assert_eq!(items.len(), 6);
+    let err = items[4].as_ref().unwrap_err().to_string();
+    assert!(err.contains("union branch 1") && err.contains(&path) && err.contains("record 4"), "{err}");
+    let rows: Vec<(i64, Option<i64>, i64)> = items
+        .iter()
+        .filter_map(|b| b.as_ref().ok())
+        .map(|b| {
+            let n = b.column(1).as_primitive::<Int64Type>();
+            let at = |c: usize| b.column(c).as_primitive::<Int64Type>().value(0);
+            (at(0), n.is_valid(0).then(|| n.value(0)), at(2))
+        })
+        .collect();
+    assert_eq!(rows, vec![(0, Some(0), 0), (1, Some(1 << 40), 10), (2, None, 20), (3, Some(3), 30), (5, None, 50)]);
+    // `ignore_errors` skips the one record.
+    assert_eq!(ds.ignore_errors().unwrap().iter().count(), 5);
+    // A union none of whose branches can be read as the spec's dtype is refused up front.
+    let bools = ElementSpec::new(vec![FieldSpec::scalar("v", DType::Bool)]).unwrap();
+    let err = read(bools).unwrap_err().to_string();
+    assert!(err.contains("no branch of the union"), "{err}");
+}
+
+#[test]
+fn avro_a_file_that_cannot_be_opened_is_one_error_in_a_shuffled_blocks_read() {
+    use arrow::array::AsArray;
+    use arrow::datatypes::Int64Type;
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = avro_files(dir.path(), 2, 40);
+    let missing = dir.path().join("gone.avro").to_str().unwrap().to_string();
+    paths.insert(1, missing.clone());
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let want: Vec<i64> = (0..2).flat_map(|f| (0..40).map(move |i| f * 1000 + i)).collect();
+    for order in [None, Some(AvroOptions::default().with_shuffled_blocks(Some(3)))] {
+        let shuffled = order.is_some();
+        let ds = Dataset::avro(&refs, order.unwrap_or_default()).unwrap();
+        let mut errors = Vec::new();
+        let mut ids = Vec::new();
+        for item in ds.iter_chunks() {
+            match item {
+                Ok(c) => ids.extend(c.column_by_name("id").unwrap().as_primitive::<Int64Type>().values().to_vec()),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        ids.sort_unstable();
+        assert_eq!(ids, want, "every record of the files that open (shuffled: {shuffled})");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("gone.avro"), "{errors:?}");
+    }
+}
+
+#[test]
+fn avro_runs_count_against_the_ram_budget_and_progress_under_any() {
+    use flumen::crates::sources::avro::container::Codec;
+    use flumen::crates::sources::avro::writer::{AvroWriter, Datum};
+    let dir = tempfile::tempdir().unwrap();
+    // 4,000 records of 2 KiB: runs of a few hundred KiB, megabytes in all.
+    let path = dir.path().join("big.avro").to_str().unwrap().to_string();
+    let schema = r#"{"type":"record","name":"r","fields":[{"name":"id","type":"long"},{"name":"s","type":"string"}]}"#;
+    let mut w = AvroWriter::create(&path, schema, Codec::Null).unwrap().with_block_bytes(64 << 10);
+    for i in 0..4000i64 {
+        w.append(&Datum::Record(vec![Datum::Long(i), Datum::String("x".repeat(2048))])).unwrap();
+    }
+    w.finish().unwrap();
+    let refs = [path.as_str()];
+    let want: Vec<i64> = (0..4000).collect();
+    let held = |budget: u64| {
+        // Unoptimized: no prefetch is added, so what the budget saw is the reader's runs.
+        let options = Options::default().without_optimizations().with_threads(2).with_ram_budget(budget);
+        let ds = Dataset::avro(&refs, AvroOptions::default()).unwrap().with_options(options);
+        assert_eq!(avro_ids(&ds), want, "every record under a budget of {budget} bytes");
+        let report = ds.explain_analyze().unwrap();
+        let at_most = report.split("buffers held at most ").nth(1).and_then(|r| r.split(' ').next()).unwrap();
+        at_most.parse::<f64>().unwrap()
+    };
+    assert!(held(1 << 30) > 0.0, "the runs are counted");
+    // A budget smaller than one run still reads every record, one run at a time.
+    held(1024);
+}

@@ -11,6 +11,11 @@
 //! run not yet handed out, the reader's position before it was described and how many of
 //! its outcomes went out, plus the reader's position after the last one: restoring
 //! describes those runs again from their positions and makes them anew.
+//!
+//! The RAM budget counts what the runs hold: a run being made reserves the bytes of the
+//! largest run made so far, swapped for its outcomes' bytes when it is made, and released
+//! chunk by chunk as they are handed out. A run starts only while that fits, except when
+//! nothing of this reader's is made or being made, so the read always progresses.
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -22,6 +27,7 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result};
 use flumen_sources::reader::{BoxReader, Deferred, ReaderPosition};
 
+use crate::budget::{slice_bytes, MemoryBudget};
 use crate::cancel::Cancel;
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::relabel;
@@ -47,6 +53,9 @@ struct Run {
     spawned: bool,
     /// The outcomes not yet handed out, once made.
     made: Option<VecDeque<Result<RecordBatch>>>,
+    /// The bytes reserved in the budget for it: an estimate while it is made, then its
+    /// outcomes' not yet handed out.
+    reserved: u64,
 }
 
 impl Run {
@@ -76,6 +85,9 @@ pub struct ParallelReadOp {
     run_rows: usize,
     /// The rows of the runs described so far.
     described_rows: usize,
+    budget: Arc<MemoryBudget>,
+    /// The bytes of the largest run made so far: what a run being made reserves.
+    largest: u64,
 }
 
 /// The rows a run cut to batches aims at: a thousand or so (w3's records: 1 MB), so that a
@@ -84,8 +96,9 @@ const RUN_ROWS: usize = 1024;
 
 impl ParallelReadOp {
     /// Reads `reader` (which [defers](flumen_sources::reader::ChunkReader::defers)) with up
-    /// to `knob` runs made at once on `pool`, in reading order when `ordered`; chunks come
-    /// out with `schema`.
+    /// to `knob` runs made at once on `pool`, in reading order when `ordered`, holding what
+    /// `budget` allows; chunks come out with `schema`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         reader: BoxReader,
         schema: SchemaRef,
@@ -94,6 +107,7 @@ impl ParallelReadOp {
         stats: Arc<OpStats>,
         ordered: bool,
         cancel: Arc<Cancel>,
+        budget: Arc<MemoryBudget>,
     ) -> Self {
         stats.asynchronous.store(true, std::sync::atomic::Ordering::Relaxed);
         let (sender, receiver) = channel();
@@ -113,6 +127,8 @@ impl ParallelReadOp {
             align: None,
             run_rows: RUN_ROWS,
             described_rows: 0,
+            budget,
+            largest: 0,
         }
     }
 
@@ -162,16 +178,20 @@ impl ParallelReadOp {
                 Err(e) => (None, Some(VecDeque::from([Err(e)]))),
             };
             self.next_seq += 1;
-            self.runs.push_back(Run { seq, position, asked, handed: 0, rows, spawned: false, made });
+            self.runs.push_back(Run { seq, position, asked, handed: 0, rows, spawned: false, made, reserved: 0 });
         }
         let mut in_flight = self.runs.iter().filter(|r| r.in_flight()).count();
+        let mut holding = self.runs.iter().any(|r| r.reserved > 0 || r.in_flight());
         for run in self.runs.iter_mut() {
-            if in_flight >= parallelism {
+            if in_flight >= parallelism || (holding && !self.budget.fits(self.largest)) {
                 break;
             }
             if let (false, None, Some(rows)) = (run.spawned, &run.made, &run.rows) {
                 run.spawned = true;
                 in_flight += 1;
+                holding = true;
+                run.reserved = self.largest;
+                self.budget.reserve(run.reserved);
                 spawn(&self.pool, run.seq, rows.clone(), self.sender.clone(), self.stats.clone());
             }
         }
@@ -182,8 +202,14 @@ impl ParallelReadOp {
     /// Outcomes of a run no longer held (before a restore), or made twice, are dropped.
     fn store(&mut self, (seq, made): Made) {
         if let Some(run) = self.runs.iter_mut().find(|r| r.seq == seq && r.made.is_none()) {
+            let all_bytes: u64 = made.iter().map(outcome_bytes).sum();
+            self.largest = self.largest.max(all_bytes);
             let outcomes = made.into_iter().filter(|o| !matches!(o, Ok(c) if c.num_rows() == 0));
-            run.made = Some(outcomes.skip(run.handed).collect());
+            let kept: VecDeque<_> = outcomes.skip(run.handed).collect();
+            let bytes = kept.iter().map(outcome_bytes).sum();
+            self.budget.swap(run.reserved, bytes);
+            run.reserved = bytes;
+            run.made = Some(kept);
         }
     }
 
@@ -197,13 +223,30 @@ impl ParallelReadOp {
             match run.made.as_mut().and_then(VecDeque::pop_front) {
                 Some(outcome) => {
                     run.handed += 1;
+                    let bytes = outcome_bytes(&outcome).min(run.reserved);
+                    run.reserved -= bytes;
+                    self.budget.release(bytes);
                     return Some(outcome);
                 }
                 None => {
-                    self.runs.remove(i);
+                    if let Some(run) = self.runs.remove(i) {
+                        self.budget.release(run.reserved);
+                    }
                 }
             }
         }
+    }
+}
+
+/// The bytes a made outcome holds (an error, none).
+fn outcome_bytes(outcome: &Result<RecordBatch>) -> u64 {
+    outcome.as_ref().map_or(0, slice_bytes)
+}
+
+impl Drop for ParallelReadOp {
+    /// Gives back what the runs still hold.
+    fn drop(&mut self) {
+        self.budget.release(self.runs.iter().map(|r| r.reserved).sum());
     }
 }
 
@@ -272,6 +315,7 @@ impl Operator for ParallelReadOp {
     fn restore(&mut self, state: OpState) -> Result<()> {
         let state = state.expect("parallel_read")?;
         let runs: Vec<(ReaderPosition, Option<usize>, usize)> = state.get("runs")?;
+        self.budget.release(self.runs.iter().map(|r| r.reserved).sum());
         self.runs.clear();
         for (position, asked, handed) in runs {
             self.reader.seek(&position)?;
@@ -283,7 +327,7 @@ impl Operator for ParallelReadOp {
                 Err(e) => (None, Some(VecDeque::from([Err(e)]))),
             };
             let made = made.map(|m| m.into_iter().skip(handed).collect());
-            self.runs.push_back(Run { seq, position, asked, handed, rows, spawned: false, made });
+            self.runs.push_back(Run { seq, position, asked, handed, rows, spawned: false, made, reserved: 0 });
         }
         self.reader.seek(&state.get::<ReaderPosition>("next")?)?;
         self.described_all = state.get("described_all")?;

@@ -208,5 +208,14 @@ pub fn avro_source(plan: &Plan, desc: &SourceDesc, schema: SchemaRef, ctx: &Exec
     let knob = knob(plan, ctx, Param::Parallelism, Tunable::Autotune, ctx.options.threads, max);
     let stats = ctx.metrics.stats(StatsKey::Node(plan.node_id()));
     let ordered = ctx.options.deterministic;
-    Ok(ParallelReadOp::new(reader, schema, ctx.pool.clone(), knob, stats, ordered, ctx.cancel.clone()))
+    Ok(ParallelReadOp::new(
+        reader,
+        schema,
+        ctx.pool.clone(),
+        knob,
+        stats,
+        ordered,
+        ctx.cancel.clone(),
+        ctx.budget.clone(),
+    ))
 }

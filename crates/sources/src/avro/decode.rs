@@ -267,6 +267,10 @@ fn read(t: &Type, target: &Target, builders: &mut [Builder], input: &mut Input) 
     }
 }
 
+/// What [`Builder::append`] says of a value whose type its column was not made for (a
+/// union branch that does not resolve), before it reads any of the value's bytes.
+const NOT_MADE_FOR: &str = "a value of a type the column was not made for";
+
 /// Why appending records stopped: the bad record (the block's record count for bytes after
 /// the last one), what was wrong, and whether its bytes could be walked over, so that the
 /// records after it can still be read.
@@ -376,6 +380,26 @@ impl Builder {
     /// Decodes one value of `t` from `input` into this column.
     fn append(&mut self, t: &Type, input: &mut Input) -> Result<(), Bad> {
         let (inner, nullable) = t.nullable();
+        if let (Type::Union(branches), false) = (t, nullable) {
+            // Avro's resolution of a writer union against the reader's type: each value is
+            // read by its branch; a branch that does not resolve to this column's type is
+            // that record's error (its bytes are whole, so reading goes on after it).
+            let at = input.position();
+            let branch = input.long()?;
+            let Some(taken) = branches.get(branch as usize) else {
+                return Err(Bad { at, what: format!("union branch {branch} of {}", branches.len()) });
+            };
+            if *taken == Type::Null {
+                self.push_null();
+                return Ok(());
+            }
+            return self.append(taken, input).map_err(|bad| match bad.what == NOT_MADE_FOR {
+                true => {
+                    Bad { at, what: format!("union branch {branch} ({taken:?}) does not resolve to the field's type") }
+                }
+                false => bad,
+            });
+        }
         if nullable {
             let Type::Union(branches) = t else { unreachable!("nullable types are unions") };
             let at = input.position();
@@ -462,7 +486,7 @@ impl Builder {
                 }
             }
             (Values::Sparse(sparse), Type::Record(fields)) => sparse.append(fields, input, at)?,
-            _ => return Err(Bad { at, what: "a value of a type the column was not made for".into() }),
+            _ => return Err(Bad { at, what: NOT_MADE_FOR.into() }),
         }
         self.nulls.append_non_null();
         Ok(())
@@ -713,6 +737,15 @@ fn fits(field: &FieldSpec, t: &Type) -> Result<(), String> {
         | (flumen_ir::DType::Utf8, Type::Bytes)
         | (flumen_ir::DType::Binary, Type::String) => Ok(()),
         (dtype, other) => Err(format!("{} values cannot be read from Avro {other:?}", dtype.name())),
+    };
+    // A union other than `["null", T]` resolves value by value (`Builder::append`): it fits
+    // when one of its branches does, and a value of another branch is its record's error.
+    let scalar = |t: &Type| match t {
+        Type::Union(branches) if !branches.iter().any(|b| *b != Type::Null && scalar(b).is_ok()) => {
+            Err(format!("no branch of the union {branches:?} can be read as {}", field.dtype.name()))
+        }
+        Type::Union(_) => Ok(()),
+        t => scalar(t),
     };
     if field.kind == FieldKind::Sparse {
         let Type::Record(parts) = t else { return Err("a sparse feature is a record of indices0.. and values".into()) };

@@ -9,8 +9,10 @@
 //! to a ragged field one dimension deeper (arrays of arrays nest); `["null", T]` (either
 //! order) to a nullable `T`. A nested record's fields become fields of their own, named
 //! `record.field` (flattened, recursively); a map becomes two list fields, `map.keys`
-//! (strings) and `map.values`. Other unions, nullable records and maps, and arrays of records
-//! or maps are refused when the dataset is built, naming the field.
+//! (strings) and `map.values`. Other unions are read where a features spec gives their dtype
+//! (value by value, by Avro's resolution: a value of a branch that does not resolve to it is
+//! its record's error); without one they are refused when the dataset is built, naming the
+//! field, as are nullable records and maps and arrays of records or maps.
 
 use std::collections::HashMap;
 
@@ -400,7 +402,7 @@ fn describe(t: &Type) -> &'static str {
     match t {
         Type::Map(_) => "map (in an array)",
         Type::Record(_) => "record (in an array)",
-        Type::Union(_) => "union (other than [\"null\", T])",
+        Type::Union(_) => "union (other than [\"null\", T]; a features spec giving its dtype reads it)",
         Type::Null => "null",
         _ => "this",
     }

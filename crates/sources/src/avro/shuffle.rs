@@ -53,7 +53,8 @@ pub struct ShuffledBlocksReader {
 impl ShuffledBlocksReader {
     /// Opens `files` to read the fields of `spec` (resolved against `reader_schema` when
     /// given), their blocks in the order `seed` draws, in chunks of at most `chunk_rows`
-    /// rows. A file that cannot be opened is an error here.
+    /// rows. A file that cannot be opened (or whose schema does not resolve) is one unit of
+    /// the order, its error, as a file-order read gives its error in the file's place.
     pub fn open(
         files: &[String],
         spec: &ElementSpec,
@@ -62,8 +63,19 @@ impl ShuffledBlocksReader {
         chunk_rows: usize,
     ) -> Result<Self> {
         let (mut sources, mut units) = (Vec::with_capacity(files.len()), Vec::new());
-        for (i, path) in files.iter().enumerate() {
-            let mut reader = AvroReader::open(path, spec, reader_schema, None, usize::MAX)?;
+        for path in files {
+            let mut reader = match AvroReader::open(path, spec, reader_schema, None, usize::MAX) {
+                Ok(reader) => reader,
+                Err(Error::Data { location, message }) => {
+                    units.push(Unit::Broken(location, message));
+                    continue;
+                }
+                Err(other) => {
+                    units.push(Unit::Broken(Location::source(path.as_str()), other.to_string()));
+                    continue;
+                }
+            };
+            let i = sources.len();
             loop {
                 match reader.describe(1, usize::MAX, false) {
                     Ok(Some(run)) => units.extend(run.blocks.iter().map(|b| Unit::Block(i, b.clone()))),
