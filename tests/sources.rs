@@ -1156,3 +1156,24 @@ fn avro_runs_count_against_the_ram_budget_and_progress_under_any() {
     // A budget smaller than one run still reads every record, one run at a time.
     held(1024);
 }
+
+#[test]
+fn avro_bzip2_files_of_another_writer_read_as_written() {
+    use arrow::array::AsArray;
+    use arrow::datatypes::{Float64Type, Int64Type};
+    // Written by fastavro (tests/data/avro/README.md says how): ids 0..300, names "n{i}",
+    // x = i / 4, in several bzip2 blocks.
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/avro/fastavro_bzip2.avro");
+    let ds = Dataset::avro(&[path], AvroOptions::default()).unwrap();
+    let (mut ids, mut names, mut xs) = (Vec::new(), Vec::new(), Vec::new());
+    for chunk in ds.iter_chunks() {
+        let chunk = chunk.unwrap();
+        ids.extend(chunk.column(0).as_primitive::<Int64Type>().values().to_vec());
+        names.extend(chunk.column(1).as_string::<i32>().iter().map(|s| s.unwrap().to_string()));
+        xs.extend(chunk.column(2).as_primitive::<Float64Type>().values().to_vec());
+    }
+    assert_eq!(ids, (0..300).collect::<Vec<i64>>());
+    assert_eq!(names, (0..300).map(|i| format!("n{i}")).collect::<Vec<_>>());
+    assert_eq!(xs, (0..300).map(|i| i as f64 / 4.0).collect::<Vec<_>>());
+    assert!(flumen::crates::sources::avro::reader::block_count(path).unwrap() > 1, "several blocks");
+}

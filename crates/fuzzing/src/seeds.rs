@@ -170,7 +170,7 @@ pub fn avro() -> Vec<Vec<u8>> {
         {"name":"x","type":["null","float"]},{"name":"v","type":{"type":"array","items":"int"}},
         {"name":"s","type":"string"},{"name":"e","type":{"type":"enum","name":"e","symbols":["a","b"]}}]}"#;
     let dir = tempfile::tempdir().expect("a temporary directory");
-    [Codec::Null, Codec::Deflate, Codec::Snappy, Codec::Zstandard]
+    [Codec::Null, Codec::Deflate, Codec::Snappy, Codec::Zstandard, Codec::Bzip2]
         .into_iter()
         .map(|codec| {
             let path = dir.path().join(format!("{}.avro", codec.name()));

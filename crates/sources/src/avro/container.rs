@@ -3,7 +3,7 @@
 //! size, the (compressed) objects and the sync marker again.
 //!
 //! Codecs: `null`, `deflate` (raw deflate), `snappy` (with the CRC32 of the uncompressed
-//! data after it, checked) and `zstandard`. Decompressed blocks are bounded by
+//! data after it, checked), `zstandard` and `bzip2`. Decompressed blocks are bounded by
 //! [`MAX_BLOCK_BYTES`], so a block that claims to inflate to more is an error, not an
 //! allocation.
 
@@ -28,6 +28,8 @@ pub enum Codec {
     Snappy,
     /// Zstandard.
     Zstandard,
+    /// bzip2 (libbz2-rs, a pure-Rust port of libbzip2).
+    Bzip2,
 }
 
 impl Codec {
@@ -38,7 +40,8 @@ impl Codec {
             "deflate" => Ok(Codec::Deflate),
             "snappy" => Ok(Codec::Snappy),
             "zstandard" => Ok(Codec::Zstandard),
-            other => Err(format!("unknown Avro codec {other:?} (null, deflate, snappy and zstandard are read)")),
+            "bzip2" => Ok(Codec::Bzip2),
+            other => Err(format!("unknown Avro codec {other:?} (null, deflate, snappy, zstandard and bzip2 are read)")),
         }
     }
 
@@ -49,6 +52,7 @@ impl Codec {
             Codec::Deflate => "deflate",
             Codec::Snappy => "snappy",
             Codec::Zstandard => "zstandard",
+            Codec::Bzip2 => "bzip2",
         }
     }
 }
@@ -150,6 +154,7 @@ pub fn decompress(codec: Codec, data: &[u8], out: &mut Vec<u8>) -> Result<(), St
         Codec::Null => out.extend_from_slice(data),
         Codec::Deflate => bounded(flate2::read::DeflateDecoder::new(data), out)?,
         Codec::Zstandard => bounded(zstd::stream::read::Decoder::new(data).map_err(|e| e.to_string())?, out)?,
+        Codec::Bzip2 => bounded(bzip2::read::BzDecoder::new(data), out)?,
         Codec::Snappy => {
             let Some(split) = data.len().checked_sub(4) else {
                 return Err("a snappy block without its checksum".into());

@@ -84,7 +84,7 @@ mod tests {
     #[test]
     fn every_codec_reads_back_what_was_written() {
         let dir = tempfile::tempdir().unwrap();
-        for codec in [Codec::Null, Codec::Deflate, Codec::Snappy, Codec::Zstandard] {
+        for codec in [Codec::Null, Codec::Deflate, Codec::Snappy, Codec::Zstandard, Codec::Bzip2] {
             let file = write(dir.path(), codec, 100);
             let h = header(&file).unwrap();
             assert_eq!(h.codec, codec);

@@ -133,6 +133,10 @@ impl AvroWriter {
                 e.write_all(&self.block).and_then(|_| e.finish()).map_err(|e| Error::io(&self.path, e))?
             }
             Codec::Zstandard => zstd::bulk::compress(&self.block, 3).map_err(|e| Error::io(&self.path, e))?,
+            Codec::Bzip2 => {
+                let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::default());
+                e.write_all(&self.block).and_then(|_| e.finish()).map_err(|e| Error::io(&self.path, e))?
+            }
             Codec::Snappy => {
                 let mut c = snap::raw::Encoder::new()
                     .compress_vec(&self.block)
