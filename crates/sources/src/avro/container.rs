@@ -164,6 +164,14 @@ pub fn decompress(codec: Codec, data: &[u8], out: &mut Vec<u8>) -> Result<(), St
             if n > MAX_BLOCK_BYTES {
                 return Err(format!("a block inflates to {n} bytes, more than {MAX_BLOCK_BYTES}"));
             }
+            // The length is allocated before decoding, so it is checked against what the
+            // block can make: snappy's densest element, a 3-byte copy, makes 64 bytes.
+            if n > compressed.len().saturating_mul(SNAPPY_MAX_RATIO) {
+                return Err(format!(
+                    "a snappy block of {} bytes claims {n} bytes, more than it can hold",
+                    compressed.len()
+                ));
+            }
             out.resize(n, 0);
             snap::raw::Decoder::new().decompress(compressed, out).map_err(|e| format!("snappy: {e}"))?;
             let expected = u32::from_be_bytes(crc.try_into().expect("four bytes"));
@@ -174,6 +182,10 @@ pub fn decompress(codec: Codec, data: &[u8], out: &mut Vec<u8>) -> Result<(), St
     }
     Ok(())
 }
+
+/// The most bytes one compressed byte of snappy can stand for (a 3-byte copy element makes
+/// at most 64), rounded up.
+const SNAPPY_MAX_RATIO: usize = 22;
 
 /// Reads `reader` to its end into `out`, refusing more than [`MAX_BLOCK_BYTES`].
 fn bounded(reader: impl Read, out: &mut Vec<u8>) -> Result<(), String> {
