@@ -316,10 +316,18 @@ impl ElementSpec {
 /// its metadata names ([`DTYPE_METADATA`]) where that is `bfloat16` over `UInt16` values.
 pub fn field_from_arrow_field(field: &Field) -> Result<FieldSpec> {
     let mut spec = field_from_arrow(field.name(), field.data_type())?;
-    if spec.dtype == DType::UInt16 && field.metadata().get(DTYPE_METADATA).map(String::as_str) == Some("bfloat16") {
-        spec.dtype = DType::BFloat16;
-    }
+    spec.dtype = tagged_dtype(spec.dtype, field);
     Ok(spec)
+}
+
+/// `dtype`, the dtype of `field`'s values by their Arrow type, or the one its metadata
+/// names ([`DTYPE_METADATA`]) where that type stands for it: `bfloat16` over `uint16`.
+pub fn tagged_dtype(dtype: DType, field: &Field) -> DType {
+    let tag = field.metadata().get(DTYPE_METADATA).map(String::as_str);
+    match (dtype, tag) {
+        (DType::UInt16, Some(name)) if name == DType::BFloat16.name() => DType::BFloat16,
+        _ => dtype,
+    }
 }
 
 /// The field spec of an Arrow column type: list levels become dims.

@@ -33,8 +33,9 @@ use arrow::error::ArrowError;
 use arrow::util::display::FormatOptions;
 use flumen_ir::broadcast::broadcast_shape;
 use flumen_ir::expr::common_type;
+use flumen_ir::spec::tagged_dtype;
+use flumen_ir::UNKNOWN;
 use flumen_ir::{BinaryOp, DType, ElementSpec, Error, Expr, FieldSpec, Func, NamedExpr, Result, Scalar, UnaryOp};
-use flumen_ir::{DTYPE_METADATA, UNKNOWN};
 
 use crate::tensor_ops::TensorArg;
 
@@ -698,10 +699,10 @@ fn evaluate_at(expr: &Expr, batch: &RecordBatch, batch_dims: Option<usize>) -> R
                 let mut dtype =
                     DType::from_arrow(leaf.data_type()).map_err(|e| at(format!("field '{name}': {e}"), expr))?;
                 // bfloat16 bits are uint16 to Arrow; the field's metadata says which.
-                let schema = batch.schema();
-                let declared = schema.field_with_name(name).ok().and_then(|f| f.metadata().get(DTYPE_METADATA));
-                if dtype == DType::UInt16 && declared.map(String::as_str) == Some(DType::BFloat16.name()) {
-                    dtype = DType::BFloat16;
+                if dtype == DType::UInt16 {
+                    if let Ok(field) = batch.schema().field_with_name(name) {
+                        dtype = tagged_dtype(dtype, field);
+                    }
                 }
                 // Large and view layouts become the one layout kernels and the spec agree on.
                 let leaf = if leaf.data_type() == &dtype.to_arrow() {
@@ -995,16 +996,18 @@ impl Env {
             }
             Expr::Binary { op, left, right } => self.eval_binary(expr, *op, left, right),
             Expr::Cast { arg, to } => {
-                // bfloat16 travels as uint16 bits: only the plan's types tell them apart.
-                let from = arg.data_type(&self.spec)?;
+                // bfloat16 travels as uint16 bits: only the plan's types tell them apart, and
+                // only a uint16 value needs asking.
                 let value = self.eval(arg)?;
-                match (from, *to) {
-                    (DType::BFloat16, DType::BFloat16) => Ok(value),
-                    (DType::BFloat16, to) => {
+                let bfloat16 =
+                    value.array.data_type() == &DataType::UInt16 && arg.data_type(&self.spec)? == DType::BFloat16;
+                match (bfloat16, *to) {
+                    (true, DType::BFloat16) => Ok(value),
+                    (true, to) => {
                         let array = crate::bfloat16::widen(&value.array, &to.to_arrow()).map_err(|e| at(e, expr))?;
                         Ok(Value { array, lit: value.lit })
                     }
-                    (_, DType::BFloat16) => {
+                    (false, DType::BFloat16) => {
                         let array = crate::bfloat16::narrow(&value.array).map_err(|e| at(e, expr))?;
                         Ok(Value { array, lit: value.lit })
                     }

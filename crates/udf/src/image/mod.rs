@@ -80,38 +80,38 @@ pub(crate) fn evaluate(func: Func, args: &[Expr], batch: &RecordBatch, expr: &Ex
 
 /// Where `bytes` comes from: the paths of the files it was read from when it is
 /// `read_file(path)`, else the field or expression it is. A decode error names it.
-pub(crate) fn files(bytes: &Expr, batch: &RecordBatch) -> Result<Files> {
-    let source = match bytes {
-        Expr::Column(name) => format!("field '{name}'"),
-        other => other.to_string(),
-    };
-    match bytes {
+pub(crate) fn files<'a>(bytes: &'a Expr, batch: &RecordBatch) -> Result<Files<'a>> {
+    let paths = match bytes {
         Expr::Call { func: Func::ReadFile, args } if args.len() == 1 => {
-            let paths = cast(&value(&args[0], batch, 0)?, &DataType::Utf8).map_err(|e| Error::Expr(e.to_string()))?;
-            Ok(Files { paths: Some(paths), source })
+            Some(cast(&value(&args[0], batch, 0)?, &DataType::Utf8).map_err(|e| Error::Expr(e.to_string()))?)
         }
-        _ => Ok(Files { paths: None, source }),
-    }
+        _ => None,
+    };
+    Ok(Files { paths, bytes })
 }
 
 /// Where each element's image bytes came from ([`files`]).
-pub(crate) struct Files {
+pub(crate) struct Files<'a> {
     /// Each element's file, when the bytes were read by `read_file`.
     paths: Option<ArrayRef>,
-    /// The field or expression that gives the bytes.
-    source: String,
+    /// The expression that gives the bytes.
+    bytes: &'a Expr,
 }
 
-impl Files {
+impl Files<'_> {
     /// `error`, a decode's, for the image of `row`: bad input in its file when the file is
     /// known, else in the field (or expression) the bytes came from. A bad image is the
     /// input's fault, not the plan's.
     fn name(&self, error: Error, row: usize) -> Error {
         let path = self.paths.as_ref().map(|p| p.as_string::<i32>()).filter(|p| p.is_valid(row));
-        match (path, error) {
-            (Some(paths), Error::Expr(message)) => Error::data(flumen_ir::Location::source(paths.value(row)), message),
-            (None, Error::Expr(message)) => Error::data(flumen_ir::Location::source(self.source.clone()), message),
-            (_, error) => error,
+        let source = match (path, self.bytes) {
+            (Some(paths), _) => paths.value(row).to_string(),
+            (None, Expr::Column(name)) => format!("field '{name}'"),
+            (None, other) => other.to_string(),
+        };
+        match error {
+            Error::Expr(message) => Error::data(flumen_ir::Location::source(source), message),
+            error => error,
         }
     }
 }
@@ -156,7 +156,7 @@ fn format_for(func: Func, bytes: &[u8]) -> Result<Format> {
     }
 }
 
-fn decode_column(func: Func, column: &ArrayRef, channels: usize, files: &Files) -> Result<ArrayRef> {
+fn decode_column(func: Func, column: &ArrayRef, channels: usize, files: &Files<'_>) -> Result<ArrayRef> {
     let bytes = binary(column)?;
     let mut values = Vec::new();
     let mut dims = Vec::with_capacity(bytes.len());
@@ -330,7 +330,7 @@ pub(crate) fn decoded_windows(
     cropper: Cropper,
     resize: Option<&Resize>,
     keys: Option<&[u64]>,
-    files: &Files,
+    files: &Files<'_>,
     mut each: impl FnMut(usize, &[u8], usize, Window) -> Result<()>,
 ) -> Result<()> {
     // The decoded image is read once, by `each`, then overwritten by the next: one buffer
@@ -368,7 +368,7 @@ fn crop_encoded(
     cropper: Cropper,
     resize: Option<Resize>,
     keys: Option<&[u64]>,
-    files: &Files,
+    files: &Files<'_>,
 ) -> Result<ArrayRef> {
     let bytes = binary(column)?;
     let mut values = Vec::new();
