@@ -264,6 +264,11 @@ pub enum OpRecipe {
     /// A nested dataset of batched elements: `batch_with(n, drop)` then
     /// `flat_map(FromTensorSlices)`, or `interleave` of it with `cycle`.
     BatchSlices { n: u64, drop: bool, cycle: Option<u32> },
+    /// A map drawing at random from an image field `img` (`kind` 0: `random_flip_left_right`,
+    /// 1: `random_flip_up_down`, 2: a 5x4 `random_crop`), replacing it or adding `img{idx}`
+    /// with `keep`; `fail_before` first adds `d{idx} = 12 / (i - 2)`, which fails on one
+    /// element, in a map the fusion rules meet.
+    RandomImage { kind: u8, seed: u8, keep: bool, fail_before: bool },
 }
 
 /// A whole case: a source, operator recipes, the chunk size both runs use, and the
@@ -422,6 +427,8 @@ pub fn op_recipe_with(full: bool) -> BoxedStrategy<OpRecipe> {
         }),
         2 => (1u64..=4, any::<bool>(), proptest::option::of(1u32..=3))
             .prop_map(|(n, drop, cycle)| OpRecipe::BatchSlices { n, drop, cycle }),
+        2 => (0u8..3, any::<u8>(), any::<bool>(), any::<bool>())
+            .prop_map(|(kind, seed, keep, fail_before)| OpRecipe::RandomImage { kind, seed, keep, fail_before }),
     ];
     prop_oneof![6 => base, 1 => added].boxed()
 }
@@ -1084,6 +1091,27 @@ pub fn apply(ds: &Dataset, r: &OpRecipe, idx: usize, scratch: &Path) -> flumen::
             (ds.scan(&[(s.clone(), lit(0i64))], &[(s.clone(), col(&s) + col(&field))], &output)?, text)
         }
         OpRecipe::IgnoreErrors => (ds.ignore_errors()?, "ignore_errors()".into()),
+        OpRecipe::RandomImage { kind, seed, keep, fail_before } => {
+            let image = spec.field("img").filter(|f| f.shape.len() == 3 && f.shape.iter().all(|d| *d > 0));
+            let indexed = spec.field("i").is_some_and(|f| f.dtype == DType::Int64 && f.is_scalar());
+            let Some(image) = image.filter(|_| spec.batch_dims == 0 && indexed) else { return Ok(None) };
+            let mut text = String::new();
+            let mut ds = ds.clone();
+            if *fail_before {
+                let d = format!("d{idx}");
+                ds = ds.map(MapFunction::with_fields([(d.clone(), lit(12i64) / (col("i") - lit(2i64)))]))?;
+                text += &format!("map(with_fields [{d} = 12 / (i - 2)]).");
+            }
+            let seed = i64::from(*seed);
+            let drawn = match kind {
+                2 if image.dtype == DType::UInt8 => random_crop(col("img"), 5, 4, seed),
+                1 => random_flip_up_down(col("img"), seed),
+                _ => random_flip_left_right(col("img"), seed),
+            };
+            let name = if *keep { format!("img{idx}") } else { "img".to_string() };
+            text += &format!("map(with_fields [{name} = {drawn}])");
+            (ds.map(MapFunction::with_fields([(name, drawn)]))?, text)
+        }
         OpRecipe::FlatMap { pick, inner } => {
             let Some((f, text)) = dataset_function(&spec, idx, *pick, *inner) else { return Ok(None) };
             (ds.flat_map(f)?, format!("flat_map({text})"))
@@ -1227,6 +1255,8 @@ pub fn op_name(r: &OpRecipe) -> &'static str {
         OpRecipe::GroupByWindow { .. } => "group_by_window",
         OpRecipe::Scan { .. } => "scan",
         OpRecipe::IgnoreErrors => "ignore_errors",
+        OpRecipe::RandomImage { fail_before: true, .. } => "random image map after a failing map",
+        OpRecipe::RandomImage { .. } => "random image map",
         OpRecipe::FlatMap { inner: 1, .. } => "flat_map(failing inner dataset)",
         OpRecipe::FlatMap { .. } => "flat_map",
         OpRecipe::Interleave { par: Some(_), .. } => "interleave_with(parallel)",

@@ -362,3 +362,17 @@ rewrites!(a_fixed_crop_under_a_flip_decodes_only_its_rows, image::rules(),
         => image_map(&format!("(call flip_left_right (call crop {JPEG_ROWS} 1 2 8 8))")));
 rewrites!(a_resize_of_the_whole_jpeg_decodes_it_whole, image::rules(),
     image_map(&format!("(call resize {JPEG} 8 8 %22area%22)")) => not image_map(&format!("(call resize {JPEG_ROWS} 8 8 %22area%22)")));
+
+/// A map drawing a random crop of a JPEG, keeping its input, over `inner`.
+fn random_crop_over(inner: &str) -> String {
+    format!("(map (exprs keep (out x (call random_crop {JPEG} 8 8 7))) default none {inner})")
+}
+
+rewrites!(a_random_map_fuses_with_a_map_that_cannot_fail, fusion::rules(),
+    random_crop_over(&s("(map (exprs keep (out y (+ (col value) 1.0))) default none RANGE)"))
+        => s(&format!("(map (exprs keep (out y (+ (col value) 1.0)) (out x (call random_crop {JPEG} 8 8 7))) default none RANGE)")));
+// The random map's draws are keyed by position among the elements it receives, which do
+// not include the inner map's failures.
+rewrites!(a_random_map_does_not_fuse_with_a_map_that_can_fail, fusion::rules(),
+    random_crop_over(&s("(map (exprs keep (out y (/ 10 (col value)))) default none RANGE)"))
+        => not s(&format!("(map (exprs keep (out y (/ 10 (col value))) (out x (call random_crop {JPEG} 8 8 7))) default none RANGE)")));

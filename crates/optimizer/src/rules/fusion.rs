@@ -38,6 +38,12 @@ fn map_fusion(m: &mut Match) -> Option<egg::Id> {
         return None;
     }
     let x = m.plan("?x")?;
+    // g's random draws are keyed by position among the elements its map receives, which
+    // do not include f's failures; fused, they would, and every later element would draw
+    // another crop.
+    if g.draws_random() && matches!(&f, MapFn::Exprs { outputs, .. } if outputs_may_fail(outputs, x.spec())) {
+        return None;
+    }
     let mapped = mapped_spec(m, ["?f", "?c1", "?d1", "?x"])?;
     let composed = fold_map_fn(&compose(&g, &f, Specs { input: x.spec(), output: &mapped })?, x.spec());
     if !keeps_fallible_outputs(&composed, &f, x.spec()) {
