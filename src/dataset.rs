@@ -138,14 +138,20 @@ impl Dataset {
     }
 
     pub(crate) fn then(&self, op: Op) -> Result<Dataset> {
-        let plan = Plan::new(op, vec![self.plan.clone()])?;
-        Ok(Dataset {
+        Ok(self.over(Plan::new(op, vec![self.plan.clone()])?, self.registry.clone()))
+    }
+
+    /// This dataset's options and iteration state over `plan`, calling `registry`'s
+    /// closures, with nothing cached of the old plan's optimization.
+    fn over(&self, plan: Plan, registry: Registry) -> Dataset {
+        Dataset {
             plan,
+            registry,
             optimized: Arc::default(),
             print: Arc::default(),
             optimized_print: Arc::default(),
             ..self.clone()
-        })
+        }
     }
 
     fn combine(datasets: &[&Dataset], op: Op) -> Result<Dataset> {
@@ -155,14 +161,7 @@ impl Dataset {
             registry.merge(&d.registry)?;
         }
         let plan = Plan::new(op, datasets.iter().map(|d| d.plan.clone()).collect())?;
-        Ok(Dataset {
-            plan,
-            registry,
-            optimized: Arc::default(),
-            print: Arc::default(),
-            optimized_print: Arc::default(),
-            ..(*first).clone()
-        })
+        Ok(first.over(plan, registry))
     }
 
     // ----- sources -----
@@ -328,13 +327,14 @@ impl Dataset {
             MapFunction::Closure(c, output) => MapFn::Closure { closure: c.register(&mut registry, "map")?, output },
             MapFunction::ParseExample { field, features } => MapFn::ParseExample { field, features },
         };
+        let input = crate::positions::positioned(&self.plan, &func)?;
         let op = Op::Map {
             func,
             num_parallel_calls: parallel.num_parallel_calls,
             deterministic: parallel.deterministic,
             vectorized: false,
         };
-        Ok(Dataset { registry, ..self.then(op)? })
+        Ok(self.over(Plan::new(op, vec![input])?, registry))
     }
 
     fn predicate(&self, p: PredicateFunction, what: &str) -> Result<(Predicate, Registry)> {

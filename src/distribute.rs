@@ -186,6 +186,12 @@ impl Split {
             Op::Interleave { .. } | Op::FlatMap { .. } if self.too_few_units(plan.input()) => {
                 Plan::new(shard(self.num_workers, self.index), vec![plan.clone()])?
             }
+            // A map drawing random numbers over a shard placed at its source draws by the
+            // unsplit positions (`crate::positions`), as in the whole pipeline.
+            Op::Map { func, .. } | Op::MapAndBatch { func, .. } => {
+                let input = crate::positions::positioned(&self.plan(plan.input())?, func)?;
+                Plan::new(plan.op().clone(), vec![input])?
+            }
             _ => {
                 let inputs = plan.inputs().iter().map(|i| self.plan(i)).collect::<Result<Vec<_>>>()?;
                 Plan::new(plan.op().clone(), inputs)?

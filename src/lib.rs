@@ -25,6 +25,7 @@ pub mod explain;
 pub mod format;
 pub mod function;
 pub mod options;
+mod positions;
 pub mod snapshot;
 
 pub use checkpoint::{Checkpoint, ExternalState, SaveMode};

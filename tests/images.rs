@@ -264,6 +264,85 @@ fn random_draws_resume_after_a_restore() {
     }
 }
 
+/// The random crop-and-flip map of `augmented`, over `ds`.
+fn crop_and_flip(ds: &Dataset, parallel: u32) -> Dataset {
+    let f = MapFunction::select([(
+        "out",
+        random_flip_left_right(random_crop(decode_jpeg(col("image"), 3), 16, 24, 7), 11),
+    )]);
+    ds.map_with(f, Parallel { num_parallel_calls: Tunable::Fixed(parallel), deterministic: Some(true) }).unwrap()
+}
+
+#[test]
+fn sharding_before_a_random_map_draws_what_sharding_after_it_does() {
+    let source = |options: Options| images(&vec!["tf_baseline_52x40.jpg"; 23]).with_options(options);
+    for options in [Options::default(), Options::default().without_optimizations().with_chunk_rows(4)] {
+        let after = |n, i| crop_and_flip(&source(options.clone()), 1).shard(n, i).unwrap();
+        let all = pixels_u8(&after(1, 0), "out");
+        for (n, i) in [(2, 0), (2, 1), (3, 2), (5, 4)] {
+            let before = crop_and_flip(&source(options.clone()).shard(n, i).unwrap(), 3);
+            let explain = before.explain();
+            assert!(explain.contains(&format!("element_positions({i} + {n} * position)")), "{explain}");
+            let expected: Vec<_> = all.iter().skip(i as usize).step_by(n as usize).cloned().collect();
+            assert!(!expected.is_empty());
+            assert_eq!(pixels_u8(&before, "out"), expected, "shard({n}, {i})");
+        }
+        // Skips, takes and prefetches between compose with the shards: element 2 of
+        // skip(3).shard(3, 2).take(4) is element 3 + 2 + 3 * 2 = 11.
+        let between = source(options.clone()).skip(3).unwrap().shard(3, 2).unwrap();
+        let between = between.take(4).unwrap().prefetch(Tunable::Fixed(2)).unwrap();
+        let expected: Vec<_> = [5, 8, 11, 14].iter().map(|p| all[*p].clone()).collect();
+        assert_eq!(pixels_u8(&crop_and_flip(&between, 2), "out"), expected);
+        // A second random map over the first keys by its own input's positions, fused or not.
+        let twice = |options: Options| {
+            let cropped =
+                source(options).map(MapFunction::select([("img", crop(decode_jpeg(col("image"), 3), 1, 2, 16, 24))]));
+            let sharded = cropped.unwrap().shard(2, 1).unwrap();
+            let once = sharded.map(MapFunction::select([("img", random_flip_left_right(col("img"), 3))])).unwrap();
+            once.map(MapFunction::select([("out", random_flip_up_down(col("img"), 5))])).unwrap()
+        };
+        let plain = pixels_u8(&twice(Options::default().without_optimizations()), "out");
+        assert_eq!(pixels_u8(&twice(options.clone()), "out"), plain);
+    }
+}
+
+#[test]
+fn each_worker_of_a_split_draws_what_the_whole_pipeline_draws() {
+    let n_images = 11;
+    let bytes: ArrayRef = Arc::new(BinaryArray::from_iter_values(vec![file("tf_baseline_52x40.jpg"); n_images]));
+    let index: ArrayRef = Arc::new(arrow::array::Int64Array::from_iter_values(0..n_images as i64));
+    let f = MapFunction::select([
+        ("i", col("i")),
+        ("out", random_flip_left_right(random_crop(decode_jpeg(col("image"), 3), 16, 24, 7), 11)),
+    ]);
+    let ds = Dataset::from_arrays([("i", index), ("image", bytes)]).unwrap().map(f).unwrap();
+    let whole = pixels_u8(&ds, "out");
+    for workers in [2, 3] {
+        let mut seen = 0;
+        for worker in 0..workers {
+            let part = ds.split_for_worker(workers, worker, 5).unwrap().dataset;
+            let indices: Vec<i64> = part
+                .iter()
+                .flat_map(|b| {
+                    b.unwrap()
+                        .column_by_name("i")
+                        .unwrap()
+                        .as_primitive::<arrow::datatypes::Int64Type>()
+                        .values()
+                        .to_vec()
+                })
+                .collect();
+            // Iterate a copy: a dataset's second iteration draws anew.
+            let part = ds.split_for_worker(workers, worker, 5).unwrap().dataset;
+            for (i, out) in indices.iter().zip(pixels_u8(&part, "out")) {
+                assert_eq!(out, whole[*i as usize], "element {i} in worker {worker} of {workers}");
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, n_images);
+    }
+}
+
 #[test]
 fn jpeg_row_decode_shows_in_explain_and_keeps_the_pixels() {
     let names =

@@ -13,6 +13,7 @@ pub fn cardinality(plan: &Plan) -> Option<u64> {
         Op::Source(s) => s.cardinality(),
         Op::Map { .. }
         | Op::Prefetch { .. }
+        | Op::ElementPositions { .. }
         | Op::Enumerate { .. }
         | Op::Cache { .. }
         | Op::Snapshot { .. }

@@ -128,6 +128,7 @@ pub fn describe(op: &Op) -> String {
             if *drop_remainder { ", drop_remainder" } else { "" }
         ),
         Op::Unbatch | Op::Zip | Op::Concatenate | Op::IgnoreErrors => String::new(),
+        Op::ElementPositions { offset, stride } => format!("{offset} + {stride} * position"),
         Op::Shuffle { buffer_size, seed, reshuffle_each_iteration } => format!(
             "buffer {buffer_size}, seed {}{}",
             seed.map_or("random".to_string(), |s| s.to_string()),

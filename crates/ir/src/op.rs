@@ -325,6 +325,17 @@ pub enum Op {
     },
     /// Skip elements whose computation failed.
     IgnoreErrors,
+    /// The identity on elements, which says where they came from for the map above it that
+    /// draws random numbers: its input's element `p` is element `offset + stride * p` of the
+    /// dataset below the `shard`s and `skip`s under it, as written. That map keys its draws
+    /// by that position, so an element gets the same draws sharded or not. `Dataset::map`
+    /// adds it; the optimizer moves nothing across it.
+    ElementPositions {
+        /// The position of the input's first element.
+        offset: u64,
+        /// The distance between the positions of consecutive input elements.
+        stride: u64,
+    },
     /// Draw each element from one of the inputs, chosen at random by `weights`.
     SampleFromDatasets {
         /// One weight per input (normalized).
@@ -393,6 +404,7 @@ impl Op {
             Op::Window { .. } => "window",
             Op::TakeWhile { .. } => "take_while",
             Op::IgnoreErrors => "ignore_errors",
+            Op::ElementPositions { .. } => "element_positions",
             Op::SampleFromDatasets { .. } => "sample_from_datasets",
             Op::GroupByWindow { .. } => "group_by_window",
             Op::BucketBySequenceLength { .. } => "bucket_by_sequence_length",
@@ -527,6 +539,10 @@ impl Op {
                 .most_specific_common(inputs[1])
                 .ok_or_else(|| Error::plan(&name, format!("input specs differ: {} vs {}", inputs[0], inputs[1]))),
             Op::Prefetch { .. } | Op::IgnoreErrors => Ok(input().clone()),
+            Op::ElementPositions { stride, .. } => {
+                positive("stride", *stride)?;
+                Ok(input().clone())
+            }
             Op::Cache { .. } => Ok(input().clone()),
             Op::Snapshot { options, .. } => {
                 positive("shards", options.shards)?;

@@ -293,6 +293,7 @@ fn plans() -> Vec<Plan> {
         ),
         on(Op::Window { size: 3, shift: 2, stride: 1, drop_remainder: false }, &r),
         on(Op::IgnoreErrors, &r),
+        on(Op::ElementPositions { offset: 1, stride: 3 }, &r),
         on(Op::GroupByWindow { key: Expr::binary(BinaryOp::Mod, col("value"), int(2)), window_size: 2 }, &r),
         on(
             Op::BucketBySequenceLength {

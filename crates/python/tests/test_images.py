@@ -50,6 +50,19 @@ def test_w5_style_pipeline_batches_normalized_crops_reproducibly():
     assert len({flat[i].tobytes() for i in range(len(flat))}) > 10
 
 
+def test_sharding_before_random_crops_draws_what_sharding_after_does():
+    crop = {"out": flumen.random_crop(flumen.decode_jpeg(col("image")), (16, 24), seed=3), "i": col("i")}
+
+    def crops(ds):
+        return {int(e["i"]): np.asarray(e["out"]).tobytes() for e in ds}
+
+    whole = crops(jpegs(15).map(crop, keep=False))
+    assert len(set(whole.values())) > 5
+    for n, i in [(2, 1), (4, 3)]:
+        assert crops(jpegs(15).shard(n, i).map(crop, keep=False)) == {k: v for k, v in whole.items() if k % n == i}
+        assert "element_positions" in jpegs(15).shard(n, i).map(crop, keep=False).explain()
+
+
 def test_random_resized_crop_resize_and_read_file(tmp_path):
     path = IMAGES / "tf_baseline_52x40.jpg"
     ds = flumen.Dataset.from_arrow(pa.table({"path": [str(path)]}))

@@ -282,13 +282,24 @@ fn map_input(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
 }
 
 /// `input` with element keys added when `plan` is a map whose functions draw random
-/// numbers ([`ElementKeyOp`]).
+/// numbers ([`ElementKeyOp`]), at the positions an `element_positions` below it says.
 fn keyed(plan: &Plan, ctx: &ExecContext, input: BoxOperator) -> BoxOperator {
     match plan.op() {
         Op::Map { func, .. } | Op::MapAndBatch { func, .. } if func.draws_random() => {
-            Box::new(ElementKeyOp::new(input, ctx.salt))
+            let (offset, stride) = positions_below(plan.input());
+            Box::new(ElementKeyOp::new(input, ctx.salt).at_positions(offset, stride))
         }
         _ => input,
+    }
+}
+
+/// The `(offset, stride)` of the `element_positions` at `plan`, through prefetches;
+/// `(0, 1)` (positions in `plan` itself) when there is none.
+fn positions_below(plan: &Plan) -> (u64, u64) {
+    match plan.op() {
+        Op::ElementPositions { offset, stride } => (*offset, *stride),
+        Op::Prefetch { .. } => positions_below(plan.input()),
+        _ => (0, 1),
     }
 }
 
@@ -502,6 +513,8 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
             Box::new(WindowOp::new(input()?, *size, *shift, *stride, *drop_remainder, schema))
         }
         Op::IgnoreErrors => Box::new(IgnoreErrorsOp::new(input()?)),
+        // Read by the map above it (`keyed`); the elements pass as they are.
+        Op::ElementPositions { .. } => input()?,
         Op::SampleFromDatasets { weights, seed, stop_on_empty_dataset } => Box::new(SampleOp::new(
             build_all(plan, ctx)?,
             weights.clone(),

@@ -225,6 +225,9 @@ fn as_written(op: &Op) -> String {
             format!("WindowOp(size {size}, shift {shift}, stride {stride}{})", drop(*drop_remainder))
         }
         Op::IgnoreErrors => "IgnoreErrorsOp".to_string(),
+        Op::ElementPositions { offset, stride } => {
+            format!("(passes elements; the map above keys its draws at {offset} + {stride} * position)")
+        }
         Op::SampleFromDatasets { weights, seed, stop_on_empty_dataset } => format!(
             "SampleOp(weights {weights:?}, seed {}{})",
             seed_text(*seed),

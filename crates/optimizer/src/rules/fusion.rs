@@ -44,6 +44,10 @@ fn map_fusion(m: &mut Match) -> Option<egg::Id> {
     if g.draws_random() && matches!(&f, MapFn::Exprs { outputs, .. } if outputs_may_fail(outputs, x.spec())) {
         return None;
     }
+    // Nor with a map over an `element_positions`, which places the draws of that map only.
+    if g.draws_random() && matches!(x.op(), Op::ElementPositions { .. }) {
+        return None;
+    }
     let mapped = mapped_spec(m, ["?f", "?c1", "?d1", "?x"])?;
     let composed = fold_map_fn(&compose(&g, &f, Specs { input: x.spec(), output: &mapped })?, x.spec());
     if !keeps_fallible_outputs(&composed, &f, x.spec()) {

@@ -92,9 +92,9 @@ fn project_node(m: &mut Match, node: &Node, needed: &BTreeSet<String>, depth: us
                         deterministic,
                     }
                 }
-                Op::IgnoreErrors => {
+                Op::IgnoreErrors | Op::ElementPositions { .. } => {
                     let input = project(m, children[1], needed, depth + 1)?;
-                    return m.add(Op::IgnoreErrors, &[input]);
+                    return m.add(op, &[input]);
                 }
                 _ => return None,
             };

@@ -22,17 +22,20 @@ pub fn mix(a: u64, b: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The keys of `rows` elements at positions `first..first + rows` under seed salt `salt`.
-pub fn element_keys(salt: u64, first: u64, rows: usize) -> ArrayRef {
-    Arc::new(UInt64Array::from_iter_values((0..rows as u64).map(|i| mix(salt, first + i))))
+/// The keys of `rows` elements at positions `first`, `first + stride`, ... under seed
+/// salt `salt`.
+pub fn element_keys(salt: u64, first: u64, stride: u64, rows: usize) -> ArrayRef {
+    let position = |i: u64| first.wrapping_add(stride.wrapping_mul(i));
+    Arc::new(UInt64Array::from_iter_values((0..rows as u64).map(|i| mix(salt, position(i)))))
 }
 
-/// `batch` with the element keys of positions `first..` appended as [`ELEMENT_KEY`].
-pub fn with_element_keys(batch: &RecordBatch, salt: u64, first: u64) -> Result<RecordBatch> {
+/// `batch` with the element keys of positions `first`, `first + stride`, ... appended as
+/// [`ELEMENT_KEY`].
+pub fn with_element_keys(batch: &RecordBatch, salt: u64, first: u64, stride: u64) -> Result<RecordBatch> {
     let mut fields: Vec<Field> = batch.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
     fields.push(Field::new(ELEMENT_KEY, DataType::UInt64, false));
     let mut columns = batch.columns().to_vec();
-    columns.push(element_keys(salt, first, batch.num_rows()));
+    columns.push(element_keys(salt, first, stride, batch.num_rows()));
     let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
     RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options)
         .map_err(|e| Error::Expr(format!("adding element keys: {e}")))
