@@ -7,10 +7,11 @@ use std::hint::black_box;
 
 use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
-use zune_core::bytestream::ZCursor;
 use zune_core::colorspace::ColorSpace;
 use zune_core::options::DecoderOptions;
 use zune_jpeg::JpegDecoder;
+
+use flumen::crates::udf::image::slice_reader::SliceReader;
 
 use crate::limit::{each_feature, fields, on_threads, records, Outcome, THREADS};
 use crate::workload_data::Rng;
@@ -21,7 +22,7 @@ const STD: [f32; 3] = [0.229, 0.224, 0.225];
 /// Decodes `jpeg` to RGB into `out` (resized to fit); its (height, width).
 fn decode(jpeg: &[u8], out: &mut Vec<u8>, what: &str) -> Result<(usize, usize), String> {
     let options = DecoderOptions::default().jpeg_set_out_colorspace(ColorSpace::RGB);
-    let mut d = JpegDecoder::new_with_options(ZCursor::new(jpeg), options);
+    let mut d = JpegDecoder::new_with_options(SliceReader::new(jpeg), options);
     d.decode_headers().map_err(|e| format!("{what}: {e:?}"))?;
     let (w, h) = d.dimensions().ok_or_else(|| format!("{what}: no dimensions"))?;
     out.resize(w * h * 3, 0);

@@ -14,11 +14,11 @@
 //! tf.image.decode_and_crop_jpeg; switch the rule `jpeg-row-decode` off to check whole
 //! images.
 
+use super::slice_reader::SliceReader;
 use std::cell::RefCell;
 
 use flumen_ir::image::MAX_PIXELS;
 use flumen_ir::{Error, Result};
-use zune_core::bytestream::ZCursor;
 use zune_core::colorspace::ColorSpace;
 use zune_core::options::DecoderOptions;
 use zune_jpeg::JpegDecoder;
@@ -108,11 +108,11 @@ pub fn header(format: Format, bytes: &[u8]) -> Result<Header> {
         None => {
             let dims = match format {
                 Format::Jpeg => {
-                    let mut d = JpegDecoder::new_with_options(ZCursor::new(bytes), options());
+                    let mut d = JpegDecoder::new_with_options(SliceReader::new(bytes), options());
                     d.decode_headers().map(|_| d.dimensions()).map_err(|e| format!("{e:?}"))
                 }
                 Format::Png => {
-                    let mut d = PngDecoder::new_with_options(ZCursor::new(bytes), options());
+                    let mut d = PngDecoder::new_with_options(SliceReader::new(bytes), options());
                     d.decode_headers().map(|_| d.dimensions()).map_err(|e| format!("{e:?}"))
                 }
             };
@@ -211,7 +211,7 @@ fn decode_jpeg(
         3 => ColorSpace::RGB,
         _ => ColorSpace::RGBA,
     };
-    let mut d = JpegDecoder::new_with_options(ZCursor::new(bytes), options().jpeg_set_out_colorspace(colorspace));
+    let mut d = JpegDecoder::new_with_options(SliceReader::new(bytes), options().jpeg_set_out_colorspace(colorspace));
     let start = out.len();
     out.resize(start + width * height * channels, 0);
     let fail = |e: zune_jpeg::errors::DecodeErrors| Error::Expr(format!("decode_jpeg: {e:?}"));
@@ -234,7 +234,7 @@ fn ends_with_eoi(bytes: &[u8]) -> bool {
 
 fn decode_png(bytes: &[u8], channels: usize, out: &mut Vec<u8>) -> Result<(usize, usize)> {
     let fail = |e: zune_png::error::PngDecodeErrors| Error::Expr(format!("decode_png: {e:?}"));
-    let mut d = PngDecoder::new_with_options(ZCursor::new(bytes), options());
+    let mut d = PngDecoder::new_with_options(SliceReader::new(bytes), options());
     d.decode_headers().map_err(fail)?;
     let (width, height) = d.dimensions().ok_or_else(|| Error::Expr("decode_png: no header".into()))?;
     check_size("decode_png", width, height, bytes.len())?;

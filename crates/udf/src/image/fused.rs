@@ -214,6 +214,9 @@ struct Pass<'a> {
     /// loop over a row's values has no modulo and vectorizes.
     mean_row: Vec<f32>,
     std_row: Vec<f32>,
+    /// `1 / std` along a row, when dividing by multiplying with it is exact for these means
+    /// and standard deviations ([`reciprocals`]).
+    recip_row: Option<Vec<f32>>,
     channels: usize,
     mirrored: Vec<u8>,
     out: Vec<f32>,
@@ -226,9 +229,12 @@ struct Pass<'a> {
 impl<'a> Pass<'a> {
     fn new(mean: &[f64], std: &[f64], width: usize, channels: usize, values: usize, jitters: Vec<Jitter<'a>>) -> Self {
         let row = width * channels;
+        let (mean, std): (Vec<f32>, Vec<f32>) =
+            (mean.iter().map(|m| *m as f32).collect(), std.iter().map(|s| *s as f32).collect());
         Pass {
-            mean_row: (0..row).map(|i| mean[i % channels] as f32).collect(),
-            std_row: (0..row).map(|i| std[i % channels] as f32).collect(),
+            mean_row: (0..row).map(|i| mean[i % channels]).collect(),
+            std_row: (0..row).map(|i| std[i % channels]).collect(),
+            recip_row: reciprocals(&mean, &std).map(|r| (0..row).map(|i| r[i % channels]).collect()),
             channels,
             mirrored: vec![0; row],
             out: Vec::with_capacity(values),
@@ -251,10 +257,11 @@ impl<'a> Pass<'a> {
         let c = self.channels;
         let row_values = window.width * c;
         let (out, mean, std) = (&mut self.out, &self.mean_row[..row_values], &self.std_row[..row_values]);
+        let recip = self.recip_row.as_ref().map(|r| &r[..row_values]);
         window_rows(pixels, width, window, c, flip, &mut self.mirrored, |row| {
             out.reserve(row_values);
             let spare = &mut out.spare_capacity_mut()[..row_values];
-            normalize_row(row, mean, std, spare);
+            normalize_row(row, mean, std, recip, spare);
             // SAFETY: `normalize_row` wrote all `row_values` values after the initialized ones.
             unsafe { out.set_len(out.len() + row_values) };
         });
@@ -296,7 +303,7 @@ fn window_rows(
         let start = (y * width + window.left) * c;
         let row = &pixels[start..start + row_values];
         if flip {
-            mirror_row(row, c, mirrored);
+            mirror_pixel_row(row, c, mirrored);
             each(&mirrored[..row_values]);
         } else {
             each(row);
@@ -304,16 +311,60 @@ fn window_rows(
     }
 }
 
-/// `(v * (1 / 255) - mean) / std` of each value of `row` into `out` (all four of one
-/// length): exactly the unfused steps' float32 operations, with AVX2 where the CPU has it
-/// (each lane computes the same IEEE operations, so the values are the same).
-fn normalize_row(row: &[u8], mean: &[f32], std: &[f32], out: &mut [MaybeUninit<f32>]) {
+/// The value `normalize(convert_image_dtype(v))` gives a uint8 `v` of a channel of `mean`
+/// and `std`: `(v * (1 / 255) - mean) / std`, in float32 as the unfused steps compute it.
+#[inline(always)]
+fn normalized(v: u8, mean: f32, std: f32) -> f32 {
+    (f32::from(v) * (1.0 / 255.0) - mean) / std
+}
+
+/// The same by a multiplication with `recip = 1 / std` and one correcting fused
+/// multiply-add (Markstein's step), which is the correctly rounded quotient in all but rare
+/// cases.
+#[inline(always)]
+fn normalized_by_reciprocal(v: u8, mean: f32, std: f32, recip: f32) -> f32 {
+    let a = f32::from(v) * (1.0 / 255.0) - mean;
+    let q = a * recip;
+    (-q).mul_add(std, a).mul_add(recip, q)
+}
+
+/// Each channel's `1 / std` when [`normalized_by_reciprocal`] equals [`normalized`] bit for
+/// bit for every uint8 value of every channel, which is checked here: the one pass then
+/// needs no division, which bounds its loop, and stays bit-identical to the steps.
+fn reciprocals(mean: &[f32], std: &[f32]) -> Option<Vec<f32>> {
+    let recip: Vec<f32> = std.iter().map(|s| 1.0 / s).collect();
+    let exact = mean.iter().zip(std).zip(&recip).all(|((m, s), r)| {
+        (0..=255u8).all(|v| normalized_by_reciprocal(v, *m, *s, *r).to_bits() == normalized(v, *m, *s).to_bits())
+    });
+    exact.then_some(recip)
+}
+
+/// [`normalized`] of each value of `row` into `out` (all of one length), by the
+/// reciprocals `recip` when given ([`reciprocals`] checked they are exact) and the CPU
+/// fuses multiply-adds, else by division; vectorized with AVX2 where the CPU has it (each
+/// lane computes the same IEEE operations, so the values are the same).
+fn normalize_row(row: &[u8], mean: &[f32], std: &[f32], recip: Option<&[f32]>, out: &mut [MaybeUninit<f32>]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
+        if let Some(recip) = recip.filter(|_| std::arch::is_x86_feature_detected!("fma")) {
+            // SAFETY: the CPU has AVX2 and FMA, checked just above.
+            return unsafe { normalize_row_fma(row, mean, std, recip, out) };
+        }
         // SAFETY: the CPU has AVX2, checked just above.
         return unsafe { normalize_row_avx2(row, mean, std, out) };
     }
+    let _ = recip;
     normalize_row_portable(row, mean, std, out);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn normalize_row_fma(row: &[u8], mean: &[f32], std: &[f32], recip: &[f32], out: &mut [MaybeUninit<f32>]) {
+    let n = out.len();
+    let (row, mean, std, recip) = (&row[..n], &mean[..n], &std[..n], &recip[..n]);
+    for i in 0..n {
+        out[i].write(normalized_by_reciprocal(row[i], mean[i], std[i], recip[i]));
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -327,26 +378,122 @@ fn normalize_row_portable(row: &[u8], mean: &[f32], std: &[f32], out: &mut [Mayb
     let n = out.len();
     let (row, mean, std) = (&row[..n], &mean[..n], &std[..n]);
     for i in 0..n {
-        out[i].write((f32::from(row[i]) * (1.0 / 255.0) - mean[i]) / std[i]);
+        out[i].write(normalized(row[i], mean[i], std[i]));
     }
 }
 
-/// `row`'s pixels (`c` values each) in reverse order, into `out`. Pixels are a few bytes:
-/// copied value by value, not by `copy_from_slice` (a `memcpy` call per pixel).
+/// `row`'s pixels (`c` values each) in reverse order, into `out`. Pixels of 1, 3 or 4
+/// values are moved as fixed-size arrays: a per-pixel `copy_from_slice` of a length known
+/// only at run time would be a `memcpy` call per pixel.
 pub(crate) fn mirror_row<T: Copy>(row: &[T], c: usize, out: &mut [T]) {
-    let w = row.len() / c;
-    if c == 3 {
-        for x in 0..w {
-            let (s, t) = (3 * (w - 1 - x), 3 * x);
-            out[t] = row[s];
-            out[t + 1] = row[s + 1];
-            out[t + 2] = row[s + 2];
+    let out = &mut out[..row.len()];
+    match c {
+        1 => out.iter_mut().zip(row.iter().rev()).for_each(|(o, v)| *o = *v),
+        3 => mirror_pixels::<T, 3>(row, out),
+        4 => mirror_pixels::<T, 4>(row, out),
+        _ => {
+            for (o, p) in out.chunks_exact_mut(c).zip(row.chunks_exact(c).rev()) {
+                o.copy_from_slice(p);
+            }
         }
-        return;
     }
-    for x in 0..w {
-        for k in 0..c {
-            out[x * c + k] = row[(w - 1 - x) * c + k];
+}
+
+/// [`mirror_row`] of uint8 pixels, five RGB pixels per shuffle where the CPU has SSSE3.
+fn mirror_pixel_row(row: &[u8], c: usize, out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if c == 3 && std::arch::is_x86_feature_detected!("ssse3") {
+        // SAFETY: the CPU has SSSE3, checked just above.
+        return unsafe { mirror_rgb_ssse3(row, out) };
+    }
+    mirror_row(row, c, out)
+}
+
+/// RGB pixels of `row` in reverse order into `out`: each step loads the 16 bytes that end
+/// with five source pixels, reverses the pixels with one shuffle and stores 16 bytes, the
+/// last of which the next step overwrites; the pixels that do not fill a step are moved
+/// one by one.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "ssse3")]
+unsafe fn mirror_rgb_ssse3(row: &[u8], out: &mut [u8]) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_setr_epi8, _mm_shuffle_epi8, _mm_storeu_si128};
+    let w = row.len() / 3;
+    let out = &mut out[..w * 3];
+    // Source pixels s..s + 5 start at byte 1 of a load from byte 3s - 1; -1 (0x80) zeroes.
+    let reverse = _mm_setr_epi8(13, 14, 15, 10, 11, 12, 7, 8, 9, 4, 5, 6, 1, 2, 3, -1);
+    let mut x = 0;
+    // Output pixels x..x + 5 are source pixels s = w - x - 5 onwards. The load reads bytes
+    // 3s - 1 .. 3s + 15 and the store writes 3x .. 3x + 16: both within the row while
+    // x + 6 <= w (then s >= 1 and 3x + 16 <= 3w).
+    while x + 6 <= w {
+        let s = w - x - 5;
+        // SAFETY: 3s - 1 + 16 = 3(w - x) = 3w - 3x <= 3w, and 3s - 1 >= 2: in `row`.
+        let v = unsafe { _mm_loadu_si128(row.as_ptr().add(3 * s - 1).cast::<__m128i>()) };
+        // SAFETY: 3x + 16 <= 3(w - 6) + 16 < 3w = out.len().
+        unsafe { _mm_storeu_si128(out.as_mut_ptr().add(3 * x).cast::<__m128i>(), _mm_shuffle_epi8(v, reverse)) };
+        x += 5;
+    }
+    let (pixels, _) = row.as_chunks::<3>();
+    let (mirrored, _) = out.as_chunks_mut::<3>();
+    for (t, o) in mirrored.iter_mut().enumerate().skip(x) {
+        *o = pixels[w - 1 - t];
+    }
+}
+
+fn mirror_pixels<T: Copy, const C: usize>(row: &[T], out: &mut [T]) {
+    let (pixels, _) = row.as_chunks::<C>();
+    let (mirrored, _) = out.as_chunks_mut::<C>();
+    mirrored.iter_mut().zip(pixels.iter().rev()).for_each(|(o, p)| *o = *p);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reciprocals_are_used_only_where_they_give_the_quotient_exactly() {
+        // ImageNet's statistics, which w5 and w7 normalize by.
+        let (mean, std) = ([0.485f32, 0.456, 0.406], [0.229f32, 0.224, 0.225]);
+        let recip = reciprocals(&mean, &std).expect("exact for ImageNet's statistics");
+        // A check of every value, independent of the one `reciprocals` made.
+        for c in 0..3 {
+            for v in 0..=255u8 {
+                let by_recip = normalized_by_reciprocal(v, mean[c], std[c], recip[c]);
+                assert_eq!(
+                    by_recip.to_bits(),
+                    ((f32::from(v) * (1.0 / 255.0) - mean[c]) / std[c]).to_bits(),
+                    "{v} in {c}"
+                );
+            }
+        }
+        // A zero deviation divides to infinities, which the reciprocal path turns into NaN.
+        assert!(reciprocals(&[0.5], &[0.0]).is_none());
+        let row: Vec<u8> = (0..=255).collect();
+        let (m, s) = (vec![0.5f32; 256], vec![0.0f32; 256]);
+        let mut out = vec![MaybeUninit::new(0.0f32); 256];
+        normalize_row(&row, &m, &s, None, &mut out);
+        // SAFETY: every value was written.
+        let out: Vec<f32> = out.iter().map(|v| unsafe { v.assume_init() }).collect();
+        assert_eq!(out[255], f32::INFINITY);
+        assert_eq!(out[0], f32::NEG_INFINITY);
+    }
+
+    #[test]
+    fn a_mirrored_row_reverses_its_pixels() {
+        for c in [1, 2, 3, 4] {
+            let row: Vec<u16> = (0..5 * c as u16).collect();
+            let mut out = vec![0; 5 * c + 3];
+            mirror_row(&row, c, &mut out);
+            let want: Vec<u16> = row.chunks(c).rev().flatten().copied().collect();
+            assert_eq!(out[..5 * c], want[..], "{c} channels");
+        }
+        // The shuffled path, at every width around its steps of five pixels.
+        for w in 0..40usize {
+            let row: Vec<u8> = (0..3 * w).map(|v| (v * 7 % 251) as u8).collect();
+            let mut out = vec![0; 3 * w];
+            mirror_pixel_row(&row, 3, &mut out);
+            let want: Vec<u8> = row.chunks(3).rev().flatten().copied().collect();
+            assert_eq!(out, want, "width {w}");
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod decode;
 pub mod fused;
 pub mod random;
 pub mod resample;
+pub mod slice_reader;
 pub mod window;
 
 use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, RecordBatch};
