@@ -267,8 +267,16 @@ pub enum OpRecipe {
     /// A map drawing at random from an image field `img` (`kind` 0: `random_flip_left_right`,
     /// 1: `random_flip_up_down`, 2: a 5x4 `random_crop`), replacing it or adding `img{idx}`
     /// with `keep`; `fail_before` first adds `d{idx} = 12 / (i - 2)`, which fails on one
-    /// element, in a map the fusion rules meet.
-    RandomImage { kind: u8, seed: u8, keep: bool, fail_before: bool },
+    /// element, in a map the fusion rules meet; `sharded` then puts `shard(2, seed % 2)` and
+    /// `skip(seed % 3)` right under the map, which keys its draws through them.
+    RandomImage {
+        kind: u8,
+        seed: u8,
+        keep: bool,
+        fail_before: bool,
+        #[serde(default)]
+        sharded: bool,
+    },
 }
 
 /// A whole case: a source, operator recipes, the chunk size both runs use, and the
@@ -427,8 +435,9 @@ pub fn op_recipe_with(full: bool) -> BoxedStrategy<OpRecipe> {
         }),
         2 => (1u64..=4, any::<bool>(), proptest::option::of(1u32..=3))
             .prop_map(|(n, drop, cycle)| OpRecipe::BatchSlices { n, drop, cycle }),
-        2 => (0u8..3, any::<u8>(), any::<bool>(), any::<bool>())
-            .prop_map(|(kind, seed, keep, fail_before)| OpRecipe::RandomImage { kind, seed, keep, fail_before }),
+        3 => (0u8..3, any::<u8>(), any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+            |(kind, seed, keep, fail_before, sharded)| OpRecipe::RandomImage { kind, seed, keep, fail_before, sharded }
+        ),
     ];
     prop_oneof![6 => base, 1 => added].boxed()
 }
@@ -1091,7 +1100,7 @@ pub fn apply(ds: &Dataset, r: &OpRecipe, idx: usize, scratch: &Path) -> flumen::
             (ds.scan(&[(s.clone(), lit(0i64))], &[(s.clone(), col(&s) + col(&field))], &output)?, text)
         }
         OpRecipe::IgnoreErrors => (ds.ignore_errors()?, "ignore_errors()".into()),
-        OpRecipe::RandomImage { kind, seed, keep, fail_before } => {
+        OpRecipe::RandomImage { kind, seed, keep, fail_before, sharded } => {
             let image = spec.field("img").filter(|f| f.shape.len() == 3 && f.shape.iter().all(|d| *d > 0));
             let indexed = spec.field("i").is_some_and(|f| f.dtype == DType::Int64 && f.is_scalar());
             let Some(image) = image.filter(|_| spec.batch_dims == 0 && indexed) else { return Ok(None) };
@@ -1101,6 +1110,11 @@ pub fn apply(ds: &Dataset, r: &OpRecipe, idx: usize, scratch: &Path) -> flumen::
                 let d = format!("d{idx}");
                 ds = ds.map(MapFunction::with_fields([(d.clone(), lit(12i64) / (col("i") - lit(2i64)))]))?;
                 text += &format!("map(with_fields [{d} = 12 / (i - 2)]).");
+            }
+            if *sharded {
+                let (index, skip) = (u64::from(*seed % 2), i64::from(*seed % 3));
+                ds = ds.shard(2, index)?.skip(skip)?;
+                text += &format!("shard(2, {index}).skip({skip}).");
             }
             let seed = i64::from(*seed);
             let drawn = match kind {
@@ -1255,6 +1269,7 @@ pub fn op_name(r: &OpRecipe) -> &'static str {
         OpRecipe::GroupByWindow { .. } => "group_by_window",
         OpRecipe::Scan { .. } => "scan",
         OpRecipe::IgnoreErrors => "ignore_errors",
+        OpRecipe::RandomImage { sharded: true, .. } => "random image map over shard and skip",
         OpRecipe::RandomImage { fail_before: true, .. } => "random image map after a failing map",
         OpRecipe::RandomImage { .. } => "random image map",
         OpRecipe::FlatMap { inner: 1, .. } => "flat_map(failing inner dataset)",

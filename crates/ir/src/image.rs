@@ -67,6 +67,21 @@ pub(crate) fn call_type(func: Func, arg: (DType, Vec<i64>), rest: &[Expr]) -> Ty
             Err(format!("{name} takes an image and {n} more argument(s), got {}", rest.len()))
         }
     };
+    // These move values without computing with them, for every dtype the kernels store.
+    let moves = matches!(
+        func,
+        Func::Crop
+            | Func::CentralCrop
+            | Func::RandomCrop
+            | Func::FlipLeftRight
+            | Func::FlipUpDown
+            | Func::RandomFlipLeftRight
+            | Func::RandomFlipUpDown
+            | Func::HwcToChw
+    );
+    if moves && !matches!(t, DType::UInt8 | DType::Float32 | DType::Float16 | DType::BFloat16) {
+        return Err(format!("{name} takes a uint8, float32, float16 or bfloat16 image, got {t}"));
+    }
     match func {
         Func::Resize => {
             arity(3)?;

@@ -226,19 +226,24 @@ fn build<T: ArrowPrimitiveType>(
 fn crop(column: &ArrayRef, cropper: Cropper, keys: Option<&[u64]>) -> Result<ArrayRef> {
     match column_type(column)? {
         DataType::UInt8 => crop_typed::<UInt8Type>(column, cropper, keys),
+        DataType::UInt16 => crop_typed::<UInt16Type>(column, cropper, keys),
+        DataType::Float16 => crop_typed::<Float16Type>(column, cropper, keys),
         _ => crop_typed::<Float32Type>(column, cropper, keys),
     }
 }
 
-/// The leaf type of an image column: uint8 or float32.
+/// The leaf type of an image column: uint8, float32, or a 16-bit float's storage (float16,
+/// or uint16 bits for bfloat16), which crops, flips and transposes move as they are.
 fn column_type(column: &ArrayRef) -> Result<DataType> {
     let mut t = column.data_type().clone();
     while let DataType::FixedSizeList(item, _) | DataType::List(item) = t {
         t = item.data_type().clone();
     }
     match t {
-        DataType::UInt8 | DataType::Float32 => Ok(t),
-        other => Err(Error::Expr(format!("image functions take uint8 or float32 images, got {other}"))),
+        DataType::UInt8 | DataType::Float32 | DataType::UInt16 | DataType::Float16 => Ok(t),
+        other => {
+            Err(Error::Expr(format!("image functions take uint8, float32, float16 or bfloat16 images, got {other}")))
+        }
     }
 }
 
@@ -431,6 +436,8 @@ fn pixel_op(func: Func, rest: &[Expr], column: &ArrayRef, keys: Option<&[u64]>) 
     }
     match column_type(column)? {
         DataType::UInt8 => pixel_typed::<UInt8Type>(func, rest, column, keys),
+        DataType::UInt16 => pixel_typed::<UInt16Type>(func, rest, column, keys),
+        DataType::Float16 => pixel_typed::<Float16Type>(func, rest, column, keys),
         _ => pixel_typed::<Float32Type>(func, rest, column, keys),
     }
 }
