@@ -70,7 +70,7 @@ fn stateful_closures(plan: &Plan, out: &mut Vec<String>) {
 
 /// The in-memory cache nodes of `plan`, in pre-order: a checkpoint names a cache by its index.
 fn memory_caches(plan: &Plan, out: &mut Vec<Plan>) {
-    if matches!(plan.op(), Op::Cache { path: None }) {
+    if matches!(plan.op(), Op::Cache { path: None, .. }) {
         out.push(plan.clone());
     }
     plan.inputs().iter().for_each(|i| memory_caches(i, out));

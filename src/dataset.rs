@@ -122,7 +122,7 @@ impl Dataset {
     /// A dataset running `plan`, whose closures and generators are found in `registry`.
     pub fn from_plan(plan: Plan, registry: Registry) -> Dataset {
         Dataset {
-            plan,
+            plan: crate::cache_counts::recorded(&plan),
             registry,
             shared: Arc::new(SharedState::default()),
             options: Options::default(),
@@ -553,7 +553,7 @@ impl Dataset {
 
     /// Caches the elements of the first complete pass in memory.
     pub fn cache(&self) -> Result<Dataset> {
-        self.then(Op::Cache { path: None })
+        self.then(Op::Cache { path: None, count: crate::cache_counts::written_count(&self.plan) })
     }
 
     /// Skips elements whose computation failed.

@@ -117,7 +117,7 @@ fn unsplittable(plan: &Plan) -> Option<String> {
             | Op::MapAndBatch { drop_remainder: true, .. }
             | Op::BucketBySequenceLength { drop_remainder: true, .. } => "drops a remainder",
             Op::SampleFromDatasets { stop_on_empty_dataset: true, .. } => "stops when one input ends",
-            Op::Cache { path: Some(_) } | Op::Snapshot { .. } => "writes files of all elements",
+            Op::Cache { path: Some(_), .. } | Op::Snapshot { .. } => "writes files of all elements",
             _ => return None,
         };
         Some(format!("{} {why}", node.op().name()))

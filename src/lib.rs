@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+mod cache_counts;
 pub mod checkpoint;
 pub mod dataset;
 pub mod distribute;

@@ -151,6 +151,6 @@ impl Dataset {
     /// appears only when a pass completes; concurrent writers each write their own copy and the
     /// first to finish publishes it.
     pub fn cache_to(&self, path: &str) -> Result<Dataset> {
-        self.then(Op::Cache { path: Some(path.to_string()) })
+        self.then(Op::Cache { path: Some(path.to_string()), count: None })
     }
 }

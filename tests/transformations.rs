@@ -576,6 +576,25 @@ fn cache_completes_like_tf_data() {
 }
 
 #[test]
+fn a_cache_completes_at_the_count_its_plan_was_written_with() {
+    // As written, `filter(true)` leaves the count unknown, so the cache cut by `take` does not
+    // complete and the second epoch reshuffles; the optimizer drops the filter, which makes
+    // the count known, and must not make the cache complete by it.
+    let epochs = |filtered: bool, options: Options| {
+        let ds = if filtered { range(0, 6).filter(lit(true)).unwrap() } else { range(0, 6) };
+        let ds = ds.shuffle(6, Some(3)).unwrap().cache().unwrap().take(6).unwrap().repeat(Some(2)).unwrap();
+        let values = ints(&ds.with_options(options), "value");
+        (values[..6].to_vec(), values[6..].to_vec())
+    };
+    for options in [Options::default(), Options::default().without_optimizations()] {
+        let (first, second) = epochs(true, options.clone());
+        assert_ne!(first, second, "{options:?}: the cache completed by a count the plan was not written with");
+        let (first, second) = epochs(false, options.clone());
+        assert_eq!(first, second, "{options:?}: a count known as written completes the cache");
+    }
+}
+
+#[test]
 fn enumerate_counts_elements_not_errors_and_stops_at_the_largest_index() {
     // An error takes no index (tf.data's zip with a counter would use one up): enumerate
     // counts elements as take, skip and shard do.

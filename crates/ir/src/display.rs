@@ -143,7 +143,7 @@ pub fn describe(op: &Op) -> String {
         Op::Shard { num_shards, index } => format!("{num_shards}, index {index}"),
         Op::Enumerate { start, field } => format!("{field} from {start}"),
         Op::Prefetch { buffer_size } => tunable(buffer_size),
-        Op::Cache { path } => path.clone().unwrap_or_else(|| "memory".into()),
+        Op::Cache { path, .. } => path.clone().unwrap_or_else(|| "memory".into()),
         Op::Snapshot { path, options } => format!(
             "{path}, {:?}, {} shards{}{}",
             options.compression,

@@ -280,6 +280,14 @@ pub enum Op {
         /// A file path for an on-disk cache; in memory when absent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         path: Option<String>,
+        /// For an in-memory cache, its input's element count as the plan was written, when
+        /// known and finite: a pass that has handed out this many elements is complete. It
+        /// is recorded when the plan is written (`Dataset::cache`, `Dataset::from_plan`), so
+        /// that a rewrite below that makes the count known (or unknown) does not change when
+        /// the cache completes, which a later pass could tell (a closure that keeps state
+        /// is called again, a reshuffle draws again).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        count: Option<u64>,
     },
     /// Persist the input's elements under `path` and, in later runs of the same upstream
     /// plan, read them instead of recomputing (tf.data's `snapshot`).

@@ -274,8 +274,9 @@ fn plans() -> Vec<Plan> {
         .unwrap(),
         on(Op::Prefetch { buffer_size: Tunable::Fixed(0) }, &r),
         on(Op::Prefetch { buffer_size: Tunable::Autotune }, &r),
-        on(Op::Cache { path: None }, &r),
-        on(Op::Cache { path: Some("c.cache".into()) }, &r),
+        on(Op::Cache { path: None, count: None }, &r),
+        on(Op::Cache { path: None, count: Some(4) }, &r),
+        on(Op::Cache { path: Some("c.cache".into()), count: None }, &r),
         on(
             Op::Reduce {
                 initial: vec![("s".into(), Scalar::Int(0, DType::Int64))],

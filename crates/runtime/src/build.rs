@@ -504,9 +504,9 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
             let stats = ctx.metrics.stats(StatsKey::Node(plan.node_id()));
             Box::new(PrefetchOp::new(input()?, knob, ctx.budget.clone(), ctx.cancel.clone(), stats, None))
         }
-        Op::Cache { path: Some(path) } => Box::new(FileCacheOp::new(plan, path, ctx)?),
+        Op::Cache { path: Some(path), .. } => Box::new(FileCacheOp::new(plan, path, ctx)?),
         Op::Snapshot { path, options } => Box::new(SnapshotOp::new(plan, path, options, ctx)?),
-        Op::Cache { path: None } => Box::new(CacheOp::new(plan, ctx)?),
+        Op::Cache { path: None, .. } => Box::new(CacheOp::new(plan, ctx)?),
         Op::Reduce { initial, update } => Box::new(ReduceOp::new(input()?, initial, update)?),
         Op::Scan { initial, update, output } => Box::new(ScanOp::new(input()?, initial, update, output, schema)?),
         Op::Window { size, shift, stride, drop_remainder } => {

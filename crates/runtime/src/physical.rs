@@ -212,10 +212,12 @@ fn as_written(op: &Op) -> String {
             Tunable::Fixed(n) => format!("PrefetchOp(buffer {n}) on a producer thread"),
             Tunable::Default | Tunable::Autotune => "PrefetchOp(buffer autotuned) on a producer thread".to_string(),
         },
-        Op::Cache { path: Some(path) } => {
+        Op::Cache { path: Some(path), .. } => {
             format!("FileCacheOp[{path:?}] (writes the first complete pass, reads it after)")
         }
-        Op::Cache { path: None } => "CacheOp[memory] (records the first complete pass, replays it after)".to_string(),
+        Op::Cache { path: None, .. } => {
+            "CacheOp[memory] (records the first complete pass, replays it after)".to_string()
+        }
         Op::Snapshot { path, options } => {
             format!("SnapshotOp[{path:?}, {} shards] (read, write or pass through, decided each pass)", options.shards)
         }

@@ -12,7 +12,7 @@
 //!   operators where that is exact: a plain read, or a `flat_map` of reads (not an
 //!   interleave with several inputs, whose order depends on how many elements each has).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use egg::Id;
 use flumen_ir::{BinaryOp, DatasetFn, Expr, FileFormat, MapFn, NamedExpr, Op, Predicate, SourceDesc, Tunable};
@@ -48,7 +48,7 @@ fn projection_pushdown(m: &mut Match, batched: bool) -> Option<Id> {
     let needed = m.egraph[m.id("?f")?].data.fields_used()?;
     let op = m.map_with(func, vectorized, batched)?;
     let x = m.id("?x")?;
-    let pruned = project(m, x, &needed, 0)?;
+    let pruned = Projection::default().class(m, x, &needed, 0)?;
     m.add(op, &[pruned])
 }
 
@@ -58,109 +58,129 @@ fn op_of_node(m: &Match, node: &Node) -> Option<Op> {
     decode(node, &|id| &m.egraph[id].data.value).plan().map(|p| p.op().clone())
 }
 
-/// A class equivalent to `class` for readers of `needed` only, with fewer fields read or
-/// computed; `None` when nothing can be pruned.
-fn project(m: &mut Match, class: Id, needed: &BTreeSet<String>, depth: usize) -> Option<Id> {
-    // The plans rules see are shallow chains; the bound keeps a pathological DAG cheap.
-    if depth > 64 {
-        return None;
-    }
-    let nodes: Vec<Node> = m.egraph[class].nodes.clone();
-    nodes.iter().find_map(|node| project_node(m, node, needed, depth))
+/// One projection's walk down the e-graph. Every class it reaches holds the equivalent
+/// terms found so far, each a way down; trying them all afresh at each class would try every
+/// path through a chain of such classes, exponentially many (an optimization that never
+/// ended was found by the equivalence fuzzer). So each (class, fields needed) pair is
+/// worked out once, and a class met again below itself (the e-graph has cycles) is not
+/// pruned there.
+#[derive(Default)]
+struct Projection {
+    done: HashMap<(Id, BTreeSet<String>), Option<Id>>,
 }
 
-fn project_node(m: &mut Match, node: &Node, needed: &BTreeSet<String>, depth: usize) -> Option<Id> {
-    let value = |m: &Match, id: Id| m.egraph[id].data.value.clone();
-    match node {
-        Node::Source(s) => {
-            let Value::Opaque(OpaqueValue::Source(SourceDesc::Files { files, format })) = value(m, *s) else {
-                return None;
-            };
-            let format = project_format(&format, needed)?;
-            m.add(Op::Source(SourceDesc::Files { files, format }), &[])
+impl Projection {
+    /// A class equivalent to `class` for readers of `needed` only, with fewer fields read or
+    /// computed; `None` when nothing can be pruned.
+    fn class(&mut self, m: &mut Match, class: Id, needed: &BTreeSet<String>, depth: usize) -> Option<Id> {
+        // Plans are shallow chains; the bound keeps the recursion's stack small.
+        if depth > 64 {
+            return None;
         }
-        Node::Other(_, children) if children.len() == 2 => {
-            let Value::Opaque(OpaqueValue::Op(op)) = value(m, children[0]) else { return None };
-            let op = match op {
-                Op::FlatMap { func } => Op::FlatMap { func: project_read(&func, needed)? },
-                Op::Interleave { func, cycle_length, block_length, num_parallel_calls, deterministic } => {
-                    Op::Interleave {
-                        func: project_read(&func, needed)?,
-                        cycle_length,
-                        block_length,
-                        num_parallel_calls,
-                        deterministic,
+        let key = (m.egraph.find(class), needed.clone());
+        if let Some(done) = self.done.get(&key) {
+            return *done;
+        }
+        self.done.insert(key.clone(), None);
+        let nodes: Vec<Node> = m.egraph[class].nodes.clone();
+        let found = nodes.iter().find_map(|node| self.node(m, node, needed, depth));
+        self.done.insert(key, found);
+        found
+    }
+
+    fn node(&mut self, m: &mut Match, node: &Node, needed: &BTreeSet<String>, depth: usize) -> Option<Id> {
+        let value = |m: &Match, id: Id| m.egraph[id].data.value.clone();
+        match node {
+            Node::Source(s) => {
+                let Value::Opaque(OpaqueValue::Source(SourceDesc::Files { files, format })) = value(m, *s) else {
+                    return None;
+                };
+                let format = project_format(&format, needed)?;
+                m.add(Op::Source(SourceDesc::Files { files, format }), &[])
+            }
+            Node::Other(_, children) if children.len() == 2 => {
+                let Value::Opaque(OpaqueValue::Op(op)) = value(m, children[0]) else { return None };
+                let op = match op {
+                    Op::FlatMap { func } => Op::FlatMap { func: project_read(&func, needed)? },
+                    Op::Interleave { func, cycle_length, block_length, num_parallel_calls, deterministic } => {
+                        Op::Interleave {
+                            func: project_read(&func, needed)?,
+                            cycle_length,
+                            block_length,
+                            num_parallel_calls,
+                            deterministic,
+                        }
                     }
+                    Op::IgnoreErrors | Op::ElementPositions { .. } => {
+                        let input = self.class(m, children[1], needed, depth + 1)?;
+                        return m.add(op, &[input]);
+                    }
+                    _ => return None,
+                };
+                m.add(op, &[children[1]])
+            }
+            Node::Filter([p, c, d, x]) => {
+                let (predicate, _) = value(m, *p).predicate()?;
+                let Predicate::Expr { expr } = &predicate else { return None };
+                let mut below = needed.clone();
+                below.extend(expr.columns());
+                let input = self.class(m, *x, &below, depth + 1)?;
+                let (predicate, vectorized) = m.egraph[*p].data.value.predicate()?;
+                let num_parallel_calls = crate::value::tunable(&value(m, *c)).ok()?;
+                let deterministic = crate::value::optional_bool(&value(m, *d)).ok()?;
+                let op = Op::Filter { predicate, vectorized, num_parallel_calls, deterministic };
+                m.add(op, &[input])
+            }
+            Node::Map([f, c, d, x]) => {
+                let (func, vectorized) = value(m, *f).func().map(|(f, p)| (f.clone(), p))?;
+                let num_parallel_calls = crate::value::tunable(&value(m, *c)).ok()?;
+                let deterministic = crate::value::optional_bool(&value(m, *d)).ok()?;
+                if let MapFn::ParseExample { field, .. } = &func {
+                    // Every feature can fail (missing, of another type or length), so none is
+                    // pruned; below the parse, only the records are read.
+                    let input = self.class(m, *x, &BTreeSet::from([field.clone()]), depth + 1)?;
+                    return m.add(Op::Map { func, num_parallel_calls, deterministic, vectorized }, &[input]);
                 }
-                Op::IgnoreErrors | Op::ElementPositions { .. } => {
-                    let input = project(m, children[1], needed, depth + 1)?;
-                    return m.add(op, &[input]);
+                let MapFn::Exprs { outputs, keep_input } = &func else { return None };
+                let x_plan = value(m, *x).plan()?.clone();
+                // Keep the outputs someone reads, and those that could fail (their errors count).
+                let kept: Vec<NamedExpr> = outputs
+                    .iter()
+                    .filter(|o| needed.contains(&o.name) || may_fail(&o.expr, x_plan.spec()))
+                    .cloned()
+                    .collect();
+                let assigned: BTreeSet<&String> = outputs.iter().map(|o| &o.name).collect();
+                let mut below: BTreeSet<String> = kept.iter().flat_map(|o| o.expr.columns()).collect();
+                if *keep_input {
+                    below.extend(needed.iter().filter(|n| !assigned.contains(n)).cloned());
                 }
-                _ => return None,
-            };
-            m.add(op, &[children[1]])
-        }
-        Node::Filter([p, c, d, x]) => {
-            let (predicate, _) = value(m, *p).predicate()?;
-            let Predicate::Expr { expr } = &predicate else { return None };
-            let mut below = needed.clone();
-            below.extend(expr.columns());
-            let input = project(m, *x, &below, depth + 1)?;
-            let (predicate, vectorized) = m.egraph[*p].data.value.predicate()?;
-            let num_parallel_calls = crate::value::tunable(&value(m, *c)).ok()?;
-            let deterministic = crate::value::optional_bool(&value(m, *d)).ok()?;
-            let op = Op::Filter { predicate, vectorized, num_parallel_calls, deterministic };
-            m.add(op, &[input])
-        }
-        Node::Map([f, c, d, x]) => {
-            let (func, vectorized) = value(m, *f).func().map(|(f, p)| (f.clone(), p))?;
-            let num_parallel_calls = crate::value::tunable(&value(m, *c)).ok()?;
-            let deterministic = crate::value::optional_bool(&value(m, *d)).ok()?;
-            if let MapFn::ParseExample { field, .. } = &func {
-                // Every feature can fail (missing, of another type or length), so none is
-                // pruned; below the parse, only the records are read.
-                let input = project(m, *x, &BTreeSet::from([field.clone()]), depth + 1)?;
-                return m.add(Op::Map { func, num_parallel_calls, deterministic, vectorized }, &[input]);
+                // An element with no fields at all has no rows to count: keep one output.
+                if kept.is_empty() && !keep_input {
+                    return None;
+                }
+                let pruned_here = kept.len() < outputs.len();
+                let input = self.class(m, *x, &below, depth + 1);
+                if !pruned_here && input.is_none() {
+                    return None;
+                }
+                let func = MapFn::Exprs { outputs: kept, keep_input: *keep_input };
+                let op = Op::Map { func, num_parallel_calls, deterministic, vectorized };
+                m.add(op, &[input.unwrap_or(*x)])
             }
-            let MapFn::Exprs { outputs, keep_input } = &func else { return None };
-            let x_plan = value(m, *x).plan()?.clone();
-            // Keep the outputs someone reads, and those that could fail (their errors count).
-            let kept: Vec<NamedExpr> = outputs
-                .iter()
-                .filter(|o| needed.contains(&o.name) || may_fail(&o.expr, x_plan.spec()))
-                .cloned()
-                .collect();
-            let assigned: BTreeSet<&String> = outputs.iter().map(|o| &o.name).collect();
-            let mut below: BTreeSet<String> = kept.iter().flat_map(|o| o.expr.columns()).collect();
-            if *keep_input {
-                below.extend(needed.iter().filter(|n| !assigned.contains(n)).cloned());
+            Node::Batch([.., x])
+            | Node::Shuffle([.., x])
+            | Node::ShuffleAndRepeat([.., x])
+            | Node::Repeat([_, x])
+            | Node::Take([_, x])
+            | Node::Skip([_, x])
+            | Node::Shard([_, _, x])
+            | Node::Prefetch([_, x]) => {
+                let input = self.class(m, *x, needed, depth + 1)?;
+                let op = op_of_node(m, node)?;
+                m.add(op, &[input])
             }
-            // An element with no fields at all has no rows to count: keep one output.
-            if kept.is_empty() && !keep_input {
-                return None;
-            }
-            let pruned_here = kept.len() < outputs.len();
-            let input = project(m, *x, &below, depth + 1);
-            if !pruned_here && input.is_none() {
-                return None;
-            }
-            let func = MapFn::Exprs { outputs: kept, keep_input: *keep_input };
-            let op = Op::Map { func, num_parallel_calls, deterministic, vectorized };
-            m.add(op, &[input.unwrap_or(*x)])
+            _ => None,
         }
-        Node::Batch([.., x])
-        | Node::Shuffle([.., x])
-        | Node::ShuffleAndRepeat([.., x])
-        | Node::Repeat([_, x])
-        | Node::Take([_, x])
-        | Node::Skip([_, x])
-        | Node::Shard([_, _, x])
-        | Node::Prefetch([_, x]) => {
-            let input = project(m, *x, needed, depth + 1)?;
-            let op = op_of_node(m, node)?;
-            m.add(op, &[input])
-        }
-        _ => None,
     }
 }
 

@@ -3,10 +3,12 @@
 //! abandoned or fails is never recorded, so a partial cache is never read as complete.
 //!
 //! As in tf.data, a pass is complete at the end of the input, or as soon as it has handed
-//! out as many elements as the input is known to have. The element that completes it is
-//! handed out alone: in a chunk with rows before it, a consumer that stops early (a `take`
-//! of fewer) would otherwise complete a cache whose last element it never took, and
-//! whether the cache completed would depend on where chunks end.
+//! out as many elements as the input is known to have: known from the plan as written (the
+//! count the cache node records), so the optimizer cannot change when a cache completes.
+//! The element that completes it is handed out alone: in a chunk with rows before it, a
+//! consumer that stops early (a `take` of fewer) would otherwise complete a cache whose
+//! last element it never took, and whether the cache completed would depend on where chunks
+//! end.
 //!
 //! Checkpoints: a pass being recorded saves what it recorded (full mode) or only its row
 //! count, and a restore then rebuilds the recording by replaying the input under the same
@@ -58,7 +60,12 @@ impl CacheOp {
     }
 
     fn writer(node: &Plan, ctx: &ExecContext) -> Result<Mode> {
-        let expected = node.input().cardinality().filter(|n| *n != flumen_ir::cardinality::INFINITE);
+        // The count the plan was written with (not this plan's, which rewrites may have made
+        // known or unknown).
+        let expected = match node.op() {
+            flumen_ir::Op::Cache { count, .. } => *count,
+            _ => None,
+        };
         let input = Box::new(RowReader::new(build(node.input(), ctx)?));
         Ok(Mode::Write { input, recorded: Vec::new(), rows: 0, expected })
     }
