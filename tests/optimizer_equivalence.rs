@@ -19,6 +19,11 @@
 //! nested datasets of batched elements, caches cut short and reshuffling repeats. Each
 //! configuration builds the case from scratch (fresh closure state, fresh caches).
 //!
+//! An operator given `deterministic: false` may hand out its elements out of order, and so
+//! may every run: such a case is compared as multisets of rows and counts of errors where
+//! nothing after that operator depends on the order, and not at all where something does
+//! (`fuzz::compare_mode`).
+//!
 //! Stateful closures are compared fully, with one exemption (`fuzz::compare_mode`): where
 //! the user wrote read-ahead above a stateful closure (a `prefetch`, or parallel arguments)
 //! and an early stop above that (`take`, `take_while`, `zip`, ...), the closure is called a
@@ -155,7 +160,7 @@ fn replay() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     common::pipelines::prepare(&case, dir.path());
     let reference = fuzz::run(&case, Config::Off(None), &[], dir.path(), &tier, 2).expect("the reference runs");
-    let mode = fuzz::compare_mode(&reference.built.marks, reference.capped);
+    let mode = fuzz::compare_mode(&reference.built.marks, reference.capped, fuzz::has_errors(&reference));
     eprintln!(
         "reference items: {:?}, compared: {mode:?}",
         reference.passes.iter().map(|p| fuzz::brief(p)).collect::<Vec<_>>()

@@ -74,13 +74,15 @@ pub enum SourceRecipe {
 }
 
 /// tf.data's parallelism arguments of a `map`, `filter`, `batch` or `interleave`: `calls` 0
-/// is `AUTOTUNE`, else `Fixed(calls)`. Always in order (`deterministic` unset or true): an
-/// out-of-order run has no single element sequence to compare.
+/// is `AUTOTUNE`, else `Fixed(calls)`. With `deterministic: false` the operator may hand
+/// out its elements out of order; such a run has no single element sequence, so it is
+/// compared as a multiset of rows, where nothing after it depends on the order
+/// (`fuzz::compare_mode`).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct ParRecipe {
     /// `num_parallel_calls` (0: `AUTOTUNE`).
     pub calls: u8,
-    /// `Some(true)` or unset.
+    /// `Some(true)`, `Some(false)` (out of order allowed) or unset.
     pub deterministic: Option<bool>,
 }
 
@@ -336,9 +338,9 @@ pub fn flavor() -> impl Strategy<Value = Flavor> {
     prop_oneof![Just(Flavor::Pure), Just(Flavor::PureFailing), Just(Flavor::Stateful), Just(Flavor::Random)]
 }
 
-/// Parallel arguments: `Fixed(1..=4)` or `AUTOTUNE`, in order.
+/// Parallel arguments: `Fixed(1..=4)` or `AUTOTUNE`, in order or (one time in five) not.
 pub fn par_recipe() -> impl Strategy<Value = ParRecipe> {
-    (0u8..=4, prop_oneof![Just(None), Just(Some(true))])
+    (0u8..=4, prop_oneof![2 => Just(None), 2 => Just(Some(true)), 1 => Just(Some(false))])
         .prop_map(|(calls, deterministic)| ParRecipe { calls, deterministic })
 }
 
@@ -1469,6 +1471,21 @@ pub struct Marks {
     pub stops: bool,
     /// Runs what is below it again (repeat, a second branch over the same input).
     pub again: bool,
+    /// May hand out its elements out of input order (parallel arguments with
+    /// `deterministic: false`).
+    pub unordered: bool,
+    /// Its results depend on the order of its input beyond their own order: it counts,
+    /// pairs or stops by position, keeps state across elements, draws by position, or pads
+    /// or drops groups whose members the order decides.
+    pub order_sensitive: bool,
+    /// Groups consecutive elements into one (a batch), whose gathered rows an error among
+    /// them discards: with errors in the stream, the order decides which rows are lost.
+    pub groups: bool,
+    /// Adds a batch level: after an out-of-order stream, a second such level gives lists
+    /// whose members the order decides.
+    pub nests: bool,
+    /// Drops errors (`ignore_errors`), hiding those that decide what `groups` discards.
+    pub drops_errors: bool,
 }
 
 /// The marks of the source of `case`.
@@ -1479,24 +1496,46 @@ pub fn source_marks(r: &SourceRecipe) -> Marks {
 /// The marks of recipe `r` (applied).
 pub fn marks(r: &OpRecipe) -> Marks {
     let mut m = Marks::default();
+    let unordered = |par: &Option<ParRecipe>| par.is_some_and(|p| p.deterministic == Some(false));
     match r {
         OpRecipe::MapClosure { flavor, par, .. } => {
             m.stateful = matches!(flavor, Flavor::Stateful | Flavor::Random);
             m.read_ahead = par.is_some() && !m.stateful;
+            (m.unordered, m.order_sensitive) = (unordered(par), m.stateful);
         }
-        OpRecipe::MapBatchClosure { state, .. } => m.stateful = *state != 0,
-        OpRecipe::MapExpr { par, .. } | OpRecipe::Batch { par, .. } | OpRecipe::Interleave { par, .. } => {
-            m.read_ahead = par.is_some();
+        OpRecipe::MapBatchClosure { state, .. } => (m.stateful, m.order_sensitive) = (*state != 0, *state != 0),
+        OpRecipe::MapExpr { par, .. } | OpRecipe::Interleave { par, .. } => {
+            (m.read_ahead, m.unordered) = (par.is_some(), unordered(par));
         }
-        OpRecipe::FilterWith { .. } | OpRecipe::Prefetch { .. } => m.read_ahead = true,
+        OpRecipe::Batch { par, drop, .. } => {
+            (m.read_ahead, m.unordered) = (par.is_some(), unordered(par));
+            (m.groups, m.nests, m.order_sensitive) = (true, true, *drop);
+        }
+        OpRecipe::FilterWith { par, .. } => (m.read_ahead, m.unordered) = (true, unordered(&Some(*par))),
+        OpRecipe::Prefetch { .. } => m.read_ahead = true,
         OpRecipe::Cache | OpRecipe::CacheTo => m.stateful = true,
         OpRecipe::Take { .. } | OpRecipe::TakeWhile(_) | OpRecipe::Zip { .. } => m.stops = true,
         OpRecipe::RepeatForeverTake { .. } => (m.stops, m.again) = (true, true),
         OpRecipe::CacheTake { repeat, .. } => (m.stateful, m.stops, m.again) = (true, true, *repeat > 1),
         OpRecipe::Concatenate { .. } | OpRecipe::Sample { .. } => (m.stops, m.again) = (true, true),
         OpRecipe::Repeat { count } | OpRecipe::ShuffleRepeat { count, .. } => m.again = *count > 1,
+        OpRecipe::Rebatch { drop, .. } | OpRecipe::BatchSlices { drop, .. } => {
+            (m.groups, m.order_sensitive) = (true, *drop);
+        }
+        OpRecipe::Skip { .. }
+        | OpRecipe::Shard { .. }
+        | OpRecipe::Enumerate { .. }
+        | OpRecipe::Window { .. }
+        | OpRecipe::GroupByWindow { .. }
+        | OpRecipe::Scan { .. }
+        | OpRecipe::PaddedBatch { .. }
+        | OpRecipe::Bucket { .. }
+        | OpRecipe::RandomImage { .. } => m.order_sensitive = true,
+        OpRecipe::IgnoreErrors => m.drops_errors = true,
         _ => {}
     }
+    // Whatever stops early reads a prefix, which the order decides.
+    m.order_sensitive |= m.stops;
     m
 }
 

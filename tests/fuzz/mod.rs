@@ -101,6 +101,10 @@ pub struct Run {
 pub enum Compare {
     /// Every pass, every item.
     Full,
+    /// Every pass, as a multiset of rows and a count of errors: an operator may hand out
+    /// its elements out of order (`deterministic: false`) and nothing after it depends on
+    /// the order.
+    Unordered,
     /// The first pass only: a stateful closure under written read-ahead under an early
     /// stop was called a timing-dependent number of times past what the first pass used.
     FirstPass,
@@ -113,7 +117,7 @@ pub enum Compare {
 /// module docs of the test): exact, except where such an operator has read-ahead the user
 /// wrote above it and an early stop above that (or the pass was cut at [`MAX_ITEMS`]): then
 /// the first pass only, or nothing where the pipeline runs that input again.
-pub fn compare_mode(marks: &[Marks], capped: bool) -> Compare {
+fn ordered_mode(marks: &[Marks], capped: bool) -> Compare {
     let Some(i) = marks.iter().position(|m| m.stateful) else { return Compare::Full };
     let Some(j) = marks.iter().skip(i).position(|m| m.read_ahead).map(|p| p + i) else { return Compare::Full };
     if !capped && !marks[j..].iter().any(|m| m.stops) {
@@ -123,6 +127,25 @@ pub fn compare_mode(marks: &[Marks], capped: bool) -> Compare {
         Compare::Nothing
     } else {
         Compare::FirstPass
+    }
+}
+
+/// How much of a case's runs are compared ([`ordered_mode`]), and how: where an operator may
+/// hand out its elements out of order, as multisets of rows if nothing after it depends on
+/// their order, else not at all. Depending on the order are the operators so marked, and a
+/// batch when errors are in the stream (the rows it gathered before an error are discarded,
+/// and the order decides which) or a second batch level (its lists are groups the order
+/// decides). `errors`: the reference met errors.
+pub fn compare_mode(marks: &[Marks], capped: bool, errors: bool) -> Compare {
+    let ordered = ordered_mode(marks, capped);
+    let Some(first) = marks.iter().position(|m| m.unordered) else { return ordered };
+    let after = &marks[first + 1..];
+    let loses_rows = after.iter().any(|m| m.groups) && (errors || after.iter().any(|m| m.drops_errors));
+    let sensitive = after.iter().any(|m| m.order_sensitive) || after.iter().filter(|m| m.nests).count() > 1;
+    if ordered != Compare::Full || capped || loses_rows || sensitive {
+        Compare::Nothing
+    } else {
+        Compare::Unordered
     }
 }
 
@@ -254,6 +277,65 @@ fn difference(want: &[Item], got: &[Item]) -> Option<(usize, bool)> {
     None
 }
 
+/// Whether any pass of `run` met an error.
+pub fn has_errors(run: &Run) -> bool {
+    run.passes.iter().flatten().any(|i| matches!(i, Item::Err(_)))
+}
+
+/// The rows of `items` as text (field names, types and values, NaNs and zeros of either sign
+/// alike), sorted, and the number of errors.
+fn sorted_rows(items: &[Item]) -> (Vec<String>, usize) {
+    let options = arrow::util::display::FormatOptions::default();
+    let (mut rows, mut errors) = (Vec::new(), 0);
+    for item in items {
+        let batch = match item {
+            Item::Err(_) => {
+                errors += 1;
+                continue;
+            }
+            Item::Ok(batch) => batch,
+        };
+        let schema = batch.schema();
+        let columns: Vec<ArrayRef> = batch.columns().iter().map(canonical).collect();
+        let formatters: Vec<_> = columns
+            .iter()
+            .map(|c| arrow::util::display::ArrayFormatter::try_new(c.as_ref(), &options).expect("a formatter"))
+            .collect();
+        for r in 0..batch.num_rows() {
+            let fields = schema.fields().iter().zip(&formatters);
+            rows.push(
+                fields
+                    .map(|(f, v)| format!("{}: {} = {}", f.name(), f.data_type(), v.value(r)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            );
+        }
+    }
+    rows.sort();
+    (rows, errors)
+}
+
+/// Where `got` differs from `want` as multisets of rows and counts of errors: the first
+/// differing sorted row, and what differs.
+fn unordered_difference(want: &[Item], got: &[Item]) -> Option<(usize, String)> {
+    let ((a, a_errors), (b, b_errors)) = (sorted_rows(want), sorted_rows(got));
+    if a_errors != b_errors {
+        return Some((0, format!("{a_errors} errors (reference) / {b_errors}")));
+    }
+    let index = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i))?;
+    let row = |r: Option<&String>| r.cloned().unwrap_or_else(|| "no more rows".into());
+    Some((
+        index,
+        format!(
+            "{} rows (reference) / {}, sorted; first difference at row {index}:\nreference: {}\nthis run: {}",
+            a.len(),
+            b.len(),
+            row(a.get(index)),
+            row(b.get(index))
+        ),
+    ))
+}
+
 /// The text of a case for a failure message: its builder calls, its JSON, and the plan.
 pub fn describe(case: &Case, run: &Run) -> String {
     format!(
@@ -279,7 +361,7 @@ pub fn check(case: &Case, configs: &[Config], tier: &Tier, progress: &Mutex<Conf
         }
         Err(f) => return Err(f),
     };
-    let mode = compare_mode(&reference.built.marks, reference.capped);
+    let mode = compare_mode(&reference.built.marks, reference.capped, has_errors(&reference));
     if tier.record {
         stats::case(case, &reference, mode);
     }
@@ -314,10 +396,26 @@ pub fn compare_config(
         stats::config_run(config, got.report.as_deref());
     }
     let passes = match mode {
-        Compare::Full => 2,
+        Compare::Full | Compare::Unordered => 2,
         Compare::FirstPass => 1,
         Compare::Nothing => 0,
     };
+    if mode == Compare::Unordered {
+        for p in 0..passes {
+            let (want, have) = (&reference.passes[p], &got.passes[p]);
+            if let Some((index, text)) = unordered_difference(want, have) {
+                let text = format!(
+                    "pass {p}, out of order, {text}\n\nreference items: {}\n{} items: {}\n\n{}",
+                    brief(want),
+                    config.name(),
+                    brief(have),
+                    describe(case, &got)
+                );
+                return Err(Failure { config, kind: Kind::Mismatch { pass: p, index, schema: false }, text });
+            }
+        }
+        return Ok(());
+    }
     for p in 0..passes {
         let (want, have) = (&reference.passes[p], &got.passes[p]);
         if let Some((index, schema)) = difference(want, have) {
@@ -539,6 +637,9 @@ pub fn run_cases(runner: &mut TestRunner, cases: usize, tier: &Tier, stop_at_fir
         let case = tree.current();
         let configs = configs_for(&case, tier);
         if let Some(failure) = failure_of(&case, &configs, tier) {
+            // Shrinking can take long (a hang costs the time limit per try): the case as
+            // found comes first, so a long run shows it at once.
+            eprintln!("found, shrinking: {}", report_failure(&case, &failure));
             let shrunk = shrink(&mut tree, failure, tier);
             stats::failure(&shrunk.1);
             failures.push(shrunk);
