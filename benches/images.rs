@@ -10,7 +10,8 @@
 //!   over decoded 128x128 images, in one pass, against the same steps one by one (the
 //!   `+ 0.0` keeps the expression out of the fused form and changes no value); and the same
 //!   with a color jitter (brightness, contrast, saturation) between the conversion and the
-//!   normalization.
+//!   normalization; and with `hwc_to_chw` of the result (channels first, as PyTorch takes
+//!   them), which the pass writes as channel planes.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -123,10 +124,11 @@ fn crop_mirror_normalize(c: &mut Criterion) {
     group.throughput(Throughput::Elements(IMAGES as u64));
     let images = decoded(128, 128);
     let (mean, std) = ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]);
-    let steps = |tail: fn(DfExpr) -> DfExpr| {
+    let steps_to = |tail: fn(DfExpr) -> DfExpr, out: fn(DfExpr) -> DfExpr| {
         let image = tail(convert_image_dtype(flip_left_right(crop(col("x"), 8, 8, 112, 112))));
-        images.map(MapFunction::select([("y", normalize(image, &mean, &std))])).expect("a map")
+        images.map(MapFunction::select([("y", out(normalize(image, &mean, &std)))])).expect("a map")
     };
+    let steps = |tail: fn(DfExpr) -> DfExpr| steps_to(tail, |e| e);
     let fused = steps(|e| e);
     let one_by_one = steps(|e| e + lit(0.0f32));
     group.bench_function("one pass", |b| b.iter(|| run(&fused)));
@@ -135,6 +137,10 @@ fn crop_mirror_normalize(c: &mut Criterion) {
     let one_by_one = steps(|e| jitter(e + lit(0.0f32)));
     group.bench_function("one pass with color jitter", |b| b.iter(|| run(&fused)));
     group.bench_function("step by step with color jitter", |b| b.iter(|| run(&one_by_one)));
+    let fused = steps_to(|e| e, hwc_to_chw);
+    let one_by_one = steps_to(|e| e + lit(0.0f32), hwc_to_chw);
+    group.bench_function("one pass to channels first", |b| b.iter(|| run(&fused)));
+    group.bench_function("step by step to channels first", |b| b.iter(|| run(&one_by_one)));
     group.finish();
 }
 

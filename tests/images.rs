@@ -438,6 +438,60 @@ fn f32_bits(b: &arrow::array::RecordBatch, f: &str) -> Vec<u32> {
     leaf(b.column_by_name(f).unwrap()).as_primitive::<Float32Type>().values().iter().map(|v| v.to_bits()).collect()
 }
 
+/// `image` (pixels of `c` values) as channel planes.
+fn planes<T: Copy>(image: &[T], c: usize) -> Vec<T> {
+    (0..c).flat_map(|ch| image.iter().skip(ch).step_by(c).copied()).collect()
+}
+
+#[test]
+fn image_functions_keep_fixed_sizes_and_rows_around_null_images() {
+    let jpeg = file("tf_baseline_52x40.jpg");
+    let column: ArrayRef = Arc::new(BinaryArray::from(vec![
+        None,
+        Some(jpeg.as_slice()),
+        None,
+        Some(jpeg.as_slice()),
+        Some(jpeg.as_slice()),
+    ]));
+    let mean = [0.485, 0.456, 0.406];
+    let std = [0.229, 0.224, 0.225];
+    let img = || flip_left_right(crop(decode_jpeg(col("image"), 3), 5, 7, 4, 6));
+    // `+ 0.0` changes no value but keeps the expression out of the one pass.
+    let jitter = |x: DfExpr| random_contrast(random_brightness(x, 0.2, 1), 0.5, 1.5, 2);
+    // Optimized, the crop reads the decoder's rows; as written, it crops a decoded image.
+    for options in [Options::default(), Options::default().without_optimizations()] {
+        let ds = Dataset::from_arrays([("image", column.clone())])
+            .unwrap()
+            .with_options(options)
+            .map(MapFunction::select([
+                ("chw", hwc_to_chw(img())),
+                ("hwc", img()),
+                // A crop of a fixed image takes its size from the image (none when all are null).
+                ("central", central_crop(img(), 0.5)),
+                ("chw_f", hwc_to_chw(normalize(convert_image_dtype(img()), &mean, &std))),
+                ("hwc_f", normalize(convert_image_dtype(img()) + lit(0.0f32), &mean, &std)),
+                ("chw_j", hwc_to_chw(normalize(jitter(convert_image_dtype(img())), &mean, &std))),
+                ("hwc_j", normalize(jitter(convert_image_dtype(img()) + lit(0.0f32)), &mean, &std)),
+            ]))
+            .unwrap();
+        let mut nulls = Vec::new();
+        for b in ds.iter() {
+            let b = b.unwrap();
+            let null = b.column_by_name("chw").unwrap().is_null(0);
+            nulls.push(null);
+            assert_eq!(b.column_by_name("chw_f").unwrap().is_null(0), null);
+            assert_eq!(b.column_by_name("central").unwrap().is_null(0), null);
+            if !null {
+                let u8s = |f: &str| leaf(b.column_by_name(f).unwrap()).as_primitive::<UInt8Type>().values().to_vec();
+                assert_eq!(u8s("chw"), planes(&u8s("hwc"), 3));
+                assert_eq!(f32_bits(&b, "chw_f"), planes(&f32_bits(&b, "hwc_f"), 3));
+                assert_eq!(f32_bits(&b, "chw_j"), planes(&f32_bits(&b, "hwc_j"), 3));
+            }
+        }
+        assert_eq!(nulls, [true, false, true, false, false]);
+    }
+}
+
 #[test]
 fn one_pass_crop_mirror_normalize_equals_the_steps_bit_for_bit() {
     let mean = [0.485, 0.456, 0.406];

@@ -4,8 +4,11 @@
 //! crop-mirror-normalize, with its color twist; the crop is the image's own function, which
 //! decodes into it).
 //!
+//! An `hwc_to_chw` of the result joins the pass too: each normalized row is written into
+//! the image's channel planes instead of after the row before it.
+//!
 //! The unfused steps each write a column: the flip's, the float conversion's, each
-//! jitter's and the normalization's. Here each output value is read once from the uint8
+//! jitter's and the normalization's (and the transposition's). Here each output value is read once from the uint8
 //! image, mirrored by index and computed with exactly the unfused steps' float32 operations
 //! (`(v * (1 / 255) - mean) / std`), so the result is bit-identical. With a jitter, each
 //! image is converted into one scratch buffer that stays in cache, jittered there in
@@ -72,6 +75,16 @@ fn under_jitters(mut expr: &Expr) -> (&Expr, Vec<Jitter<'_>>) {
 /// The value of `expr`, a `normalize` call, in one pass, when it has the fused form and its
 /// image is a fixed-size uint8 one; `None` otherwise (the caller evaluates it step by step).
 pub(crate) fn evaluate(expr: &Expr, batch: &RecordBatch) -> Result<Option<ArrayRef>> {
+    evaluate_in(expr, batch, false)
+}
+
+/// The value of `hwc_to_chw(expr)` in one pass, as [`evaluate`] gives `expr`'s, or `None`.
+pub(crate) fn evaluate_chw(expr: &Expr, batch: &RecordBatch) -> Result<Option<ArrayRef>> {
+    evaluate_in(expr, batch, true)
+}
+
+/// [`evaluate`], with channel planes (`[c, h, w]`) when `chw`.
+fn evaluate_in(expr: &Expr, batch: &RecordBatch, chw: bool) -> Result<Option<ArrayRef>> {
     let Expr::Call { func: Func::Normalize, args } = expr else { return Ok(None) };
     let Some((converted, params)) = args.split_first() else { return Ok(None) };
     let (Expr::Call { func: Func::ConvertImageDtype, args: convert }, jitters) = under_jitters(converted) else {
@@ -120,7 +133,7 @@ pub(crate) fn evaluate(expr: &Expr, batch: &RecordBatch) -> Result<Option<ArrayR
         let files = super::files(bytes, batch)?;
         let bytes = super::binary(&value(bytes, batch, 0)?)?;
         let crop_keys = if cropper.is_random() { Some(random::keys(batch, Func::RandomCrop)?) } else { None };
-        let mut pass = Pass::new(mean, std, w, channels, bytes.len() * h * w * channels, jitters);
+        let mut pass = Pass::new(mean, std, [h, w], channels, bytes.len() * h * w * channels, jitters, chw);
         let mut done = 0;
         super::decoded_windows(&bytes, channels, cropper, None, crop_keys, &files, |row, pixels, width, window| {
             pass.zeros((row - done) * h * w * channels);
@@ -129,7 +142,7 @@ pub(crate) fn evaluate(expr: &Expr, batch: &RecordBatch) -> Result<Option<ArrayR
             Ok(())
         })?;
         pass.zeros((bytes.len() - done) * h * w * channels);
-        return Ok(Some(column::fixed::<Float32Type>(pass.out, [h, w, channels], bytes.nulls().cloned())));
+        return Ok(Some(column::fixed::<Float32Type>(pass.out, layout([h, w, channels], chw), bytes.nulls().cloned())));
     }
     let column = value(image, batch, 3)?;
     let is_u8 = matches!(super::column_type(&column), Ok(DataType::UInt8));
@@ -142,7 +155,7 @@ pub(crate) fn evaluate(expr: &Expr, batch: &RecordBatch) -> Result<Option<ArrayR
         return Ok(None);
     }
     let (h, w, c) = (first.height, first.width, first.channels);
-    let mut pass = Pass::new(mean, std, w, c, images.rows.len() * h * w * c, jitters);
+    let mut pass = Pass::new(mean, std, [h, w], c, images.rows.len() * h * w * c, jitters, chw);
     for (r, image) in images.rows.iter().enumerate() {
         let whole = Window { top: 0, left: 0, height: h, width: w };
         match image {
@@ -150,7 +163,16 @@ pub(crate) fn evaluate(expr: &Expr, batch: &RecordBatch) -> Result<Option<ArrayR
             None => pass.zeros(h * w * c),
         }
     }
-    Ok(Some(column::fixed::<Float32Type>(pass.out, [h, w, c], column.logical_nulls())))
+    Ok(Some(column::fixed::<Float32Type>(pass.out, layout([h, w, c], chw), column.logical_nulls())))
+}
+
+/// The dims of an `[h, w, c]` image's output, transposed to `[c, h, w]` when `chw`.
+fn layout([h, w, c]: [usize; 3], chw: bool) -> [usize; 3] {
+    if chw {
+        [c, h, w]
+    } else {
+        [h, w, c]
+    }
 }
 
 /// `crop(decode_jpeg_rows(bytes, c), ...)` or `random_crop(...)` of a fixed size, with `c`
@@ -224,10 +246,22 @@ struct Pass<'a> {
     /// work on (empty when there are none).
     jitters: Vec<Jitter<'a>>,
     scratch: Vec<f32>,
+    /// For `[c, h, w]` output, the image's width and plane size (`h * w`), and one
+    /// normalized row on its way into the planes.
+    planes: Option<(usize, usize)>,
+    row: Vec<f32>,
 }
 
 impl<'a> Pass<'a> {
-    fn new(mean: &[f64], std: &[f64], width: usize, channels: usize, values: usize, jitters: Vec<Jitter<'a>>) -> Self {
+    fn new(
+        mean: &[f64],
+        std: &[f64],
+        [height, width]: [usize; 2],
+        channels: usize,
+        values: usize,
+        jitters: Vec<Jitter<'a>>,
+        chw: bool,
+    ) -> Self {
         let row = width * channels;
         let (mean, std): (Vec<f32>, Vec<f32>) =
             (mean.iter().map(|m| *m as f32).collect(), std.iter().map(|s| *s as f32).collect());
@@ -240,6 +274,8 @@ impl<'a> Pass<'a> {
             out: Vec::with_capacity(values),
             jitters,
             scratch: Vec::new(),
+            planes: chw.then_some((width, height * width)),
+            row: vec![0.0; if chw { row } else { 0 }],
         }
     }
 
@@ -258,6 +294,17 @@ impl<'a> Pass<'a> {
         let row_values = window.width * c;
         let (out, mean, std) = (&mut self.out, &self.mean_row[..row_values], &self.std_row[..row_values]);
         let recip = self.recip_row.as_ref().map(|r| &r[..row_values]);
+        if let Some((w, plane)) = self.planes {
+            let (base, buffer) = (out.len(), &mut self.row[..row_values]);
+            out.resize(base + window.height * row_values, 0.0);
+            let mut y = 0;
+            window_rows(pixels, width, window, c, flip, &mut self.mirrored, |row| {
+                normalize_row(row, mean, std, recip, slots(buffer));
+                into_planes(buffer, c, &mut out[base + y * w..], plane);
+                y += 1;
+            });
+            return;
+        }
         window_rows(pixels, width, window, c, flip, &mut self.mirrored, |row| {
             out.reserve(row_values);
             let spare = &mut out.spare_capacity_mut()[..row_values];
@@ -281,10 +328,49 @@ impl<'a> Pass<'a> {
             jitter.apply(&mut self.scratch, c, key);
         }
         let (mean, std) = (&self.mean_row[..row_values], &self.std_row[..row_values]);
-        for row in self.scratch.chunks_exact(row_values) {
-            self.out.extend(row.iter().zip(mean).zip(std).map(|((v, m), s)| (v - m) / s));
+        let Some((w, plane)) = self.planes else {
+            for row in self.scratch.chunks_exact(row_values) {
+                self.out.extend(row.iter().zip(mean).zip(std).map(|((v, m), s)| (v - m) / s));
+            }
+            return;
+        };
+        let base = self.out.len();
+        self.out.resize(base + window.height * row_values, 0.0);
+        for (y, row) in self.scratch.chunks_exact(row_values).enumerate() {
+            for (slot, ((v, m), s)) in self.row.iter_mut().zip(row.iter().zip(mean).zip(std)) {
+                *slot = (v - m) / s;
+            }
+            into_planes(&self.row[..row_values], c, &mut self.out[base + y * w..], plane);
         }
     }
+}
+
+/// Row `row` of an image (pixels of `c` values) into its channel planes: `out` starts at the
+/// row's place in the first plane, and the planes are `plane` values apart.
+fn into_planes(row: &[f32], c: usize, out: &mut [f32], plane: usize) {
+    let w = row.len() / c;
+    if c == 3 {
+        // RGB, the common case: one sequential walk over the row.
+        let (red, rest) = out.split_at_mut(plane);
+        let (green, blue) = rest.split_at_mut(plane);
+        let planes = red[..w].iter_mut().zip(&mut green[..w]).zip(&mut blue[..w]);
+        for (((r, g), b), pixel) in planes.zip(row.chunks_exact(3)) {
+            (*r, *g, *b) = (pixel[0], pixel[1], pixel[2]);
+        }
+        return;
+    }
+    for (ch, plane_row) in out.chunks_mut(plane).take(c).enumerate() {
+        for (slot, v) in plane_row.iter_mut().zip(row.iter().skip(ch).step_by(c)) {
+            *slot = *v;
+        }
+    }
+}
+
+/// `values` as slots [`normalize_row`] writes: an `f32` stays valid whatever is written.
+fn slots(values: &mut [f32]) -> &mut [MaybeUninit<f32>] {
+    // SAFETY: `MaybeUninit<f32>` has the layout of `f32`, and only `f32`s are written through
+    // the slots, so every value stays initialized.
+    unsafe { std::slice::from_raw_parts_mut(values.as_mut_ptr().cast(), values.len()) }
 }
 
 /// Calls `each` with the rows of `window` of `pixels` (rows of `width` pixels of `c`
@@ -476,6 +562,43 @@ mod tests {
         let out: Vec<f32> = out.iter().map(|v| unsafe { v.assume_init() }).collect();
         assert_eq!(out[255], f32::INFINITY);
         assert_eq!(out[0], f32::NEG_INFINITY);
+    }
+
+    #[test]
+    fn a_transposed_pass_writes_the_channel_planes_of_the_pass() {
+        use std::sync::Arc;
+
+        use arrow::array::AsArray;
+        use arrow::datatypes::{Field, Schema};
+
+        let leaf = |a: &ArrayRef| {
+            let mut a = a.clone();
+            while let Some(l) = a.as_fixed_size_list_opt() {
+                a = l.values().clone();
+            }
+            a.as_primitive::<Float32Type>().values().to_vec()
+        };
+        // Gray, RGB (its own loop) and RGBA.
+        for c in [1, 3, 4] {
+            let (h, w) = (3, 4);
+            let pixels: Vec<u8> = (0..2 * h * w * c).map(|v| (v * 37 % 256) as u8).collect();
+            let image = column::fixed::<UInt8Type>(pixels, [h, w, c], None);
+            let schema = Schema::new(vec![Field::new("img", image.data_type().clone(), true)]);
+            let batch = RecordBatch::try_new(Arc::new(schema), vec![image]).unwrap();
+            let (mean, std) = (&[0.485, 0.456, 0.406, 0.5][..c], &[0.229, 0.224, 0.225, 0.25][..c]);
+            let flipped = crate::functions::flip_left_right(datafusion_expr::col("img"));
+            let normalized = crate::functions::normalize(crate::functions::convert_image_dtype(flipped), mean, std);
+            let expr = crate::lower::lower(&normalized).unwrap();
+            let hwc = evaluate(&expr, &batch).unwrap().expect("the one pass");
+            let chw = evaluate_chw(&expr, &batch).unwrap().expect("the one pass, transposed");
+            assert_eq!(chw.as_fixed_size_list().value_length() as usize, c);
+            let (hwc, chw) = (leaf(&hwc), leaf(&chw));
+            assert_eq!(chw.len(), 2 * h * w * c);
+            for (image, planes) in hwc.chunks(h * w * c).zip(chw.chunks(h * w * c)) {
+                let expected: Vec<f32> = (0..c).flat_map(|ch| image.iter().skip(ch).step_by(c).copied()).collect();
+                assert_eq!(planes, expected.as_slice(), "{c} channels");
+            }
+        }
     }
 
     #[test]

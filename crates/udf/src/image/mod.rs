@@ -35,6 +35,12 @@ pub(crate) fn evaluate(func: Func, args: &[Expr], batch: &RecordBatch, expr: &Ex
     let Some((arg, rest)) = args.split_first() else {
         return Err(at(format!("{} needs arguments", func.name()), expr));
     };
+    // The transposition of a one-pass normalization writes the channel planes in that pass.
+    if func == Func::HwcToChw && fused::applies(arg) {
+        if let Some(value) = fused::evaluate_chw(arg, batch)? {
+            return Ok(value);
+        }
+    }
     let keys = if func.draws_random() { Some(random::keys(batch, func)?) } else { None };
     let result = match func {
         Func::DecodeJpeg | Func::DecodePng | Func::DecodeImage | Func::DecodeJpegRows => {
@@ -190,6 +196,15 @@ impl Resize {
 }
 
 /// Whether an image column has fixed dims (fixed-size lists at its first two levels).
+/// The `[h, w, c]` of a fixed-size image column, read from its type: a chunk whose images
+/// are all null has no image to read them from.
+fn fixed_dims(column: &ArrayRef) -> Option<[usize; 3]> {
+    let DataType::FixedSizeList(rows, h) = column.data_type() else { return None };
+    let DataType::FixedSizeList(pixels, w) = rows.data_type() else { return None };
+    let DataType::FixedSizeList(_, c) = pixels.data_type() else { return None };
+    Some([*h as usize, *w as usize, *c as usize])
+}
+
 fn is_fixed(column: &ArrayRef) -> bool {
     match column.data_type() {
         DataType::FixedSizeList(item, _) => matches!(item.data_type(), DataType::FixedSizeList(..)),
@@ -277,7 +292,13 @@ fn finish<T: ArrowPrimitiveType>(
     let fixed = match *cropper {
         Cropper::Fixed(w) => Some([w.height, w.width]),
         Cropper::Random { height, width, .. } => Some([height, width]),
-        _ if is_fixed(column) => dims.iter().flatten().next().map(|&(h, w)| [h, w]),
+        _ if is_fixed(column) => match dims.iter().flatten().next() {
+            Some(&(h, w)) => Some([h, w]),
+            // Every image null: the window the input's size gives.
+            None => fixed_dims(column)
+                .and_then(|[h, w, _]| cropper.window(h, w, None).ok())
+                .map(|window| [window.height, window.width]),
+        },
         _ => None,
     };
     let channels = if channels == 0 { image_channels(column) } else { channels };
@@ -450,8 +471,12 @@ fn relayout<S: ArrowPrimitiveType, T: ArrowPrimitiveType>(
     values: Vec<T::Native>,
 ) -> Result<ArrayRef> {
     let dims: Vec<(usize, usize)> = images.rows.iter().map(|d| d.map_or((0, 0), |d| (d.height, d.width))).collect();
-    let fixed = if is_fixed(like) { images.rows.iter().flatten().next().map(|d| [d.height, d.width]) } else { None };
-    let values = if fixed.is_some() { pad_nulls::<T>(values, &images.rows) } else { values };
+    let fixed = if is_fixed(like) { fixed_dims(like) } else { None };
+    let values = match fixed {
+        Some([h, w, c]) => pad_nulls::<T>(values, &images.rows, h * w * c),
+        None => values,
+    };
+    let fixed = fixed.map(|[h, w, _]| [h, w]);
     build::<T>(values, &dims, image_channels(like), fixed, like.logical_nulls())
 }
 
@@ -491,26 +516,19 @@ fn pixel_typed<T: ArrowPrimitiveType>(
         }
     }
     if func == Func::HwcToChw {
-        let Some(d) = images.rows.iter().flatten().next() else {
-            return Ok(column.clone());
-        };
         // [c, h, w] is three fixed levels (typing allows hwc_to_chw on fixed images only).
-        let mut chw = Vec::with_capacity(images.rows.len() * d.len());
-        for image in &images.rows {
-            match image {
-                Some(_) => chw.extend_from_slice(&values[chw.len()..chw.len() + d.len()]),
-                None => chw.resize(chw.len() + d.len(), T::Native::default()),
-            }
-        }
-        return Ok(column::fixed::<T>(chw, [d.channels, d.height, d.width], column.logical_nulls()));
+        let Some([h, w, c]) = fixed_dims(column) else {
+            return Err(Error::Expr(format!("hwc_to_chw takes a fixed-size image, got {}", column.data_type())));
+        };
+        let chw = pad_nulls::<T>(values, &images.rows, h * w * c);
+        return Ok(column::fixed::<T>(chw, [c, h, w], column.logical_nulls()));
     }
     relayout::<T, T>(column, &images, values)
 }
 
-/// `values` (of the images that are not null) with zeros for the null ones, for a
-/// fixed-size column.
-fn pad_nulls<T: ArrowPrimitiveType>(values: Vec<T::Native>, rows: &[Option<Dims>]) -> Vec<T::Native> {
-    let Some(size) = rows.iter().flatten().next().map(Dims::len) else { return values };
+/// `values` (of the images that are not null, `size` values each) with zeros for the null
+/// ones, for a fixed-size column.
+fn pad_nulls<T: ArrowPrimitiveType>(values: Vec<T::Native>, rows: &[Option<Dims>], size: usize) -> Vec<T::Native> {
     if rows.iter().all(Option::is_some) {
         return values;
     }
