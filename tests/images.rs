@@ -1022,3 +1022,32 @@ fn color_jitter_moves_values_as_its_definition_says() {
     }
     assert!(deltas.len() > 3, "each element draws its own delta: {deltas:?}");
 }
+
+#[test]
+fn batching_bucketing_and_padding_keep_a_null_image_null() {
+    let jpeg = file("tf_baseline_52x40.jpg");
+    let column: ArrayRef = Arc::new(BinaryArray::from(vec![None, Some(jpeg.as_slice()), None]));
+    let index: ArrayRef = Arc::new(arrow::array::Int64Array::from(vec![0i64, 1, 2]));
+    let img = normalize(convert_image_dtype(crop(decode_jpeg(col("image"), 3), 0, 0, 8, 9)), &[0.5; 3], &[0.2; 3]);
+    for options in [Options::default(), Options::default().without_optimizations()] {
+        let base = Dataset::from_arrays([("i", index.clone()), ("image", column.clone())])
+            .unwrap()
+            .with_options(options.clone())
+            .map(MapFunction::select([("i", col("i")), ("img", img.clone())]))
+            .unwrap();
+        // One bucket of batches of 3: the elements' order is kept.
+        let bucket = base
+            .bucket_by_sequence_length(lit(1i64) + col("i") * lit(0i64), vec![4], vec![3, 3], Default::default())
+            .unwrap();
+        for (name, ds) in [
+            ("batch", base.batch(3).unwrap()),
+            ("bucket", bucket),
+            ("padded", base.padded_batch(3, Default::default()).unwrap()),
+        ] {
+            let batches: Vec<_> = ds.iter().map(|b| b.unwrap()).collect();
+            let img = batches[0].column_by_name("img").unwrap();
+            let nulls: Vec<bool> = (0..img.len()).map(|r| img.is_null(r)).collect();
+            assert_eq!(nulls, [true, false, true], "{name}, optimized: {}", options.optimization.enabled);
+        }
+    }
+}

@@ -10,8 +10,8 @@
 //! columns of every dtype family with a fixed-shape tensor field, a stateful generator,
 //! CSV/Parquet/IPC/text files and TFRecord files of `tf.train.Example`s, some records bad,
 //! read directly, through `flat_map`/`interleave` of `list_files`, or as splits; JPEG and
-//! PNG images, one cut short, decoded, cropped or resized with random draws, flipped and
-//! normalized, color-jittered or cast to bfloat16) and 1–12
+//! PNG images, one cut short, some missing (null), decoded, cropped or resized with random
+//! draws, flipped and normalized, color-jittered or cast to bfloat16) and 1–12
 //! operator recipes from the whole operator set with every expression family (casts of
 //! literals, constants that fail, `AND`/`OR` with a fallible operand, math over NaN and
 //! infinities, integer overflow, narrow types, tensor fields, `parse_example`), pure,

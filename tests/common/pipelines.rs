@@ -69,7 +69,7 @@ pub enum SourceRecipe {
     /// left as the raw `record` bytes).
     Records { examples: Vec<ExampleRecipe>, files: usize, read: u8, corrupt: Option<usize>, gzip: bool, parse: u8 },
     /// Images decoded, cropped or resized to a fixed size, flipped, maybe normalized
-    /// (`sources::image_source`): `{i, img}`, a bad image among them.
+    /// (`sources::image_source`): `{i, img}`, a bad image among them, some elements without one.
     Images(ImageRecipe),
 }
 
@@ -535,15 +535,17 @@ pub fn full_source_recipe() -> impl Strategy<Value = SourceRecipe> {
             0u8..4,
             0u8..8,
             0u8..8,
-            0u8..4
+            0u8..4,
+            prop_oneof![2 => Just(0u8), 1 => any::<u8>()]
         )
-            .prop_map(|(files, read_file, first, seed, flips, float)| SourceRecipe::Images(ImageRecipe {
+            .prop_map(|(files, read_file, first, seed, flips, float, nulls)| SourceRecipe::Images(ImageRecipe {
                 files,
                 read_file,
                 first,
                 seed,
                 flips,
-                float
+                float,
+                nulls
             })),
     ]
 }

@@ -419,6 +419,9 @@ pub struct ImageRecipe {
     /// 0 uint8 pixels; 1 normalized float32; 2 jittered and normalized; 3 normalized, as
     /// bfloat16.
     pub float: u8,
+    /// Bits: element `i` has no image (a null path or null bytes) when bit `i % 8` is set.
+    #[serde(default)]
+    pub nulls: u8,
 }
 
 /// The bytes of image file `index` (the cut one is the first cut short).
@@ -440,14 +443,17 @@ pub fn write_images(dir: &Path) {
 /// The dataset of `r` (its files in `dir` where it reads them) and its description.
 pub fn image_source(r: &ImageRecipe, dir: &Path) -> flumen::Result<(Dataset, String)> {
     let index: ArrayRef = Arc::new(Int64Array::from_iter_values(0..r.files.len() as i64));
+    let present = |i: usize| r.nulls & (1 << (i % 8)) == 0;
     let (column, bytes): (ArrayRef, Expr) = if r.read_file {
         let path = |f: &u8| match IMAGE_FILES[usize::from(*f) % IMAGE_FILES.len()] {
             "cut.jpg" => dir.join("cut.jpg").to_string_lossy().into_owned(),
             name => format!("{IMAGE_DIR}/{name}"),
         };
-        (Arc::new(StringArray::from_iter_values(r.files.iter().map(path))), read_file(col("path")))
+        let paths = r.files.iter().enumerate().map(|(i, f)| present(i).then(|| path(f)));
+        (Arc::new(StringArray::from_iter(paths)), read_file(col("path")))
     } else {
-        (Arc::new(arrow::array::BinaryArray::from_iter_values(r.files.iter().map(|f| image_bytes(*f)))), col("image"))
+        let bytes = r.files.iter().enumerate().map(|(i, f)| present(i).then(|| image_bytes(*f)));
+        (Arc::new(arrow::array::BinaryArray::from_iter(bytes)), col("image"))
     };
     let name = if r.read_file { "path" } else { "image" };
     let seed = i64::from(r.seed);
@@ -480,5 +486,5 @@ pub fn image_source(r: &ImageRecipe, dir: &Path) -> flumen::Result<(Dataset, Str
     };
     let ds = Dataset::from_arrays([("i", index), (name, column)])?
         .map(MapFunction::select([("i", col("i")), ("img", img.clone())]))?;
-    Ok((ds, format!("images {:?} read_file {}: select i, img := {img}", r.files, r.read_file)))
+    Ok((ds, format!("images {:?} (nulls {:#b}) read_file {}: select i, img := {img}", r.files, r.nulls, r.read_file)))
 }

@@ -20,7 +20,7 @@ use arrow::array::{
     new_empty_array, new_null_array, Array, ArrayRef, AsArray, BinaryArray, BooleanArray, FixedSizeListArray,
     Float64Array, Int64Array, LargeListArray, ListArray, PrimitiveArray, StringArray, StructArray, UInt64Array,
 };
-use arrow::buffer::{OffsetBuffer, ScalarBuffer};
+use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::compute::{cast_with_options, interleave, take, CastOptions};
 use arrow::datatypes::{ArrowPrimitiveType, DataType, Fields, Float32Type, Float64Type, Int32Type, Int64Type};
 use flumen_ir::{DType, Error, Result, Scalar};
@@ -427,8 +427,19 @@ pub fn pad_groups(
         let rows: Vec<(usize, usize)> =
             groups.iter().flat_map(|g| (g.start..g.start + g.len).map(|r| (0, r))).collect();
         let sizes: Vec<(usize, &[Option<usize>])> = groups.iter().map(|g| (g.len, g.dims)).collect();
-        return pad_rank1(&[(nest.clone(), leaf)], &rows, &sizes, pad, &types, op, field);
+        let valid = validity(&rows, |_, r| column.is_valid(r));
+        return pad_rank1(&[(nest.clone(), leaf)], &rows, &sizes, pad, &types, valid, op, field);
     }
+    // The arrays whose outer levels `nests` are, for their null entries.
+    let mut levels = vec![column.clone()];
+    while levels.len() < rank {
+        let (_, child) = outer_level(&levels[levels.len() - 1])
+            .ok_or_else(|| Error::execution(op, format!("internal: field '{field}' lost a dimension")))?;
+        levels.push(child);
+    }
+    // Per wrapped level below the batch, which entries are not null (padding entries are
+    // valid).
+    let mut valid: Vec<Vec<bool>> = vec![Vec::new(); rank + 1];
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); rank + 1];
     let mut indices: Vec<(usize, usize)> = Vec::new();
     let mut cur: Vec<Option<usize>> = Vec::new();
@@ -453,6 +464,7 @@ pub fn pad_groups(
                 Some(d) => d,
                 None => longest,
             };
+            valid[k + 1].extend(cur.iter().map(|p| p.is_none_or(|p| levels[k].is_valid(p))));
             next.clear();
             next.reserve(cur.len() * target);
             for p in &cur {
@@ -483,8 +495,26 @@ pub fn pad_groups(
     };
     for k in (0..=rank).rev() {
         values = wrap(&types[k], values, &runs[k])?;
+        if k > 0 && valid[k].contains(&false) {
+            values = with_nulls(values, Some(NullBuffer::from(std::mem::take(&mut valid[k]))))?;
+        }
     }
     Ok(values)
+}
+
+/// Which of `rows` (`(column, row)`) are elements that are not null, by `is_valid`; `None`
+/// when all are.
+fn validity(rows: &[(usize, usize)], is_valid: impl Fn(usize, usize) -> bool) -> Option<NullBuffer> {
+    let valid: Vec<bool> = rows.iter().map(|&(c, r)| is_valid(c, r)).collect();
+    valid.contains(&false).then(|| NullBuffer::from(valid))
+}
+
+/// `array` with the null elements `nulls` (its values under them are padding): a null
+/// element of a padded batch stays null, as `batch` keeps it.
+fn with_nulls(array: ArrayRef, nulls: Option<NullBuffer>) -> Result<ArrayRef> {
+    let Some(nulls) = nulls else { return Ok(array) };
+    let data = array.to_data().into_builder().nulls(Some(nulls)).build()?;
+    Ok(make_array(data))
 }
 
 /// [`pad_groups`] over rows picked from several chunks' columns, each row copied once
@@ -512,19 +542,23 @@ pub fn pad_gathered(
     if rows.iter().any(|&(c, r)| c >= columns.len() || r >= columns[c].len()) {
         return Err(Error::execution(op, format!("internal: a row to pad is outside its chunk for field '{field}'")));
     }
-    pad_rank1(&sources, rows, groups, pad, &types, op, field).map(Some)
+    let valid = validity(rows, |c, r| columns[c].is_valid(r));
+    pad_rank1(&sources, rows, groups, pad, &types, valid, op, field).map(Some)
 }
 
 /// Pads groups of rows with one element dimension (padded token lists): a row's values are
 /// copied as one range and its padding as one range of a column of pad values, with no
 /// index per value. `sources` are the rows' list levels and leaf values, `rows` the
-/// `(source, row)` of every group's rows in turn, `groups` each group's row count and dims.
+/// `(source, row)` of every group's rows in turn, `groups` each group's row count and dims,
+/// `valid` which rows are elements that are not null.
+#[allow(clippy::too_many_arguments)]
 fn pad_rank1(
     sources: &[(Nest, ArrayRef)],
     rows: &[(usize, usize)],
     groups: &[(usize, &[Option<usize>])],
     pad: &ArrayRef,
     types: &[DataType],
+    valid: Option<NullBuffer>,
     op: &str,
     field: &str,
 ) -> Result<ArrayRef> {
@@ -564,10 +598,8 @@ fn pad_rank1(
         Some(values) => values,
         None => pad_ranges(sources, &pad, &shape)?,
     };
-    for k in (0..2).rev() {
-        values = wrap(&types[k], values, &runs[k])?;
-    }
-    Ok(values)
+    values = with_nulls(wrap(&types[1], values, &runs[1])?, valid)?;
+    wrap(&types[0], values, &runs[0])
 }
 
 /// [`pad_rank1`]'s leaf values for any leaf type: each row's values and its padding copied
@@ -816,7 +848,8 @@ mod tests {
         let dims = [None];
         let groups = [PadGroup { start: 0, len: 3, dims: &dims }, PadGroup { start: 3, len: 1, dims: &dims }];
         let out = pad_groups(&column.slice(0, 4), &groups, &pad, &out_type, "t", "x").unwrap();
-        assert_eq!(fmt_array(out.as_ref()), vec!["[[a, _, _], [_, _, _], [b, c, d]]", "[[e, f]]"]);
+        // The null row stays null (its place holds padding), as `batch` keeps it.
+        assert_eq!(fmt_array(out.as_ref()), vec!["[[a, _, _], null, [b, c, d]]", "[[e, f]]"]);
         let fixed = [Some(2)];
         let groups = [PadGroup { start: 0, len: 4, dims: &fixed }];
         let err = pad_groups(&column, &groups, &pad, &out_type, "t", "x").unwrap_err().to_string();
