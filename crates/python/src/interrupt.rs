@@ -3,9 +3,9 @@
 //! Python runs signal handlers on its main thread between bytecodes, so a main thread
 //! blocked in a long `next()` (the GIL released, the pipeline's threads working) would not
 //! see `KeyboardInterrupt` until the pull ends, which for a filter that keeps nothing may be
-//! never. flumen therefore chains its own SIGINT handler in front of Python's: it counts the
-//! signal, wakes a watcher thread through a pipe (both async-signal-safe), and calls
-//! Python's handler as before. The watcher cancels the iterators whose `next()` runs on the
+//! never. flumen therefore chains its own SIGINT handler in front of Python's: it calls
+//! Python's handler as before, then counts the signal and wakes a watcher thread through a
+//! pipe (both async-signal-safe). The watcher cancels the iterators whose `next()` runs on the
 //! main thread; that `next()` returns, takes the GIL back and lets Python raise
 //! `KeyboardInterrupt`. The iterator stays cancelled.
 //!
@@ -119,19 +119,23 @@ mod unix {
         }
     }
 
-    /// The SIGINT handler: counts, wakes the watcher, then runs the handler it replaced.
+    /// The SIGINT handler: runs the handler it replaced, then counts and wakes the watcher.
+    /// In that order: the signal may land on any thread, and once the watcher has cancelled
+    /// the iterator, `next()` returns and asks Python for pending signals, which Python's
+    /// handler must already have recorded (else `next()` says cancelled, and the
+    /// `KeyboardInterrupt` comes later, wherever Python next checks).
     extern "C" fn on_sigint(signal: libc::c_int) {
-        SIGNALS.fetch_add(1, Ordering::AcqRel);
-        let pipe = PIPE.load(Ordering::Acquire);
-        if pipe >= 0 {
-            // SAFETY: write(2) is async-signal-safe; a full pipe already holds a wake-up.
-            unsafe { libc::write(pipe, [1u8].as_ptr().cast(), 1) };
-        }
         let previous = PREVIOUS.load(Ordering::Acquire);
         if previous != 0 {
             // SAFETY: `previous` was SIGINT's plain (non-SA_SIGINFO) handler function.
             let previous: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(previous) };
             previous(signal);
+        }
+        SIGNALS.fetch_add(1, Ordering::AcqRel);
+        let pipe = PIPE.load(Ordering::Acquire);
+        if pipe >= 0 {
+            // SAFETY: write(2) is async-signal-safe; a full pipe already holds a wake-up.
+            unsafe { libc::write(pipe, [1u8].as_ptr().cast(), 1) };
         }
     }
 
