@@ -189,8 +189,20 @@ pub enum OpRecipe {
         #[serde(default)]
         par: Option<ParRecipe>,
     },
-    /// `padded_batch`, padding int fields with `-1` when `pad` (else zeros).
-    PaddedBatch { n: u64, drop: bool, pad: bool },
+    /// `padded_batch`, padding int fields with `-1` when `pad` (else zeros); with `shapes`,
+    /// the first field with a dimension padded to 4 along it (the batch dimension of an
+    /// element batched before: fields of one element then differ in length).
+    PaddedBatch {
+        n: u64,
+        drop: bool,
+        pad: bool,
+        #[serde(default)]
+        shapes: bool,
+    },
+    /// Grouping elements that have no scalar field: a `select` of the fields with
+    /// dimensions, then `group_by_window` by a constant key (or, with `bucket`,
+    /// `bucket_by_sequence_length` by a constant length) in windows of `window`.
+    GroupConstant { window: u64, bucket: bool },
     /// `unbatch` (when every field has a leading dimension).
     Unbatch,
     /// `rebatch(n, drop)` (likewise).
@@ -377,7 +389,12 @@ pub fn op_recipe_with(full: bool) -> BoxedStrategy<OpRecipe> {
             fail
         }),
         3 => (1u64..=4, any::<bool>(), par()).prop_map(|(n, drop, par)| OpRecipe::Batch { n, drop, par }),
-        1 => (1u64..=3, any::<bool>(), any::<bool>()).prop_map(|(n, drop, pad)| OpRecipe::PaddedBatch { n, drop, pad }),
+        1 => (1u64..=3, any::<bool>(), any::<bool>()).prop_map(|(n, drop, pad)| OpRecipe::PaddedBatch {
+            n,
+            drop,
+            pad,
+            shapes: false
+        }),
         1 => (any::<u8>(), chunk_state).prop_map(|(pick, state)| OpRecipe::MapBatchClosure { pick, state }),
         1 => (any::<u8>(), 2i64..=4).prop_map(|(pick, modulus)| OpRecipe::FilterBatchClosure { pick, modulus }),
         1 => (any::<u8>(), (1u64..=3, 1u64..=3, 1u64..=3), any::<bool>(), any::<bool>()).prop_map(
@@ -429,6 +446,13 @@ pub fn op_recipe_with(full: bool) -> BoxedStrategy<OpRecipe> {
     }
     let added = prop_oneof![
         2 => (pred(), par_recipe()).prop_map(|(p, par)| OpRecipe::FilterWith { p, par }),
+        2 => (1u64..=3, any::<bool>(), any::<bool>()).prop_map(|(n, drop, pad)| OpRecipe::PaddedBatch {
+            n,
+            drop,
+            pad,
+            shapes: true
+        }),
+        1 => (1u64..=3, any::<bool>()).prop_map(|(window, bucket)| OpRecipe::GroupConstant { window, bucket }),
         1 => (1u8..4).prop_map(|parse| OpRecipe::ParseExample { parse }),
         1 => Just(OpRecipe::CacheTo),
         2 => (0i64..=5, any::<bool>(), 0u64..=2).prop_map(|(k, file, repeat)| OpRecipe::CacheTake { k, file, repeat }),
@@ -955,14 +979,61 @@ pub fn apply(ds: &Dataset, r: &OpRecipe, idx: usize, scratch: &Path) -> flumen::
         OpRecipe::Batch { n, drop, par: Some(p) } => {
             (ds.batch_parallel(*n, *drop, p.parallel())?, format!("batch_parallel({n}, {drop}, {:?})", p.parallel()))
         }
-        OpRecipe::PaddedBatch { n, drop, pad } => {
+        OpRecipe::PaddedBatch { n, drop, pad, shapes } => {
             let padding_values = if *pad {
                 spec.fields.iter().filter(|f| f.dtype == DType::Int64).map(|f| (f.name.clone(), lit(-1i64))).collect()
             } else {
                 Default::default()
             };
-            let options = PaddedBatchOptions { drop_remainder: *drop, padding_values, ..PaddedBatchOptions::default() };
-            (ds.padded_batch(*n, options)?, format!("padded_batch({n}, drop_remainder: {drop}, pad -1: {pad})"))
+            // The first field with a dimension, padded to 4 (at least its known size) along
+            // it, as long as the rest of the batch.
+            let padded_shapes: std::collections::BTreeMap<String, Vec<i64>> = match shapes {
+                true => spec
+                    .fields
+                    .iter()
+                    .find(|f| !f.shape.is_empty() && f.kind != FieldKind::Sparse)
+                    .map(|f| {
+                        let mut target = vec![-1; f.shape.len()];
+                        target[0] = f.shape[0].max(4);
+                        (f.name.clone(), target)
+                    })
+                    .into_iter()
+                    .collect(),
+                false => Default::default(),
+            };
+            let text = format!("padded_batch({n}, drop_remainder: {drop}, pad -1: {pad}, shapes: {padded_shapes:?})");
+            let options = PaddedBatchOptions { drop_remainder: *drop, padding_values, padded_shapes };
+            (ds.padded_batch(*n, options)?, text)
+        }
+        OpRecipe::GroupConstant { window, bucket } => {
+            let tensors: Vec<(String, Expr)> = spec
+                .fields
+                .iter()
+                .filter(|f| !f.shape.is_empty() && f.kind != FieldKind::Sparse)
+                .map(|f| (f.name.clone(), col(&f.name)))
+                .collect();
+            if tensors.is_empty() || spec.batch_dims > 0 {
+                return Ok(None);
+            }
+            let selected = ds.map(MapFunction::select(tensors.clone()))?;
+            match bucket {
+                false => (
+                    selected.group_by_window(lit(0i64), *window)?,
+                    format!("map(select {}).group_by_window(0, {window})", show_fields(&tensors)),
+                ),
+                true => (
+                    selected.bucket_by_sequence_length(
+                        lit(1i64),
+                        vec![2],
+                        vec![*window, *window],
+                        BucketOptions::default(),
+                    )?,
+                    format!(
+                        "map(select {}).bucket_by_sequence_length(1, [2], [{window}, {window}])",
+                        show_fields(&tensors)
+                    ),
+                ),
+            }
         }
         OpRecipe::MapBatchClosure { pick: i, state: 0 } => {
             let mut targets = numeric(&spec, DType::Int64);
@@ -1253,7 +1324,10 @@ pub fn op_name(r: &OpRecipe) -> &'static str {
         OpRecipe::Batch { par: Some(_), .. } => "batch_parallel",
         OpRecipe::Batch { drop: false, .. } => "batch",
         OpRecipe::Batch { drop: true, .. } => "batch(drop_remainder)",
-        OpRecipe::PaddedBatch { .. } => "padded_batch",
+        OpRecipe::PaddedBatch { shapes: false, .. } => "padded_batch",
+        OpRecipe::PaddedBatch { shapes: true, .. } => "padded_batch(padded_shapes)",
+        OpRecipe::GroupConstant { bucket: false, .. } => "group_by_window(constant key, no scalar field)",
+        OpRecipe::GroupConstant { bucket: true, .. } => "bucket_by_sequence_length(constant, no scalar field)",
         OpRecipe::Unbatch => "unbatch",
         OpRecipe::Rebatch { .. } => "rebatch",
         OpRecipe::Shuffle { reshuffle: false, .. } => "shuffle",
@@ -1531,6 +1605,7 @@ pub fn marks(r: &OpRecipe) -> Marks {
         | OpRecipe::GroupByWindow { .. }
         | OpRecipe::Scan { .. }
         | OpRecipe::PaddedBatch { .. }
+        | OpRecipe::GroupConstant { .. }
         | OpRecipe::Bucket { .. }
         | OpRecipe::RandomImage { .. } => m.order_sensitive = true,
         OpRecipe::IgnoreErrors => m.drops_errors = true,

@@ -297,11 +297,12 @@ fn run(pipeline: &PathBuf, options: &OptionArgs, effects: Effects) -> Result<(),
         let element = match element {
             Ok(element) => element,
             Err(e) => {
-                // The elements before the error stay in the output, which is completed.
-                if let Some((sink, path)) = sink {
-                    sink.finish().map_err(|w| format!("{e}; then cannot write {}: {w}", path.display()))?;
-                }
-                return Err(e.to_string());
+                // The output is not published: a failed run leaves no file that looks
+                // complete, and what the path held before stays.
+                return Err(match sink {
+                    Some((_, path)) => format!("{e} ({} was not written)", path.display()),
+                    None => e.to_string(),
+                });
             }
         };
         if ((elements - first) as usize) < show {
@@ -342,7 +343,7 @@ fn run(pipeline: &PathBuf, options: &OptionArgs, effects: Effects) -> Result<(),
     let elements = elements - first;
     println!("{elements} {unit}, {rows} rows in {secs:.3}s ({per_s:.0} rows/s)");
     if let Some((sink, path)) = sink {
-        sink.finish().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        sink.finish(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     if checksum {
         println!("checksum {}", hash.hex());

@@ -10,12 +10,13 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use arrow::datatypes::SchemaRef;
 use arrow::ipc::writer::StreamWriter;
 use arrow::record_batch::RecordBatch;
 use flumen::crates::ir::fingerprint::Fnv1a;
+use flumen_store::publish::TempFile;
 use parquet::arrow::ArrowWriter;
 use serde_json::{Map, Value};
 
@@ -46,8 +47,16 @@ impl OutputFormat {
     }
 }
 
-/// An output file being written.
-pub enum Output {
+/// An output file being written: to a temporary file beside its path, published under the
+/// path only when the run ends well ([`Output::finish`]), so that a failed or killed run
+/// never leaves a file that looks complete (nor replaces what was there before).
+pub struct Output {
+    writer: Writer,
+    temp: TempFile,
+}
+
+/// The writer of an output's form.
+enum Writer {
     /// An Arrow IPC stream.
     Ipc(StreamWriter<BufWriter<File>>),
     /// A Parquet file.
@@ -61,45 +70,49 @@ fn failed(path: &Path) -> impl Fn(String) -> String + '_ {
 }
 
 impl Output {
-    /// Creates `path` to hold elements of `schema` in `format`.
-    pub fn create(path: &PathBuf, format: OutputFormat, schema: &SchemaRef) -> Result<Output, String> {
-        let file = File::create(path).map_err(|e| failed(path)(e.to_string()))?;
-        Ok(match format {
-            OutputFormat::Ipc => Output::Ipc(
+    /// Starts `path` to hold elements of `schema` in `format`.
+    pub fn create(path: &Path, format: OutputFormat, schema: &SchemaRef) -> Result<Output, String> {
+        let (temp, file) = TempFile::create(path).map_err(|e| failed(path)(e.to_string()))?;
+        let writer = match format {
+            OutputFormat::Ipc => Writer::Ipc(
                 StreamWriter::try_new(BufWriter::new(file), schema).map_err(|e| failed(path)(e.to_string()))?,
             ),
-            OutputFormat::Parquet => Output::Parquet(
+            OutputFormat::Parquet => Writer::Parquet(
                 ArrowWriter::try_new(file, schema.clone(), None).map_err(|e| failed(path)(e.to_string()))?,
             ),
-            OutputFormat::Jsonl => Output::Jsonl(BufWriter::new(file)),
-        })
+            OutputFormat::Jsonl => Writer::Jsonl(BufWriter::new(file)),
+        };
+        Ok(Output { writer, temp })
     }
 
     /// Whether [`Output::write`] needs each element's JSON line.
     pub fn writes_lines(&self) -> bool {
-        matches!(self, Output::Jsonl(_))
+        matches!(self.writer, Writer::Jsonl(_))
     }
 
     /// Writes one element; `line` is its JSON line (see [`json_line`]), which JSON-lines
     /// output needs ([`Output::writes_lines`]).
     pub fn write(&mut self, element: &RecordBatch, line: Option<&str>) -> Result<(), String> {
-        match self {
-            Output::Ipc(w) => w.write(element).map_err(|e| e.to_string()),
-            Output::Parquet(w) => w.write(element).map_err(|e| e.to_string()),
-            Output::Jsonl(w) => {
+        match &mut self.writer {
+            Writer::Ipc(w) => w.write(element).map_err(|e| e.to_string()),
+            Writer::Parquet(w) => w.write(element).map_err(|e| e.to_string()),
+            Writer::Jsonl(w) => {
                 let line = line.ok_or("JSON-lines output needs each element's JSON line")?;
                 writeln!(w, "{line}").map_err(|e| e.to_string())
             }
         }
     }
 
-    /// Finishes the file (footers, buffers).
-    pub fn finish(self) -> Result<(), String> {
-        match self {
-            Output::Ipc(mut w) => w.finish().map_err(|e| e.to_string()),
-            Output::Parquet(w) => w.close().map(drop).map_err(|e| e.to_string()),
-            Output::Jsonl(mut w) => w.flush().map_err(|e| e.to_string()),
-        }
+    /// Finishes the file (footers, buffers), syncs it and publishes it under its path,
+    /// replacing what was there.
+    pub fn finish(self, path: &Path) -> Result<(), String> {
+        let file = match self.writer {
+            Writer::Ipc(w) => w.into_inner().map_err(|e| e.to_string())?.into_inner().map_err(|e| e.to_string())?,
+            Writer::Parquet(w) => w.into_inner().map_err(|e| e.to_string())?,
+            Writer::Jsonl(w) => w.into_inner().map_err(|e| e.to_string())?,
+        };
+        file.sync_all().map_err(|e| e.to_string())?;
+        self.temp.publish_replace(path).map_err(|e| e.to_string())
     }
 }
 

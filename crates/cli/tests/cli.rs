@@ -467,3 +467,35 @@ fn bad_option_values_are_errors_naming_them() {
         assert!(!ok && stderr.contains(says), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn a_failed_run_publishes_no_output() {
+    // range(0, 3).map(q := 10 / (value - 1)): element 1 divides by zero.
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = dir.path().join("fails.json");
+    std::fs::write(
+        &pipeline,
+        r#"{"flumen_plan": 1, "nodes": [{"id": 0, "op": "source", "source": "range", "start": 0, "stop": 3, "step": 1},
+        {"id": 1, "op": "map", "func": {"kind": "exprs", "outputs": [{"name": "q", "expr": {"binary": {"op": "div",
+        "left": {"literal": {"int": [10, "int64"]}}, "right": {"binary": {"op": "sub", "left": {"column": "value"},
+        "right": {"literal": {"int": [1, "int64"]}}}}}}}], "keep_input": true}, "inputs": [0]}], "output": 1}"#,
+    )
+    .unwrap();
+    for name in ["new.parquet", "new.arrows", "new.jsonl", "old.jsonl"] {
+        let out = dir.path().join(name);
+        if name.starts_with("old") {
+            std::fs::write(&out, "what was there before\n").unwrap();
+        }
+        let (ok, _, stderr) = flumen(&["run", pipeline.to_str().unwrap(), "--output", out.to_str().unwrap()]);
+        assert!(!ok && stderr.contains("was not written"), "{name}: {stderr}");
+        match name.starts_with("old") {
+            true => assert_eq!(std::fs::read_to_string(&out).unwrap(), "what was there before\n"),
+            false => assert!(!out.exists(), "{name} was left behind"),
+        }
+    }
+    // Nothing else either: no temporary file is left beside the outputs.
+    let mut left: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
+    left.sort();
+    assert_eq!(left, ["fails.json", "old.jsonl"]);
+}

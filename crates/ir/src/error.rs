@@ -114,6 +114,17 @@ impl Error {
     pub fn io(path: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io { path: path.into(), source }
     }
+
+    /// This error as bad input of `operator` when it is an expression's: an expression that
+    /// fails while the pipeline runs failed on the values it was given (a division by zero,
+    /// an overflow, a value that a cast cannot hold), its types having been checked when the
+    /// pipeline was built. Other errors are returned as they are.
+    pub fn in_data_of(self, operator: &str) -> Self {
+        match self {
+            Error::Expr(message) => Error::Data { location: Location::source(operator), message },
+            other => other,
+        }
+    }
 }
 
 /// `Result` with flumen's [`Error`].

@@ -788,8 +788,34 @@ impl Expr {
         Ok(self.typed(spec)?.0)
     }
 
+    /// The casts evaluating this expression over elements of `spec` applies to its operands
+    /// besides the ones written: each as (whether the operand is a literal, its type, the
+    /// type it is cast to). Both sides of an arithmetic operation or a comparison are cast
+    /// to their common type, a `case`'s values to the `case`'s type, the arguments of
+    /// `least`, `greatest`, `coalesce` and `clip` to the call's type. Each is (whether the
+    /// operand is a literal that fits the type, so the cast cannot fail; its type; the type
+    /// it is cast to). A literal that does not fit is refused where it is typed, except as a
+    /// bound of `clip`, which fails only where it is the result; any other operand's cast
+    /// fails where its value does not fit (a uint64 compared with an int64 is cast to
+    /// int64), which the optimizer must know.
+    pub fn implicit_casts(&self, spec: &ElementSpec) -> Result<Vec<(bool, DType, DType)>> {
+        let mut casts = Vec::new();
+        self.typed_noting(spec, &mut |operand, from, to| {
+            if from != to {
+                casts.push((matches!(operand, Expr::Literal(v) if literal_fits(v, to)), from, to));
+            }
+        })?;
+        Ok(casts)
+    }
+
     /// The type, and whether the value is a per-element literal (no column involved).
     fn typed(&self, spec: &ElementSpec) -> Result<(DType, bool)> {
+        self.typed_noting(spec, &mut |_, _, _| {})
+    }
+
+    /// [`Expr::typed`], telling `cast` each operand evaluation casts (the operand, its type
+    /// and the type it is cast to, maybe the same).
+    fn typed_noting(&self, spec: &ElementSpec, cast: &mut dyn FnMut(&Expr, DType, DType)) -> Result<(DType, bool)> {
         match self {
             Expr::Column(name) => {
                 let field = spec.field(name).ok_or_else(|| {
@@ -808,7 +834,7 @@ impl Expr {
             }
             Expr::Literal(s) => Ok((s.dtype(), true)),
             Expr::Unary { op, arg } => {
-                let (t, lit) = arg.typed(spec)?;
+                let (t, lit) = arg.typed_noting(spec, cast)?;
                 match op {
                     UnaryOp::Not if t != DType::Bool => {
                         Err(Error::Expr(format!("'not' takes a bool, got {t} in {self}")))
@@ -821,8 +847,8 @@ impl Expr {
                 }
             }
             Expr::Binary { op, left, right } => {
-                let (lt, llit) = left.typed(spec)?;
-                let (rt, rlit) = right.typed(spec)?;
+                let (lt, llit) = left.typed_noting(spec, cast)?;
+                let (rt, rlit) = right.typed_noting(spec, cast)?;
                 let lit = llit && rlit;
                 if matches!(op, BinaryOp::And | BinaryOp::Or) {
                     if lt != DType::Bool || rt != DType::Bool {
@@ -839,8 +865,9 @@ impl Expr {
                 }
                 let common = common_type(lt, llit, rt, rlit)
                     .ok_or_else(|| Error::Expr(format!("'{}' cannot combine {lt} and {rt} in {self}", op.symbol())))?;
-                for side in [left, right] {
+                for (side, t) in [(left, lt), (right, rt)] {
                     check_literal_fits(side, common, self)?;
+                    cast(side, t, common);
                 }
                 if op.is_arithmetic() && !common.is_numeric() {
                     return Err(Error::Expr(format!("'{}' takes numbers, got {common} in {self}", op.symbol())));
@@ -848,7 +875,7 @@ impl Expr {
                 Ok((if op.is_comparison() { DType::Bool } else { common }, lit))
             }
             Expr::Cast { arg, to } => {
-                let (t, lit) = arg.typed(spec)?;
+                let (t, lit) = arg.typed_noting(spec, cast)?;
                 // The 16-bit floats are storage: made from numbers, read back as floats.
                 let ok = t == *to
                     || (t.is_numeric() || t == DType::Bool)
@@ -867,27 +894,43 @@ impl Expr {
                 }
                 let mut acc: Option<(DType, bool)> = None;
                 let mut all_lit = true;
+                let mut values = Vec::with_capacity(branches.len() + 1);
                 for (c, v) in branches {
-                    let (ct, clit) = c.typed(spec)?;
+                    let (ct, clit) = c.typed_noting(spec, cast)?;
                     if ct != DType::Bool {
                         return Err(Error::Expr(format!("case condition must be bool, got {ct} in {self}")));
                     }
                     all_lit &= clit;
-                    acc = Some(join_branch(acc, v.typed(spec)?, self)?);
+                    let typed = v.typed_noting(spec, cast)?;
+                    values.push((v, typed.0));
+                    acc = Some(join_branch(acc, typed, self)?);
                 }
                 if let Some(o) = otherwise {
-                    acc = Some(join_branch(acc, o.typed(spec)?, self)?);
+                    let typed = o.typed_noting(spec, cast)?;
+                    values.push((o.as_ref(), typed.0));
+                    acc = Some(join_branch(acc, typed, self)?);
                 }
                 let (t, lit) = acc.expect("at least one branch");
+                // Every value is cast to the case's type, a literal among them too.
+                for (v, vt) in values {
+                    check_literal_fits(v, t, self)?;
+                    cast(v, vt, t);
+                }
                 Ok((t, lit && all_lit))
             }
-            Expr::Call { func, args } => self.typed_call(*func, args, spec),
+            Expr::Call { func, args } => self.typed_call(*func, args, spec, cast),
         }
     }
 
-    fn typed_call(&self, func: Func, args: &[Expr], spec: &ElementSpec) -> Result<(DType, bool)> {
+    fn typed_call(
+        &self,
+        func: Func,
+        args: &[Expr],
+        spec: &ElementSpec,
+        cast: &mut dyn FnMut(&Expr, DType, DType),
+    ) -> Result<(DType, bool)> {
         if func == Func::Length {
-            return self.typed_length(args, spec);
+            return self.typed_length(args, spec, cast);
         }
         if func.is_reduction() {
             if spec.batch_dims > 0 {
@@ -923,7 +966,7 @@ impl Expr {
             }
             return Ok((t, false));
         }
-        let typed = args.iter().map(|a| a.typed(spec)).collect::<Result<Vec<_>>>()?;
+        let typed = args.iter().map(|a| a.typed_noting(spec, cast)).collect::<Result<Vec<_>>>()?;
         let lit = typed.iter().all(|(_, l)| *l);
         let arity = |n: usize| -> Result<()> {
             if typed.len() != n {
@@ -969,6 +1012,12 @@ impl Expr {
                     let c = common_type(acc.0, acc.1, t.0, t.1)
                         .ok_or_else(|| Error::Expr(format!("clip cannot combine {} and {} in {self}", acc.0, t.0)))?;
                     acc = (c, acc.1 && t.1);
+                }
+                // Clip computes in a wide type and casts the result back, so a bound outside
+                // the type fails only where it is the result: told as a cast that may fail,
+                // not refused (`clip(u8, -1, 4)` is fine).
+                for (arg, (t, _)) in args.iter().zip(&typed) {
+                    cast(arg, *t, acc.0);
                 }
                 numeric(acc.0)?
             }
@@ -1019,6 +1068,7 @@ impl Expr {
                     })?;
                     acc = (c, acc.1 && t.1);
                 }
+                cast_arguments(args, &typed, acc.0, self, cast)?;
                 acc.0
             }
             _ => unreachable!("every function is typed above"),
@@ -1122,7 +1172,12 @@ impl Expr {
 
     /// `length(x)`: characters of a string, or the leading dimension of a rank-1 field
     /// (the tokens of a ragged sequence), which is why it looks at the field before typing.
-    fn typed_length(&self, args: &[Expr], spec: &ElementSpec) -> Result<(DType, bool)> {
+    fn typed_length(
+        &self,
+        args: &[Expr],
+        spec: &ElementSpec,
+        cast: &mut dyn FnMut(&Expr, DType, DType),
+    ) -> Result<(DType, bool)> {
         let [arg] = args else {
             return Err(Error::Expr(format!("length takes 1 argument, got {} in {self}", args.len())));
         };
@@ -1132,7 +1187,7 @@ impl Expr {
                 return Ok((DType::Int64, false));
             }
         }
-        let (t, lit) = arg.typed(spec)?;
+        let (t, lit) = arg.typed_noting(spec, cast)?;
         if t != DType::Utf8 {
             return Err(Error::Expr(format!("length takes a string or a rank-1 field, got {t} in {self}")));
         }
@@ -1179,24 +1234,43 @@ pub fn reduced_axes(axes: &[Expr], rank: usize) -> std::result::Result<Vec<usize
     Ok(out)
 }
 
+/// The arguments of a call cast to its type `to` (`least`, `greatest`, `coalesce`): each
+/// literal checked to fit, each cast told.
+fn cast_arguments(
+    args: &[Expr],
+    typed: &[(DType, bool)],
+    to: DType,
+    whole: &Expr,
+    cast: &mut dyn FnMut(&Expr, DType, DType),
+) -> Result<()> {
+    for (arg, (t, _)) in args.iter().zip(typed) {
+        check_literal_fits(arg, to, whole)?;
+        cast(arg, *t, to);
+    }
+    Ok(())
+}
+
 /// A literal that adopts a narrower column type must hold its value exactly
 /// (`x_int8 + 300` is a type error, not a run-time cast failure).
 fn check_literal_fits(side: &Expr, to: DType, whole: &Expr) -> Result<()> {
-    let Expr::Literal(value) = side else {
-        return Ok(());
-    };
-    let fits = match (value, to) {
+    match side {
+        Expr::Literal(value) if !literal_fits(value, to) => {
+            Err(Error::Expr(format!("literal {value} does not fit in {to} in {whole}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Whether the literal `value` can be cast to `to` (an integer within its range; anything
+/// else a literal adopts).
+fn literal_fits(value: &Scalar, to: DType) -> bool {
+    match (value, to) {
         (Scalar::Int(v, _), t) if t.is_integer() => match t.int_range() {
             Some((lo, hi)) => i128::from(*v) >= lo && i128::from(*v) <= hi,
             None => true,
         },
         (Scalar::UInt64(v), t) if t.is_integer() => t.int_range().is_none_or(|(_, hi)| i128::from(*v) <= hi),
         _ => true,
-    };
-    if fits {
-        Ok(())
-    } else {
-        Err(Error::Expr(format!("literal {value} does not fit in {to} in {whole}")))
     }
 }
 

@@ -3,7 +3,7 @@
 //! Each operator computes its output spec from its inputs' specs and rejects ill-typed plans
 //! when the plan is built, so a plan that exists is a plan that type-checks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -543,9 +543,9 @@ impl Op {
                 spec.check_unique(&name)?;
                 Ok(spec)
             }
-            Op::Concatenate => inputs[0]
-                .most_specific_common(inputs[1])
-                .ok_or_else(|| Error::plan(&name, format!("input specs differ: {} vs {}", inputs[0], inputs[1]))),
+            Op::Concatenate => inputs[0].most_specific_common(inputs[1]).ok_or_else(|| {
+                Error::plan(&name, format!("the inputs' elements differ: {}", inputs[0].difference(inputs[1])))
+            }),
             Op::Prefetch { .. } | Op::IgnoreErrors => Ok(input().clone()),
             Op::ElementPositions { stride, .. } => {
                 positive("stride", *stride)?;
@@ -592,9 +592,9 @@ impl Op {
                 }
                 let mut spec = inputs[0].clone();
                 for other in &inputs[1..] {
-                    spec = spec
-                        .most_specific_common(other)
-                        .ok_or_else(|| Error::plan(&name, format!("input specs differ: {} vs {}", inputs[0], other)))?;
+                    spec = spec.most_specific_common(other).ok_or_else(|| {
+                        Error::plan(&name, format!("the inputs' elements differ: {}", inputs[0].difference(other)))
+                    })?;
                 }
                 Ok(spec)
             }
@@ -834,7 +834,16 @@ fn padded_spec(
         };
         fields.push(FieldSpec { shape, kind: FieldKind::Dense, ..f.clone() });
     }
-    Ok(ElementSpec { fields, batch_dims: input.batch_dims })
+    // A batched element stays a batch (rows of equal count in every field) unless a padded
+    // shape gives some field's leading dimension, the batch one, another size than the others
+    // get: `{a, b}.batch(2)` padded with `b: [4]` is one element with two and four values.
+    let leading: BTreeSet<Option<i64>> = input
+        .fields
+        .iter()
+        .map(|f| padded_shapes.get(&f.name).and_then(|t| t.first()).filter(|d| **d >= 0).copied())
+        .collect();
+    let batch_dims = if leading.len() <= 1 { input.batch_dims } else { 0 };
+    Ok(ElementSpec { fields, batch_dims })
 }
 
 /// The state spec of reduce/scan: the initial values' types, checked against the updates.

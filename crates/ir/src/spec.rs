@@ -291,18 +291,40 @@ impl ElementSpec {
         Ok(ElementSpec { fields, batch_dims: self.batch_dims.saturating_sub(1) })
     }
 
-    /// The most specific spec compatible with both (same names, dtypes and ranks), if any.
+    /// The most specific spec compatible with both (the same field names, matched by name as
+    /// tf.data matches a dict's keys, with the same dtypes and ranks), in this spec's field
+    /// order, if any.
     pub fn most_specific_common(&self, other: &ElementSpec) -> Option<ElementSpec> {
         if self.fields.len() != other.fields.len() {
             return None;
         }
-        let fields = self
-            .fields
-            .iter()
-            .zip(&other.fields)
-            .map(|(a, b)| a.most_specific_common(b))
-            .collect::<Option<Vec<_>>>()?;
+        let fields =
+            self.fields.iter().map(|a| a.most_specific_common(other.field(&a.name)?)).collect::<Option<Vec<_>>>()?;
         Some(ElementSpec { fields, batch_dims: self.batch_dims.min(other.batch_dims) })
+    }
+
+    /// Why there is no [`ElementSpec::most_specific_common`] of the two: the first field one
+    /// lacks or the two hold differently.
+    pub fn difference(&self, other: &ElementSpec) -> String {
+        let names = |s: &ElementSpec| s.field_names().join(", ");
+        for a in &self.fields {
+            let Some(b) = other.field(&a.name) else {
+                return format!("the first has field '{}', the second has not (it has {})", a.name, names(other));
+            };
+            if a.most_specific_common(b).is_none() {
+                let rank = if a.shape.len() != b.shape.len() {
+                    "; tf.data would give a field of unknown rank, which flumen's typed elements do not have: \
+                     batch or unbatch one side so that the ranks agree"
+                } else {
+                    ""
+                };
+                return format!("field '{}' is {a} in the first and {b} in the second{rank}", a.name);
+            }
+        }
+        match other.fields.iter().find(|b| self.field(&b.name).is_none()) {
+            Some(b) => format!("the second has field '{}', the first has not (it has {})", b.name, names(self)),
+            None => format!("{self} vs {other}"),
+        }
     }
 
     /// The spec whose column types match `schema`: each column's list nesting becomes dims.

@@ -8,7 +8,9 @@ use flumen_ir::{BinaryOp, DType, ElementSpec, Expr, Func, MapFn, NamedExpr, Scal
 
 /// True when evaluating `expr` over elements of `spec` may fail for some element: integer
 /// arithmetic (overflow, division or remainder by zero), integer negation, `abs` and
-/// powers, and casts that can lose the value (to a narrower integer, from strings...).
+/// powers, and casts that can lose the value (to a narrower integer, from strings...),
+/// those written and those evaluation adds to bring operands to one type
+/// ([`Expr::implicit_casts`]).
 /// Rules that would evaluate an expression on other elements than the unoptimized plan
 /// does (dropping it, or filtering before it) require it not to.
 ///
@@ -26,7 +28,12 @@ pub fn may_fail(expr: &Expr, spec: &ElementSpec) -> bool {
         values = spec.values_of_tensors();
         &values
     };
-    let mut fails = false;
+    // An operand cast to another type than its own (a uint64 compared with an int64, a
+    // `case` value of a wider type than the case) fails where its value does not fit; a
+    // literal was checked to fit when the expression was typed.
+    let mut fails = expr
+        .implicit_casts(spec)
+        .map_or(true, |casts| casts.iter().any(|(literal, from, to)| !literal && cast_may_fail(*from, *to)));
     expr.visit(&mut |e| {
         let integer = || e.data_type(spec).map(|t| t.is_integer()).unwrap_or(true);
         fails |= match e {
@@ -165,7 +172,7 @@ fn fold_binary(op: BinaryOp, l: &Expr, r: &Expr) -> Option<Expr> {
                 Add => int(a.checked_add(b)),
                 Sub => int(a.checked_sub(b)),
                 Mul => int(a.checked_mul(b)),
-                _ => compare(op, a.cmp(&b)),
+                _ => compare(op, Some(a.cmp(&b))),
             }
         }
         (_, Expr::Literal(Scalar::Float(a, ta)), Expr::Literal(Scalar::Float(b, tb))) if ta == tb => {
@@ -180,25 +187,25 @@ fn fold_binary(op: BinaryOp, l: &Expr, r: &Expr) -> Option<Expr> {
                 Sub => float(a - b),
                 Mul => float(a * b),
                 Div => float(a / b),
-                // Arrow's comparison kernels order floats totally (-0 < +0, NaN greatest and
-                // equal to itself), and so does every evaluation path: so does the fold.
-                _ => compare(op, a.total_cmp(&b)),
+                // IEEE 754, as every evaluation path compares floats: NaN is unordered.
+                _ => compare(op, a.partial_cmp(&b)),
             }
         }
         _ => None,
     }
 }
 
-fn compare(op: BinaryOp, ord: std::cmp::Ordering) -> Option<Expr> {
+/// The comparison `op` of two values ordered `ord` (`None`: unordered, a NaN).
+fn compare(op: BinaryOp, ord: Option<std::cmp::Ordering>) -> Option<Expr> {
     use std::cmp::Ordering::*;
     use BinaryOp::*;
     let v = match op {
-        Eq => ord == Equal,
-        NotEq => ord != Equal,
-        Lt => ord == Less,
-        LtEq => ord != Greater,
-        Gt => ord == Greater,
-        GtEq => ord != Less,
+        Eq => ord == Some(Equal),
+        NotEq => ord != Some(Equal),
+        Lt => ord == Some(Less),
+        LtEq => matches!(ord, Some(Less | Equal)),
+        Gt => ord == Some(Greater),
+        GtEq => matches!(ord, Some(Greater | Equal)),
         _ => return None,
     };
     Some(Expr::Literal(Scalar::Bool(v)))
@@ -320,12 +327,15 @@ mod tests {
     }
 
     #[test]
-    fn float_comparisons_fold_in_total_order() {
+    fn float_comparisons_fold_as_ieee_754_says() {
         let float = |v: f64| Expr::Literal(Scalar::Float(v, DType::Float64));
-        let lt = |a: f64, b: f64| fold(&Expr::binary(BinaryOp::Lt, float(a), float(b)), &spec());
-        assert_eq!(lt(-0.0, 0.0), bool_lit(true), "-0 < +0 in Arrow's order");
-        assert_eq!(lt(1.0, f64::NAN), bool_lit(true), "NaN is greatest");
-        let eq = fold(&Expr::binary(BinaryOp::Eq, float(f64::NAN), float(f64::NAN)), &spec());
-        assert_eq!(eq, bool_lit(true));
+        let cmp = |op, a: f64, b: f64| fold(&Expr::binary(op, float(a), float(b)), &spec());
+        assert_eq!(cmp(BinaryOp::Lt, -0.0, 0.0), bool_lit(false), "-0 == +0");
+        assert_eq!(cmp(BinaryOp::Eq, -0.0, 0.0), bool_lit(true));
+        for op in [BinaryOp::Lt, BinaryOp::LtEq, BinaryOp::Gt, BinaryOp::GtEq, BinaryOp::Eq] {
+            assert_eq!(cmp(op, 1.0, f64::NAN), bool_lit(false), "{op:?} with NaN");
+            assert_eq!(cmp(op, f64::NAN, f64::NAN), bool_lit(false), "{op:?} of NaNs");
+        }
+        assert_eq!(cmp(BinaryOp::NotEq, f64::NAN, f64::NAN), bool_lit(true));
     }
 }

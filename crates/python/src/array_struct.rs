@@ -25,12 +25,18 @@ struct Interface {
 /// `NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_NOTSWAPPED`: not writeable.
 const FLAGS: i32 = 0x1 | 0x100 | 0x200;
 
-/// The interface and the dims it points at, freed with the capsule (NumPy copies the dims
-/// and keeps the exporting object, not the capsule, as the array's base).
+/// `NPY_ARR_HAS_DESCR`: `descr` gives the dtype (a datetime's unit, which `typekind` and
+/// `itemsize` cannot: without it NumPy makes a `datetime64` of generic unit).
+const HAS_DESCR: i32 = 0x800;
+
+/// The interface and the dims (and dtype description) it points at, freed with the capsule
+/// (NumPy copies the dims and keeps the exporting object, not the capsule, as the array's
+/// base).
 #[repr(C)]
 struct Owned {
     interface: Interface,
     _dims: Vec<isize>,
+    _descr: Option<Py<PyAny>>,
 }
 
 /// A capsule describing `values` (a primitive array without nulls) as a C-contiguous array
@@ -48,19 +54,23 @@ pub fn capsule<'py>(py: Python<'py>, values: &ArrayRef, shape: &[usize], typestr
     }
     dims.extend(strides);
     let typekind = typestr.as_bytes()[1];
+    // A unit (`<M8[us]`) is only in the type string: hand NumPy that as the description.
+    let descr: Option<Py<PyAny>> =
+        typestr.contains('[').then(|| pyo3::types::PyString::new(py, typestr).into_any().unbind());
     let mut owned = Box::new(Owned {
         interface: Interface {
             two: 2,
             nd: nd as i32,
             typekind,
             itemsize: width as i32,
-            flags: FLAGS,
+            flags: if descr.is_some() { FLAGS | HAS_DESCR } else { FLAGS },
             shape: std::ptr::null_mut(),
             strides: std::ptr::null_mut(),
             data: address as *mut c_void,
-            descr: std::ptr::null_mut(),
+            descr: descr.as_ref().map_or(std::ptr::null_mut(), |d| d.as_ptr()),
         },
         _dims: dims,
+        _descr: descr,
     });
     let base = owned._dims.as_mut_ptr();
     owned.interface.shape = base;

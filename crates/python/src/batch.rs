@@ -262,9 +262,43 @@ impl Column {
             shape.push(*n as usize);
             values = child;
         }
+        if let Some((values, typestr)) = unpacked(&values) {
+            return Some(Column { values, shape, typestr });
+        }
         let typestr = typestr(values.data_type())?;
         (values.null_count() == 0).then_some(Column { values, shape, typestr })
     }
+}
+
+/// A column whose values NumPy cannot view as Arrow lays them out, as values it can, with
+/// their NumPy type: bools (bits in Arrow) as a byte each, dates and times as NumPy's 64-bit
+/// `datetime64` / `timedelta64` with their unit (dates, Arrow's 32-bit days, widened to
+/// `datetime64[D]`; a null as `NaT`). `None` for other types, and for bools with nulls. A
+/// date or time column that needs neither widening nor `NaT` is given as it is.
+fn unpacked(values: &ArrayRef) -> Option<(ArrayRef, &'static str)> {
+    use arrow::datatypes::{Date32Type, Time64MicrosecondType, TimeUnit, TimestampMicrosecondType};
+    if let (DataType::Boolean, 0) = (values.data_type(), values.null_count()) {
+        let bytes: Vec<u8> = values.as_boolean().values().iter().map(u8::from).collect();
+        return Some((Arc::new(arrow::array::UInt8Array::from(bytes)), "|b1"));
+    }
+    let (days, typestr) = match values.data_type() {
+        DataType::Date32 => (true, "<M8[D]"),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => (false, "<M8[us]"),
+        DataType::Time64(TimeUnit::Microsecond) => (false, "<m8[us]"),
+        _ => return None,
+    };
+    if !days && values.null_count() == 0 {
+        return Some((values.clone(), typestr));
+    }
+    // NumPy's NaT is the smallest int64.
+    let ticks: Vec<i64> = match values.data_type() {
+        DataType::Date32 => values.as_primitive::<Date32Type>().iter().map(|v| v.map_or(i64::MIN, i64::from)).collect(),
+        DataType::Timestamp(..) => {
+            values.as_primitive::<TimestampMicrosecondType>().iter().map(|v| v.unwrap_or(i64::MIN)).collect()
+        }
+        _ => values.as_primitive::<Time64MicrosecondType>().iter().map(|v| v.unwrap_or(i64::MIN)).collect(),
+    };
+    Some((Arc::new(arrow::array::Int64Array::from(ticks)), typestr))
 }
 
 impl Column {
@@ -295,8 +329,6 @@ fn typestr(dt: &DataType) -> Option<&'static str> {
         DataType::Float16 => "<f2",
         DataType::Float32 => "<f4",
         DataType::Float64 => "<f8",
-        DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, _) => "<M8[us]",
-        DataType::Time64(arrow::datatypes::TimeUnit::Microsecond) => "<m8[us]",
         _ => return None,
     })
 }
@@ -346,8 +378,17 @@ impl Column {
         if copy == Some(true) {
             return Err(PyBufferError::new_err("flumen exports its buffers without a copy; copy after import"));
         }
+        if self.typestr.contains('[') {
+            // DLPack (so PyTorch and JAX) has no date or time type; NumPy and pyarrow keep
+            // the unit.
+            return Err(PyBufferError::new_err(format!(
+                "a {} column has no DLPack type (DLPack, PyTorch and JAX have no dates or times): read it \
+                 through NumPy or pyarrow, or cast it to int64 first",
+                &self.typestr[1..]
+            )));
+        }
         let versioned = max_version.is_some_and(|(major, _)| major >= 1);
-        crate::dlpack::capsule(py, &self.values, &self.shape, versioned)
+        crate::dlpack::capsule(py, &self.values, &self.shape, versioned, self.typestr == "|b1")
     }
 
     /// The DLPack device: `(kDLCPU, 0)`.

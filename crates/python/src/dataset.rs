@@ -63,9 +63,14 @@ fn file_read(format: &str) -> PyResult<FileRead> {
     })
 }
 
-/// A Python function's name for `explain` and errors.
-fn function_name(f: &Bound<'_, PyAny>) -> String {
-    f.getattr("__name__").and_then(|n| n.extract()).unwrap_or_else(|_| "function".to_string())
+/// A Python function's name for errors (its `__name__`), and the name it is registered
+/// under in the plan, shown by `explain`: the same with a number of its own, since two
+/// functions of one pipeline may share a `__name__` (every lambda is `<lambda>`).
+fn function_name(f: &Bound<'_, PyAny>) -> (String, String) {
+    static REGISTERED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let name = f.getattr("__name__").and_then(|n| n.extract()).unwrap_or_else(|_| "function".to_string());
+    let n = REGISTERED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    (format!("{name}#{n}"), name)
 }
 
 /// A `flumen.SparseFeature` (tf.io.SparseFeature's fields) as the feature `name`.
@@ -159,10 +164,10 @@ fn dataset_function(
         return Err(PyTypeError::new_err("expected a function returning a flumen.Dataset"));
     }
     let spec = spec_of(output)?;
-    let name = function_name(f);
+    let (registered, name) = function_name(f);
     let func: Py<PyAny> = f.clone().unbind();
     let operator = format!("dataset function (python '{name}')");
-    Ok(DatasetFunction::closure(Some(&name), spec, move |row| {
+    Ok(DatasetFunction::closure(Some(&registered), spec, move |row| {
         Python::attach(|py| {
             let call = || -> PyResult<flumen::Dataset> {
                 let asarray = py.import("numpy")?.getattr("asarray")?;
@@ -303,11 +308,11 @@ impl Dataset {
             return Err(PyTypeError::new_err("from_generator takes a function returning an iterator"));
         }
         let spec = spec_of(output)?;
-        let name = function_name(generator);
+        let (registered, name) = function_name(generator);
         let factory: Arc<Py<PyAny>> = Arc::new(generator.clone().unbind());
         let out = spec.clone();
         let operator = format!("from_generator(python '{name}')");
-        ok(flumen::Dataset::from_generator(Some(&name), spec, move || {
+        ok(flumen::Dataset::from_generator(Some(&registered), spec, move || {
             let (factory, out, operator) = (factory.clone(), out.clone(), operator.clone());
             let error = move |py: Python<'_>, e: PyErr| flumen::Error::Udf {
                 operator: operator.clone(),
@@ -461,11 +466,11 @@ impl Dataset {
         }
         let output = output.ok_or_else(|| PyValueError::new_err("a Python function's map needs its output spec"))?;
         let spec = spec_of(output)?;
-        let name = function_name(f);
+        let (registered, name) = function_name(f);
         let func: Py<PyAny> = f.clone().unbind();
         let out = spec.clone();
         let operator = format!("map(python '{name}')");
-        let f = MapFunction::batch(Some(&name), spec, move |chunk| {
+        let f = MapFunction::batch(Some(&registered), spec, move |chunk| {
             Python::attach(|py| {
                 let call = || -> PyResult<RecordBatch> {
                     let result = func.call1(py, (numpy_dict(py, chunk)?,))?;
@@ -494,11 +499,11 @@ impl Dataset {
         if !predicate.is_callable() {
             return Err(PyTypeError::new_err("filter takes an expression or a function"));
         }
-        let name = function_name(predicate);
+        let (registered, name) = function_name(predicate);
         let func: Py<PyAny> = predicate.clone().unbind();
         let keep = FieldSpec::scalar("keep", flumen::DType::Bool);
         let operator = format!("filter(python '{name}')");
-        let f = PredicateFunction::batch(Some(&name), move |chunk| {
+        let f = PredicateFunction::batch(Some(&registered), move |chunk| {
             Python::attach(|py| {
                 let call = || -> PyResult<BooleanArray> {
                     let result = func.call1(py, (numpy_dict(py, chunk)?,))?;
@@ -722,10 +727,10 @@ impl Dataset {
         ok(self.0.shuffle_with(buffer_size, seed, reshuffle_each_iteration))
     }
 
-    /// The elements `count` times (forever when `None`).
+    /// The elements `count` times (forever when `None` or negative, as tf.data's -1).
     #[pyo3(signature = (count = None))]
-    fn repeat(&self, count: Option<u64>) -> PyResult<Dataset> {
-        ok(self.0.repeat(count))
+    fn repeat(&self, count: Option<i64>) -> PyResult<Dataset> {
+        ok(self.0.repeat(count.and_then(|n| u64::try_from(n).ok())))
     }
 
     /// The first `count` elements (all when -1).

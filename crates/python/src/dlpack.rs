@@ -95,15 +95,21 @@ fn dtype(dt: &DataType) -> Option<DType> {
 }
 
 /// A DLPack capsule over `values` (a primitive array without nulls, the flattened values of
-/// a tensor of `shape`, row-major). `versioned` gives DLPack 1.0's capsule, read-only.
+/// a tensor of `shape`, row-major). `versioned` gives DLPack 1.0's capsule, read-only;
+/// `boolean` says that `values` are bools, a byte each.
 pub fn capsule<'py>(
     py: Python<'py>,
     values: &ArrayRef,
     shape: &[usize],
     versioned: bool,
+    boolean: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let data = values.to_data();
-    let dtype = dtype(data.data_type()).ok_or_else(|| PyBufferError::new_err("not a primitive column"))?;
+    let dtype = match boolean {
+        // `kDLBool`: one byte per value, 0 or 1.
+        true => DType { code: 6, bits: 8, lanes: 1 },
+        false => dtype(data.data_type()).ok_or_else(|| PyBufferError::new_err("not a primitive column"))?,
+    };
     let width = data.data_type().primitive_width().expect("a primitive column");
     let address = data.buffers()[0].as_ptr() as usize + data.offset() * width;
     let shape: Vec<i64> = shape.iter().map(|&d| d as i64).collect();

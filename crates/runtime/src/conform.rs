@@ -44,12 +44,20 @@ pub fn conform_chunk(chunk: RecordBatch, schema: &SchemaRef) -> Result<RecordBat
 
 /// `chunk` under `schema` where a fixed dim became unknown (FixedSizeList → List): such
 /// columns are cast, the others relabelled as by [`conform_chunk`].
+///
+/// Columns are matched by name where the chunk has every field of `schema` (`concatenate`
+/// of datasets whose fields come in another order, as tf.data matches a dict's keys), by
+/// position otherwise.
 pub fn relabel(chunk: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
     if chunk.schema().fields() == schema.fields() {
         return Ok(chunk);
     }
-    let columns = chunk
-        .columns()
+    let by_name: Option<Vec<ArrayRef>> = (chunk.num_columns() == schema.fields().len())
+        .then(|| schema.fields().iter().map(|f| chunk.column_by_name(f.name()).cloned()).collect())
+        .flatten();
+    let columns = by_name
+        .as_deref()
+        .unwrap_or(chunk.columns())
         .iter()
         .zip(schema.fields())
         .map(|(c, f)| {

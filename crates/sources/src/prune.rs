@@ -24,11 +24,12 @@
 //! strings (dates, decimals, timestamps, `float16`), and legacy statistics whose sort order
 //! is not signed.
 //!
-//! Floats are compared, as Arrow's kernels compare them, in IEEE 754 total order: `NaN` is
-//! above `+inf` (and a negative `NaN` below `-inf`), and `-0.0 < 0.0`. Parquet statistics
-//! leave `NaN`s out and do not count them, so a float group may hold values outside its
-//! `[min, max]`: only equality with a non-`NaN` literal (`x == 1.5`, or `not(x != 1.5)`) and
-//! an entirely null column prune a float group. The minimum and maximum are widened to
+//! Floats are compared as flumen's expressions compare them, by IEEE 754: `NaN` is
+//! unordered (only `!=` holds for it) and `-0.0 == 0.0`. Parquet statistics leave `NaN`s out
+//! and do not count them, so a float group may hold values outside its `[min, max]`, for
+//! which a negated ordering (`not(x < 1.5)`) holds: only equality with a non-`NaN` literal
+//! (`x == 1.5`, or `not(x != 1.5)`, the same under IEEE 754) and an entirely null column
+//! prune a float group. The minimum and maximum are widened to
 //! `-0.0` and `+0.0` when they are zero, since writers do not agree on the sign they store.
 //! String minimums and maximums may be truncated: they are still bounds, and `!=` uses them
 //! only when both are exact.

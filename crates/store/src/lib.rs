@@ -16,6 +16,8 @@
 //!   PASSTHROUGH from `<path>/<fingerprint>/snapshot.metadata`; a [`SnapshotWriter`] writes
 //!   sharded chunk files in parallel and finalizes only if it still owns the snapshot; a
 //!   [`SnapshotReader`] reads them back in order or shuffled.
+//! - [`publish`]: files written beside their final path and published in one step, so that
+//!   no reader sees a partial file (also what `flumen run --output` writes through).
 //! - [`Compression`]: none, LZ4 (the default) or zstd, per frame.
 //!
 //! ```no_run
@@ -43,7 +45,7 @@
 pub mod chunk_file;
 mod compression;
 pub mod file_cache;
-mod publish;
+pub mod publish;
 pub mod snapshot;
 
 pub use chunk_file::{ChunkFileReader, ChunkFileWriter, ChunkPosition, FileSummary};

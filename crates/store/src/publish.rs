@@ -11,7 +11,7 @@
 //!
 //! A temporary file that is never published is removed when dropped. A killed process leaves
 //! it behind under a name (`<final>.tmp-<host>-<pid>-<random>`) that no reader opens, and
-//! the next writer or reader of the same final path removes it ([`reclaim`]): at once when
+//! the next writer or reader of the same final path removes it (`reclaim`): at once when
 //! its host is this one and its process no longer runs, or once it has not changed for the
 //! snapshot's default pending expiry (a day) when it belongs to another host, whose
 //! processes cannot be seen from here.
@@ -24,14 +24,14 @@ use std::path::{Path, PathBuf};
 use flumen_ir::{Error, Result};
 
 /// A file being written beside its final path.
-pub(crate) struct TempFile {
+pub struct TempFile {
     path: PathBuf,
     published: bool,
 }
 
 impl TempFile {
     /// Creates a new, empty temporary file beside `target`.
-    pub(crate) fn create(target: &Path) -> Result<(TempFile, File)> {
+    pub fn create(target: &Path) -> Result<(TempFile, File)> {
         reclaim(target);
         let mut name = OsString::from(target.as_os_str());
         name.push(format!(".tmp-{}-{}-{:016x}", host(), std::process::id(), rand::random::<u64>()));
@@ -54,7 +54,7 @@ impl TempFile {
 
     /// Publishes the file at `target` unless something is already there; returns whether it
     /// did. Either way the temporary name goes away.
-    pub(crate) fn publish_new(self, target: &Path) -> Result<bool> {
+    pub fn publish_new(self, target: &Path) -> Result<bool> {
         match fs::hard_link(&self.path, target) {
             Ok(()) => {
                 sync_parent(target)?;
@@ -66,7 +66,7 @@ impl TempFile {
     }
 
     /// Publishes the file at `target`, replacing what is there.
-    pub(crate) fn publish_replace(mut self, target: &Path) -> Result<()> {
+    pub fn publish_replace(mut self, target: &Path) -> Result<()> {
         fs::rename(&self.path, target).map_err(|e| io_error(target, e))?;
         self.published = true;
         sync_parent(target)

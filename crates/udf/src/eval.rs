@@ -21,7 +21,7 @@ use arrow::array::{
 };
 use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::compute::kernels::zip::zip;
-use arrow::compute::kernels::{boolean, cmp, numeric};
+use arrow::compute::kernels::{boolean, numeric};
 use arrow::compute::{
     binary, cast_with_options, filter, interleave, prep_null_mask_filter, take, try_unary, unary, CastOptions,
 };
@@ -1031,9 +1031,9 @@ impl Env {
                 let (l, r) = promote(l, r, op, expr)?;
                 f(&l, &r).map_err(|e| at(e, expr))?
             }
-            Kernel::Compare(f) => {
+            Kernel::Compare => {
                 let (l, r) = promote(l, r, op, expr)?;
-                Arc::new(f(&l, &r).map_err(|e| at(e, expr))?)
+                Arc::new(crate::ieee::compare(op, &l, &r).map_err(|e| at(e, expr))?)
             }
         };
         Ok(Value { array, lit })
@@ -1246,7 +1246,7 @@ impl Env {
             }
         } else {
             rest.iter().try_fold(first, |acc, a| {
-                let better = if func == Func::Least { cmp::lt(a, &acc)? } else { cmp::gt(a, &acc)? };
+                let better = crate::ieee::prefer(a, &acc, func == Func::Least)?;
                 // Nulls are skipped: a value replaces a null, a null never replaces a value.
                 let take_a = null_as_false(&boolean::or_kleene(&better, &boolean::is_null(&acc)?)?);
                 zip(&take_a, a, &acc)
@@ -1256,14 +1256,21 @@ impl Env {
     }
 }
 
-/// `lo` where `x < lo`, `hi` where `x > hi`, else `x`, row by row (a NaN `x` stays NaN: both
-/// comparisons are false).
+/// `x` clipped to `[lo, hi]` row by row, as `tf.clip_by_value` (`minimum(maximum(x, lo),
+/// hi)`): `lo` where `x < lo`, `hi` where `x > hi`, else `x`, and `NaN` where any of the
+/// three is (IEEE comparisons with it are false, so it is picked out first).
 fn clip_values<T: Copy + PartialOrd>(x: &[T], lo: &[T], hi: &[T]) -> Vec<T> {
+    #[allow(clippy::eq_op)] // `v != v` is the NaN test, and never true for integers.
+    let nan = |v: &T| v != v;
     x.iter()
         .zip(lo)
         .zip(hi)
         .map(|((x, lo), hi)| {
-            if x < lo {
+            if nan(lo) {
+                *lo
+            } else if nan(hi) {
+                *hi
+            } else if x < lo {
                 *lo
             } else if x > hi {
                 *hi
@@ -1277,7 +1284,8 @@ fn clip_values<T: Copy + PartialOrd>(x: &[T], lo: &[T], hi: &[T]) -> Vec<T> {
 /// The kernel family of a binary operator.
 enum Kernel {
     Numeric(fn(&dyn Datum, &dyn Datum) -> Result<ArrayRef, ArrowError>),
-    Compare(fn(&dyn Datum, &dyn Datum) -> Result<BooleanArray, ArrowError>),
+    /// IEEE 754's comparisons for floats ([`crate::ieee`]), Arrow's for the rest.
+    Compare,
     Logic(fn(&BooleanArray, &BooleanArray) -> Result<BooleanArray, ArrowError>),
 }
 
@@ -1288,12 +1296,9 @@ fn binary_kernel(op: BinaryOp) -> Kernel {
         BinaryOp::Mul => Kernel::Numeric(numeric::mul),
         BinaryOp::Div => Kernel::Numeric(numeric::div),
         BinaryOp::Mod => Kernel::Numeric(numeric::rem),
-        BinaryOp::Eq => Kernel::Compare(cmp::eq),
-        BinaryOp::NotEq => Kernel::Compare(cmp::neq),
-        BinaryOp::Lt => Kernel::Compare(cmp::lt),
-        BinaryOp::LtEq => Kernel::Compare(cmp::lt_eq),
-        BinaryOp::Gt => Kernel::Compare(cmp::gt),
-        BinaryOp::GtEq => Kernel::Compare(cmp::gt_eq),
+        BinaryOp::Eq | BinaryOp::NotEq | BinaryOp::Lt | BinaryOp::LtEq | BinaryOp::Gt | BinaryOp::GtEq => {
+            Kernel::Compare
+        }
         // Kleene logic: `false and null` is false, `true or null` is true, as in SQL.
         BinaryOp::And => Kernel::Logic(boolean::and_kleene),
         BinaryOp::Or => Kernel::Logic(boolean::or_kleene),

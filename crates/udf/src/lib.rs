@@ -8,7 +8,8 @@
 //!   lacks (`sqrt`, `power`, `length`, ...), so users can write them without DataFusion's
 //!   function crates.
 //! - [`eval`]: evaluation of IR expressions over whole Arrow columns with Arrow's kernels,
-//!   elementwise through batch dimensions.
+//!   elementwise through batch dimensions; floats compare as IEEE 754 says (`ieee`), on
+//!   this path as in the compiled kernels.
 //! - [`closure`], [`registry`]: Rust closures as escape hatches, and the name → closure table
 //!   a plan's closure references resolve against.
 //! - [`example`]: `parse_example`, serialized `tf.train.Example`s into Arrow columns.
@@ -23,6 +24,7 @@ pub mod eval;
 pub mod example;
 pub mod fingerprint64;
 pub mod functions;
+mod ieee;
 pub mod image;
 pub mod kernel;
 pub mod lower;

@@ -14,11 +14,11 @@ use super::{pick, ExprRecipe, PredRecipe};
 /// The first expression kind of the families (kinds below are the base generator's).
 pub const FIRST_EXPR_FAMILY: u8 = 18;
 /// One past the last expression kind.
-pub const END_EXPR_FAMILY: u8 = 34;
+pub const END_EXPR_FAMILY: u8 = 37;
 /// The first predicate kind of the families.
 pub const FIRST_PRED_FAMILY: u8 = 9;
 /// One past the last predicate kind.
-pub const END_PRED_FAMILY: u8 = 16;
+pub const END_PRED_FAMILY: u8 = 17;
 
 /// The family of expression kind `kind`.
 pub fn expr_family(kind: u8) -> &'static str {
@@ -33,6 +33,9 @@ pub fn expr_family(kind: u8) -> &'static str {
         27 | 28 => "tensor field",
         29 => "string cast",
         30 => "AND/OR with a fallible operand",
+        34 => "IEEE comparison (NaN, -0.0, inf)",
+        35 => "least/greatest/clip over NaN",
+        36 => "implicit cast that can fail",
         _ => "other",
     }
 }
@@ -48,6 +51,7 @@ pub fn pred_family(kind: u8) -> &'static str {
         13 => "tensor field",
         14 => "constant (may fail)",
         15 => "int64 overflow",
+        16 => "IEEE comparison (NaN, -0.0, inf)",
         _ => "other",
     }
 }
@@ -194,9 +198,55 @@ pub fn expression(spec: &ElementSpec, r: &ExprRecipe) -> Option<Expr> {
             0 => cast(lit(k), DataType::Int32) + pick(&fields_of(spec, &[DType::Int32]), i).map(col)?,
             _ => pick(&fields_of(spec, &[DType::Float32]), i).map(col)? - cast(lit(k), DataType::Float32),
         },
-        _ => cast(floor(float(i)?), DataType::Int64),
+        33 => cast(floor(float(i)?), DataType::Int64),
+        34 => ieee_comparison(float(i)?, float(j), k),
+        35 => {
+            let special = lit(special_float(k));
+            match k.rem_euclid(4) {
+                0 => least(vec![float(i)?, float(j).unwrap_or(special)]),
+                1 => greatest(vec![special, float(i)?]),
+                2 => clip(float(i)?, special, lit(4.0)),
+                _ => clip(float(i)?, lit(-1.0), special),
+            }
+        }
+        // A value cast to a narrower type than its own to meet another operand: literal-like
+        // (`cast(... as int64)` meeting an int32 field) or a uint64-int64 comparison.
+        _ => {
+            let n = pick(&fields_of(spec, &[DType::Int32]), i).map(col)?;
+            let wide = cast(lit(k as f64 * 1e9), DataType::Int64);
+            match k.rem_euclid(3) {
+                0 => when(n.clone().gt(lit(0i64)), n).otherwise(wide).ok()?,
+                1 => n.eq(wide).and(lit(true)),
+                _ => least(vec![n, wide]),
+            }
+        }
     };
     Some(e)
+}
+
+/// The special float of `k`: NaN, -0.0, 0.0, +inf, -inf, 1.5.
+fn special_float(k: i64) -> f64 {
+    [f64::NAN, -0.0, 0.0, f64::INFINITY, f64::NEG_INFINITY, 1.5][k.rem_euclid(6) as usize]
+}
+
+/// A comparison picked by `k` between `x` and `y` (a float field), or a special float
+/// (NaN, either zero, an infinity) where there is no `y`; negated for some `k` (a negated
+/// comparison is not its complement when NaN is involved).
+fn ieee_comparison(x: Expr, y: Option<Expr>, k: i64) -> Expr {
+    let y = y.filter(|_| k % 2 == 0).unwrap_or_else(|| lit(special_float(k)));
+    let e = match k.rem_euclid(6) {
+        0 => x.eq(y),
+        1 => x.not_eq(y),
+        2 => x.lt(y),
+        3 => x.lt_eq(y),
+        4 => x.gt(y),
+        _ => x.gt_eq(y),
+    };
+    if k < 0 {
+        !e
+    } else {
+        e
+    }
 }
 
 /// The predicate of family kind `r.kind` over `spec` (unbatched), if it has the fields.
@@ -232,7 +282,8 @@ pub fn predicate(spec: &ElementSpec, r: &PredRecipe) -> Option<Expr> {
             1 => cast(lit(1e300), DataType::UInt8).gt(lit(0i64)),
             _ => cast(lit(k), DataType::Float32).lt(lit(2.0)),
         },
-        _ => (pick(&fields_of(spec, &[DType::Int64]), i).map(col)? * lit(4i64)).gt(lit(k)),
+        15 => (pick(&fields_of(spec, &[DType::Int64]), i).map(col)? * lit(4i64)).gt(lit(k)),
+        _ => ieee_comparison(float(i)?, float(j), k),
     };
     Some(e)
 }

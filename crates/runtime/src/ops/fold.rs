@@ -21,10 +21,12 @@ struct State {
     schema: SchemaRef,
     values: Vec<ArrayRef>,
     update: Vec<(usize, NamedExpr)>,
+    /// `reduce` or `scan`, which an update failing on an element's values is bad input of.
+    operator: &'static str,
 }
 
 impl State {
-    fn new(initial: &[(String, Scalar)], update: &[NamedExpr]) -> Result<Self> {
+    fn new(initial: &[(String, Scalar)], update: &[NamedExpr], operator: &'static str) -> Result<Self> {
         let spec = ElementSpec {
             fields: initial.iter().map(|(n, v)| FieldSpec::scalar(n.clone(), v.dtype())).collect(),
             batch_dims: 0,
@@ -32,7 +34,7 @@ impl State {
         let values = initial.iter().map(|(_, v)| scalar_array(v).map_err(Into::into)).collect::<Result<Vec<_>>>()?;
         let update =
             update.iter().map(|u| (spec.index_of(&u.name).expect("type-checked state field"), u.clone())).collect();
-        Ok(State { schema: spec.arrow_schema(), values, update })
+        Ok(State { schema: spec.arrow_schema(), values, update, operator })
     }
 
     /// The one-row scope batch: state fields then the element's fields.
@@ -59,7 +61,11 @@ impl State {
     }
 
     fn step(&mut self, scope: &RecordBatch) -> Result<()> {
-        let new = self.update.iter().map(|(i, u)| Ok((*i, evaluate(&u.expr, scope)?))).collect::<Result<Vec<_>>>()?;
+        let new = self
+            .update
+            .iter()
+            .map(|(i, u)| Ok((*i, evaluate(&u.expr, scope).map_err(|e| e.in_data_of(self.operator))?)))
+            .collect::<Result<Vec<_>>>()?;
         for (i, v) in new {
             self.values[i] = v;
         }
@@ -76,7 +82,7 @@ pub struct ReduceOp {
 impl ReduceOp {
     /// Folds `input` from `initial` with `update`.
     pub fn new(input: BoxOperator, initial: &[(String, Scalar)], update: &[NamedExpr]) -> Result<Self> {
-        Ok(ReduceOp { input: Some(input), state: State::new(initial, update)? })
+        Ok(ReduceOp { input: Some(input), state: State::new(initial, update, "reduce")? })
     }
 }
 
@@ -137,7 +143,7 @@ impl ScanOp {
     ) -> Result<Self> {
         Ok(ScanOp {
             input: Resumable::new(input),
-            state: State::new(initial, update)?,
+            state: State::new(initial, update, "scan")?,
             output: output.to_vec(),
             schema,
         })
@@ -157,7 +163,11 @@ impl ScanOp {
     fn step_and_output(&mut self, element: &RecordBatch) -> Result<RecordBatch> {
         self.state.step(&self.state.scope(element)?)?;
         let scope = self.state.scope(element)?;
-        let columns = self.output.iter().map(|o| evaluate(&o.expr, &scope)).collect::<Result<Vec<_>>>()?;
+        let columns = self
+            .output
+            .iter()
+            .map(|o| evaluate(&o.expr, &scope).map_err(|e| e.in_data_of("scan")))
+            .collect::<Result<Vec<_>>>()?;
         let fields = self
             .output
             .iter()

@@ -116,7 +116,7 @@ pub fn map_fn(func: &MapFn, schema: SchemaRef, registry: &Registry, vectorized: 
     match func {
         MapFn::Exprs { outputs, keep_input } => {
             let map = FusedMap::new(outputs.clone(), *keep_input, schema.clone());
-            let f: ChunkFn = Arc::new(move |chunk| map.evaluate(chunk).map_err(Failure::Pure));
+            let f: ChunkFn = Arc::new(move |chunk| map.evaluate(chunk).map_err(|e| Failure::Pure(e.in_data_of("map"))));
             Ok(chunked_if(vectorized, f, schema))
         }
         MapFn::ParseExample { field, features } => {
@@ -195,7 +195,9 @@ pub fn mask_fn(predicate: &Predicate, operator: &str, registry: &Registry, vecto
     match predicate {
         Predicate::Expr { expr } => {
             let predicate = FusedPredicate::new(expr.clone());
-            let f: MaskFn = Arc::new(move |chunk| predicate.evaluate(chunk).map_err(Failure::Pure));
+            let operator = operator.to_string();
+            let f: MaskFn =
+                Arc::new(move |chunk| predicate.evaluate(chunk).map_err(|e| Failure::Pure(e.in_data_of(&operator))));
             if vectorized {
                 return Ok(f);
             }
@@ -256,8 +258,8 @@ pub fn filter_map_fn(predicate: &Expr, outputs: &[NamedExpr], keep_input: bool, 
     let predicate = FusedPredicate::new(predicate.clone());
     let map = FusedMap::new(outputs.to_vec(), keep_input, schema);
     Arc::new(move |chunk| {
-        let mask = predicate.evaluate(chunk).map_err(Failure::Pure)?;
-        map.evaluate_selected(chunk, &mask).map_err(Failure::Pure)
+        let mask = predicate.evaluate(chunk).map_err(|e| Failure::Pure(e.in_data_of("filter")))?;
+        map.evaluate_selected(chunk, &mask).map_err(|e| Failure::Pure(e.in_data_of("map")))
     })
 }
 

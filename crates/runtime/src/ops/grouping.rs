@@ -328,7 +328,7 @@ impl Grouper {
 
 /// Evaluates the int64 `expr` over `chunk` (one value per row).
 fn eval_keys(expr: &Expr, chunk: &RecordBatch, op: &str) -> Result<ArrayRef> {
-    let keys = flumen_udf::eval::evaluate(expr, chunk)?;
+    let keys = flumen_udf::eval::evaluate_with_batch_dims(expr, chunk, 0).map_err(|e| e.in_data_of(op))?;
     let keys = arrow::compute::cast(&keys, &DataType::Int64)?;
     if keys.len() != chunk.num_rows() {
         return Err(Error::execution(

@@ -105,7 +105,7 @@ impl SnapshotOp {
 /// modulo `shards` (null: shard 0).
 fn shard_fn(expr: Expr, shards: u64) -> impl Fn(u64, &RecordBatch) -> usize + Send + 'static {
     move |_, chunk| {
-        let keys = flumen_udf::eval::evaluate(&expr, &chunk.slice(0, 1)).ok();
+        let keys = flumen_udf::eval::evaluate_with_batch_dims(&expr, &chunk.slice(0, 1), 0).ok();
         let key = keys.and_then(|k| arrow::compute::cast(&k, &DataType::Int64).ok());
         let key = key.filter(|k| k.is_valid(0)).map_or(0, |k| k.as_primitive::<Int64Type>().value(0));
         key.rem_euclid(shards as i64) as usize
@@ -114,7 +114,8 @@ fn shard_fn(expr: Expr, shards: u64) -> impl Fn(u64, &RecordBatch) -> usize + Se
 
 /// `chunk` split into one chunk per shard of `shard_by`, in shard order.
 fn split_by_shard(expr: &Expr, shards: u64, chunk: &RecordBatch) -> Result<Vec<RecordBatch>> {
-    let keys = arrow::compute::cast(&flumen_udf::eval::evaluate(expr, chunk)?, &DataType::Int64)?;
+    let keys = flumen_udf::eval::evaluate_with_batch_dims(expr, chunk, 0).map_err(|e| e.in_data_of("snapshot"))?;
+    let keys = arrow::compute::cast(&keys, &DataType::Int64)?;
     let keys = keys.as_primitive::<Int64Type>();
     let mut rows: Vec<Vec<u32>> = vec![Vec::new(); shards as usize];
     for i in 0..chunk.num_rows() {

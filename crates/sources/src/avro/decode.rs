@@ -17,7 +17,7 @@ use arrow::datatypes::{
 use flumen_ir::{ElementSpec, FieldKind, FieldSpec};
 
 use super::binary::{Bad, Input};
-use super::schema::{ReaderField, Type};
+use super::schema::{default_at, Field, Type};
 
 /// Decodes records of one writer schema into chunks of an element spec.
 #[derive(Debug, Clone)]
@@ -44,42 +44,45 @@ impl Decoder {
     /// promoted where the types differ (int to long, float or double; long to float or
     /// double; float to double; string and bytes either way), and filled from the reader
     /// field's default where the writer has neither.
-    pub fn resolve(writer: &Type, reader: Option<&[ReaderField]>, spec: &ElementSpec) -> Result<Decoder, String> {
+    pub fn resolve(writer: &Type, reader: Option<&Type>, spec: &ElementSpec) -> Result<Decoder, String> {
         let Type::Record(fields) = writer else { return Err("the schema is not a record".into()) };
-        // Each spec field's name in the writer schema: its own, or the first of its
-        // aliases the writer has (aliases name top-level fields).
+        let reader = match reader {
+            Some(Type::Record(reader)) => Some(reader.as_slice()),
+            Some(_) => return Err("the reader schema is not a record".into()),
+            None => None,
+        };
+        // The writer's types as the reader reads them: its enums resolved against the
+        // reader's, wherever the two schemas have the same field.
+        let fields = match reader {
+            Some(reader) => resolve_fields(fields, reader),
+            None => fields.clone(),
+        };
+        // Each spec field's flattened path in the writer schema, or the default it is
+        // filled from.
         let mut names = Vec::with_capacity(spec.fields.len());
         let mut defaults = Vec::new();
         for (c, f) in spec.fields.iter().enumerate() {
-            let field = match reader {
-                Some(reader) => Some(
-                    reader
-                        .iter()
-                        .find(|r| r.name == f.name)
-                        .ok_or_else(|| format!("the reader schema has no field {:?}", f.name))?,
-                ),
-                None => None,
+            let source = match reader {
+                Some(reader) => {
+                    locate(reader, Some(&fields), &f.name).map_err(|why| format!("field {:?}: {why}", f.name))?
+                }
+                None if has_path(&fields, &f.name) => Source::Writer(f.name.clone()),
+                None => return Err(format!("the file has no field {:?}", f.name)),
             };
-            let aliases = field.map(|r| r.aliases.as_slice()).unwrap_or_default();
-            let writer_name = std::iter::once(&f.name).chain(aliases).find(|n| has_path(fields, n));
-            match (writer_name, field.and_then(|r| r.default.as_ref().map(|d| (&r.t, d)))) {
-                (Some(name), _) => names.push(Some(name.clone())),
-                (None, Some((t, default))) => {
-                    fits(f, t).map_err(|why| format!("field {:?}: {why}", f.name))?;
-                    defaults.push((c, t.clone(), default.clone()));
+            match source {
+                Source::Writer(path) => names.push(Some(path)),
+                Source::Default(t, bytes) => {
+                    fits(f, &t).map_err(|why| format!("field {:?}: {why}", f.name))?;
+                    defaults.push((c, t, bytes));
                     names.push(None);
                 }
-                (None, None) if reader.is_some() => {
-                    return Err(format!("the file has no field {:?} and the reader schema gives it no default", f.name))
-                }
-                (None, None) => return Err(format!("the file has no field {:?}", f.name)),
             }
         }
         let column = |name: &str| names.iter().position(|n| n.as_deref() == Some(name));
         let mut found = vec![false; spec.fields.len()];
         let fields = fields
             .iter()
-            .map(|(name, t)| Ok((t.clone(), target(name, t, spec, &column, &mut found)?)))
+            .map(|f| Ok((f.t.clone(), target(&f.name, &f.t, spec, &column, &mut found)?)))
             .collect::<Result<Vec<_>, String>>()?;
         if let Some(c) = names.iter().zip(&found).position(|(n, found)| n.is_some() && !found) {
             let name = names[c].as_deref().unwrap_or_default();
@@ -148,7 +151,7 @@ impl Decoder {
 
     /// Walks over one record.
     fn walk(&self, input: &mut Input) -> Result<(), Bad> {
-        self.fields.iter().try_for_each(|(t, _)| skip(t, input))
+        self.fields.iter().try_for_each(|(t, _)| skip(t, input, false))
     }
 
     /// The chunk of the records appended to `columns`.
@@ -182,8 +185,8 @@ enum Target {
 
 /// Whether the writer `fields` have the (dotted) field `name`: a field, a nested record's
 /// field, or a map's `keys` or `values`.
-fn has_path(fields: &[(String, Type)], name: &str) -> bool {
-    fields.iter().any(|(n, t)| {
+fn has_path(fields: &[Field], name: &str) -> bool {
+    fields.iter().any(|Field { name: n, t, .. }| {
         n == name
             || name.strip_prefix(n.as_str()).and_then(|rest| rest.strip_prefix('.')).is_some_and(|rest| match t {
                 Type::Record(inner) => has_path(inner, rest),
@@ -191,6 +194,98 @@ fn has_path(fields: &[(String, Type)], name: &str) -> bool {
                 _ => false,
             })
     })
+}
+
+/// Where a spec field's values come from under a reader schema.
+enum Source {
+    /// The writer's field of this flattened path.
+    Writer(String),
+    /// The reader's default: a value of this type, encoded.
+    Default(Type, Vec<u8>),
+}
+
+/// The source of the flattened reader column `path` (`a.b.c`): the writer field the reader's
+/// field of that path is (found by name or by one of its aliases, at every level), or the
+/// reader's default for the outermost field the writer lacks (the part of it the column
+/// holds). `writer` is `None` below a field the writer lacks.
+fn locate(reader: &[Field], writer: Option<&[Field]>, path: &str) -> Result<Source, String> {
+    let (head, rest) = path.split_once('.').unwrap_or((path, ""));
+    let r = reader.iter().find(|r| r.name == head).ok_or_else(|| format!("the reader schema has no field {head:?}"))?;
+    let w =
+        writer.and_then(|w| std::iter::once(&r.name).chain(&r.aliases).find_map(|n| w.iter().find(|f| f.name == *n)));
+    let Some(w) = w else {
+        let default = r
+            .default
+            .as_ref()
+            .ok_or_else(|| format!("the file has no field {:?} and the reader schema gives it no default", r.name))?;
+        let (t, bytes) = default_at(&r.t, default, rest).map_err(|why| format!("{:?}'s default: {why}", r.name))?;
+        return Ok(Source::Default(t, bytes));
+    };
+    if rest.is_empty() {
+        return Ok(Source::Writer(w.name.clone()));
+    }
+    match (&r.t, &w.t) {
+        (Type::Record(inner), Type::Record(written)) => match locate(inner, Some(written), rest)? {
+            Source::Writer(below) => Ok(Source::Writer(format!("{}.{below}", w.name))),
+            default => Ok(default),
+        },
+        (Type::Map(_), Type::Map(_)) => Ok(Source::Writer(format!("{}.{rest}", w.name))),
+        (_, t) => Err(format!("the file's field {:?} is Avro {t:?}, where the reader has a record or map", w.name)),
+    }
+}
+
+/// The writer's `fields` with their types as the reader's fields of the same names (or
+/// aliases) read them ([`resolve_type`]).
+fn resolve_fields(fields: &[Field], reader: &[Field]) -> Vec<Field> {
+    fields
+        .iter()
+        .map(|f| {
+            let read = reader.iter().find(|r| r.name == f.name || r.aliases.contains(&f.name));
+            match read {
+                Some(r) => Field { t: resolve_type(&f.t, &r.t), ..f.clone() },
+                None => f.clone(),
+            }
+        })
+        .collect()
+}
+
+/// The writer type `t` as the reader type `r` reads it: each enum's symbols mapped to the
+/// reader's (a symbol the reader lacks to the reader enum's default, or to an error without
+/// one), through arrays, maps, records and union branches (a writer branch read as the
+/// reader's first branch of its kind). Everything else stays as written: promotions are
+/// made as values are decoded.
+fn resolve_type(t: &Type, r: &Type) -> Type {
+    let same_kind = |a: &Type, b: &Type| std::mem::discriminant(a) == std::mem::discriminant(b);
+    match (t, r) {
+        (Type::Enum { symbols, .. }, Type::Enum { symbols: read, default }) => Type::ResolvedEnum {
+            written: symbols.clone(),
+            read: symbols.iter().map(|s| if read.contains(s) { Some(s.clone()) } else { default.clone() }).collect(),
+        },
+        (Type::Array(item), Type::Array(read)) => Type::Array(Box::new(resolve_type(item, read))),
+        (Type::Map(value), Type::Map(read)) => Type::Map(Box::new(resolve_type(value, read))),
+        (Type::Record(fields), Type::Record(read)) => Type::Record(resolve_fields(fields, read)),
+        (Type::Union(branches), r) => Type::Union(branches.iter().map(|b| resolve_type(b, r)).collect()),
+        (t, Type::Union(read)) => match read.iter().find(|b| same_kind(t, b)) {
+            Some(b) => resolve_type(t, b),
+            None => t.clone(),
+        },
+        _ => t.clone(),
+    }
+}
+
+/// The reader's symbol of a value of a [`Type::ResolvedEnum`], read from `input`.
+fn resolved_symbol<'t>(t: &'t Type, input: &mut Input) -> Result<&'t str, Bad> {
+    let Type::ResolvedEnum { written, read } = t else { unreachable!("a resolved enum") };
+    let at = input.position();
+    let i = input.long()?;
+    match read.get(i as usize) {
+        Some(Some(symbol)) => Ok(symbol),
+        Some(None) => Err(Bad {
+            at,
+            what: format!("enum symbol {:?} is not in the reader's enum, which has no default", written[i as usize]),
+        }),
+        None => Err(Bad { at, what: format!("enum index {i} of {}", read.len()) }),
+    }
 }
 
 /// The target of the writer field `name` of type `t`: the spec column `column(name)` reads
@@ -218,7 +313,7 @@ fn target(
         Type::Record(fields) => {
             let parts = fields
                 .iter()
-                .map(|(n, t)| target(&format!("{name}.{n}"), t, spec, column, found))
+                .map(|f| target(&format!("{name}.{}", f.name), &f.t, spec, column, found))
                 .collect::<Result<Vec<_>, _>>()?;
             match parts.iter().all(|p| matches!(p, Target::Skip)) {
                 true => Target::Skip,
@@ -241,10 +336,11 @@ fn target(
 /// Reads one value of the writer type `t` into the columns `target` says.
 fn read(t: &Type, target: &Target, builders: &mut [Builder], input: &mut Input) -> Result<(), Bad> {
     match (target, t) {
-        (Target::Skip, _) => skip(t, input),
+        // A field nobody reads still resolves: a symbol the reader's enum lacks is an error.
+        (Target::Skip, _) => skip(t, input, true),
         (Target::Column(c), _) => builders[*c].append(t, input),
         (Target::Record(parts), Type::Record(fields)) => {
-            fields.iter().zip(parts).try_for_each(|((_, t), part)| read(t, part, builders, input))
+            fields.iter().zip(parts).try_for_each(|(f, part)| read(&f.t, part, builders, input))
         }
         (Target::Map { keys, values }, Type::Map(value)) => {
             let at = input.position();
@@ -256,7 +352,7 @@ fn read(t: &Type, target: &Target, builders: &mut [Builder], input: &mut Input) 
                     }
                     match values {
                         Some(v) => builders[*v].list_item(value, input)?,
-                        None => skip(value, input)?,
+                        None => skip(value, input, true)?,
                     }
                 }
                 Ok(())
@@ -458,10 +554,15 @@ impl Builder {
                 data.extend_from_slice(input.fixed(*n)?);
                 push_offset(offsets, data.len(), at)?;
             }
-            (Values::Bytes(offsets, data), Type::Enum(symbols)) => {
+            (Values::Bytes(offsets, data), Type::Enum { symbols, .. }) => {
                 let i = input.long()?;
                 let symbol =
                     symbols.get(i as usize).ok_or(Bad { at, what: format!("enum index {i} of {}", symbols.len()) })?;
+                data.extend_from_slice(symbol.as_bytes());
+                push_offset(offsets, data.len(), at)?;
+            }
+            (Values::Bytes(offsets, data), Type::ResolvedEnum { .. }) => {
+                let symbol = resolved_symbol(inner, input)?;
                 data.extend_from_slice(symbol.as_bytes());
                 push_offset(offsets, data.len(), at)?;
             }
@@ -633,7 +734,7 @@ impl Builder {
 impl Sparse {
     /// One element from the record `fields`: `indices0..indices{rank-1}` (arrays of longs)
     /// and `values` (an array), in any order, other fields skipped.
-    fn append(&mut self, fields: &[(String, Type)], input: &mut Input, at: usize) -> Result<(), Bad> {
+    fn append(&mut self, fields: &[Field], input: &mut Input, at: usize) -> Result<(), Bad> {
         let mut indices = std::mem::take(&mut self.indices);
         indices.iter_mut().for_each(Vec::clear);
         let done = self.append_with(&mut indices, fields, input, at);
@@ -645,13 +746,13 @@ impl Sparse {
     fn append_with(
         &mut self,
         indices: &mut [Vec<i64>],
-        fields: &[(String, Type)],
+        fields: &[Field],
         input: &mut Input,
         at: usize,
     ) -> Result<(), Bad> {
         let rank = self.shape.len();
         let mut values = 0usize;
-        for (name, t) in fields {
+        for Field { name, t, .. } in fields {
             let dim = name.strip_prefix("indices").and_then(|d| d.parse::<usize>().ok()).filter(|d| *d < rank);
             match (dim, name.as_str(), t) {
                 (Some(d), _, Type::Array(item)) if **item == Type::Long => {
@@ -667,7 +768,7 @@ impl Sparse {
                 (None, "values", Type::Array(item)) => {
                     values += each_block(input, |input, count| self.values.append_run(item, input, count))?;
                 }
-                _ => skip(t, input)?,
+                _ => skip(t, input, true)?,
             }
         }
         for (d, index) in indices.iter().enumerate() {
@@ -728,7 +829,7 @@ fn fits(field: &FieldSpec, t: &Type) -> Result<(), String> {
         }
         (flumen_ir::DType::Float32, Type::Float)
         | (flumen_ir::DType::Float64, Type::Double)
-        | (flumen_ir::DType::Utf8, Type::String | Type::Enum(_))
+        | (flumen_ir::DType::Utf8, Type::String | Type::Enum { .. } | Type::ResolvedEnum { .. })
         | (flumen_ir::DType::Binary, Type::Bytes | Type::Fixed(_)) => Ok(()),
         // Avro's promotions.
         (flumen_ir::DType::Int64, Type::Int)
@@ -751,13 +852,13 @@ fn fits(field: &FieldSpec, t: &Type) -> Result<(), String> {
         let Type::Record(parts) = t else { return Err("a sparse feature is a record of indices0.. and values".into()) };
         for d in 0..field.shape.len() {
             let name = format!("indices{d}");
-            match parts.iter().find(|(n, _)| *n == name) {
-                Some((_, Type::Array(item))) if **item == Type::Long => {}
+            match parts.iter().find(|f| f.name == name).map(|f| &f.t) {
+                Some(Type::Array(item)) if **item == Type::Long => {}
                 _ => return Err(format!("a sparse feature's record needs {name}, an array of longs")),
             }
         }
-        return match parts.iter().find(|(n, _)| n == "values") {
-            Some((_, Type::Array(item))) => scalar(item.nullable().0),
+        return match parts.iter().find(|f| f.name == "values").map(|f| &f.t) {
+            Some(Type::Array(item)) => scalar(item.nullable().0),
             _ => Err("a sparse feature's record needs values, an array".into()),
         };
     }
@@ -821,16 +922,22 @@ fn array_block(input: &mut Input) -> Result<usize, Bad> {
     }
 }
 
-/// Walks over one value of `t` without keeping it.
-fn skip(t: &Type, input: &mut Input) -> Result<(), Bad> {
+/// Walks over one value of `t` without keeping it; `resolving` checks that each enum
+/// symbol has a reading in the reader's enum (skipping a field nobody reads), else only the
+/// bytes are walked (finding where a record ends).
+fn skip(t: &Type, input: &mut Input, resolving: bool) -> Result<(), Bad> {
     match t {
         Type::Null => {}
         Type::Boolean => {
             input.fixed(1)?;
         }
+        Type::ResolvedEnum { .. } if resolving => {
+            resolved_symbol(t, input)?;
+        }
         Type::Int
         | Type::Long
-        | Type::Enum(_)
+        | Type::Enum { .. }
+        | Type::ResolvedEnum { .. }
         | Type::Date
         | Type::TimeMillis
         | Type::TimeMicros
@@ -879,8 +986,9 @@ fn skip(t: &Type, input: &mut Input) -> Result<(), Bad> {
                     let bytes = n.checked_mul(size).ok_or(Bad { at, what: "an array block count".into() })?;
                     input.fixed(bytes)?;
                 }
+                (None, Type::ResolvedEnum { .. }) if resolving => (0..n).try_for_each(|_| skip(item, input, true))?,
                 (None, t) if t.is_varint() => input.skip_varints(n)?,
-                (None, _) => (0..n).try_for_each(|_| skip(item, input))?,
+                (None, _) => (0..n).try_for_each(|_| skip(item, input, resolving))?,
             }
         },
         Type::Map(value) => loop {
@@ -895,12 +1003,12 @@ fn skip(t: &Type, input: &mut Input) -> Result<(), Bad> {
             }
             for _ in 0..count {
                 input.bytes()?;
-                skip(value, input)?;
+                skip(value, input, resolving)?;
             }
         },
         Type::Record(fields) => {
-            for (_, f) in fields {
-                skip(f, input)?;
+            for f in fields {
+                skip(&f.t, input, resolving)?;
             }
         }
         Type::Union(branches) => {
@@ -908,7 +1016,7 @@ fn skip(t: &Type, input: &mut Input) -> Result<(), Bad> {
             let i = input.long()?;
             let branch =
                 branches.get(i as usize).ok_or(Bad { at, what: format!("union branch {i} of {}", branches.len()) })?;
-            skip(branch, input)?;
+            skip(branch, input, resolving)?;
         }
     }
     Ok(())

@@ -69,12 +69,12 @@ pub fn avro_spec(path: &str, features: Option<&ElementSpec>, reader_schema: Opti
         .map_err(|e| Error::plan("avro", format!("the reader schema: {e}")))?;
     let spec = match (features, &reader) {
         (Some(spec), _) => spec.clone(),
-        (None, Some((record, _))) => {
+        (None, Some(record)) => {
             element_spec(record).map_err(|e| Error::plan("avro", format!("the reader schema: {e}")))?
         }
         (None, None) => element_spec(&writer).map_err(bad)?,
     };
-    Decoder::resolve(&writer, reader.as_ref().map(|(_, fields)| fields.as_slice()), &spec).map_err(bad)?;
+    Decoder::resolve(&writer, reader.as_ref(), &spec).map_err(bad)?;
     Ok(spec)
 }
 
@@ -151,8 +151,7 @@ impl AvroReader {
         let bad = |e: String| Error::data(Location::new(path, "header"), e);
         let schema = parse(&h.schema).map_err(bad)?;
         let reader = reader_schema.map(super::schema::reader_schema).transpose().map_err(bad)?;
-        let decoder =
-            Decoder::resolve(&schema, reader.as_ref().map(|(_, fields)| fields.as_slice()), spec).map_err(bad)?;
+        let decoder = Decoder::resolve(&schema, reader.as_ref(), spec).map_err(bad)?;
         let blocks = match block {
             Some(b) => b..b + 1,
             None => 0..usize::MAX,

@@ -60,16 +60,46 @@ pub enum Type {
     String,
     /// `fixed` of this many bytes.
     Fixed(usize),
-    /// `enum` with these symbols.
-    Enum(Vec<String>),
+    /// `enum`: its symbols, and the symbol a reader reads a writer's unknown symbol as (the
+    /// enum's own `default`, Avro 1.9).
+    Enum {
+        /// The symbols, by index.
+        symbols: Vec<String>,
+        /// The reader's reading of a symbol it lacks.
+        default: Option<String>,
+    },
+    /// A writer's `enum` as a reader schema reads it (made by schema resolution, never
+    /// parsed).
+    ResolvedEnum {
+        /// The writer's symbols, by index.
+        written: Vec<String>,
+        /// Per writer index, the reader's symbol; `None` where the reader has no symbol for
+        /// it and no default (that value's record is an error).
+        read: Vec<Option<String>>,
+    },
     /// `array` of items.
     Array(Box<Type>),
     /// `map` from strings to values.
     Map(Box<Type>),
     /// `record` with named fields, in order.
-    Record(Vec<(String, Type)>),
+    Record(Vec<Field>),
     /// A union of branches, chosen per value by index.
     Union(Vec<Type>),
+}
+
+/// A field of a record: its name and type, and what a reader schema says of it for files
+/// written without it or under another name: its `default` (JSON, checked to be a value of
+/// its type when parsed) and `aliases`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    /// The field's name.
+    pub name: String,
+    /// Its type.
+    pub t: Type,
+    /// Its other names.
+    pub aliases: Vec<String>,
+    /// Its default value.
+    pub default: Option<Value>,
 }
 
 /// Parses a schema's JSON.
@@ -119,10 +149,8 @@ impl Parser {
                         let enclosing = std::mem::replace(&mut self.namespace, namespace.clone());
                         let mut out = Vec::with_capacity(fields.len());
                         for f in fields {
-                            let fname = f.get("name").and_then(Value::as_str).ok_or("a record field without a name")?;
-                            let ftype = f.get("type").ok_or_else(|| format!("field {fname:?} without a type"))?;
-                            let parsed = self.parse(ftype);
-                            out.push((fname.to_string(), parsed.inspect_err(|_| self.namespace = enclosing.clone())?));
+                            let field = self.field(f);
+                            out.push(field.inspect_err(|_| self.namespace = enclosing.clone())?);
                         }
                         self.namespace = enclosing;
                         if name.is_some() {
@@ -131,13 +159,19 @@ impl Parser {
                         Type::Record(out)
                     }
                     "enum" => {
-                        let symbols = o.get("symbols").and_then(Value::as_array).ok_or("an enum without symbols")?;
-                        Type::Enum(
-                            symbols
-                                .iter()
-                                .map(|s| s.as_str().map(str::to_string).ok_or("an enum symbol is not a string"))
-                                .collect::<Result<_, _>>()?,
-                        )
+                        let symbols: Vec<String> = o
+                            .get("symbols")
+                            .and_then(Value::as_array)
+                            .ok_or("an enum without symbols")?
+                            .iter()
+                            .map(|s| s.as_str().map(str::to_string).ok_or("an enum symbol is not a string"))
+                            .collect::<Result<_, _>>()?;
+                        let default = match o.get("default") {
+                            None => None,
+                            Some(Value::String(d)) if symbols.contains(d) => Some(d.clone()),
+                            Some(d) => return Err(format!("the enum's default {d} is not one of its symbols")),
+                        };
+                        Type::Enum { symbols, default }
                     }
                     "fixed" => {
                         let size = o.get("size").and_then(Value::as_u64).ok_or("a fixed without a size")? as usize;
@@ -165,6 +199,26 @@ impl Parser {
             }
             other => Err(format!("{other} is not a schema")),
         }
+    }
+
+    /// A record field: its name, type, aliases and default (checked to be a value of the
+    /// type).
+    fn field(&mut self, f: &Value) -> Result<Field, String> {
+        let name = f.get("name").and_then(Value::as_str).ok_or("a record field without a name")?;
+        let t = self.parse(f.get("type").ok_or_else(|| format!("field {name:?} without a type"))?)?;
+        let aliases = match f.get("aliases") {
+            None => Vec::new(),
+            Some(Value::Array(names)) => names
+                .iter()
+                .map(|a| a.as_str().map(str::to_string).ok_or(format!("field {name:?}: an alias is not a string")))
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(format!("field {name:?}: aliases are not a list")),
+        };
+        let default = f.get("default").cloned();
+        if let Some(v) = &default {
+            encode_default(&t, v).map_err(|e| format!("field {name:?}: its default {v}: {e}"))?;
+        }
+        Ok(Field { name: name.to_string(), t, aliases, default })
     }
 
     fn named_or_primitive(&self, name: &str) -> Result<Type, String> {
@@ -210,7 +264,8 @@ impl Type {
             self,
             Type::Int
                 | Type::Long
-                | Type::Enum(_)
+                | Type::Enum { .. }
+                | Type::ResolvedEnum { .. }
                 | Type::Date
                 | Type::TimeMillis
                 | Type::TimeMicros
@@ -229,45 +284,43 @@ impl Type {
     }
 }
 
-/// A field of a reader schema's record: its name, the other names it may have in a writer
-/// schema (its `aliases`), its type and the binary encoding of its `default`, for files
-/// whose writer schema lacks it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReaderField {
-    /// The field's name.
-    pub name: String,
-    /// Its aliases.
-    pub aliases: Vec<String>,
-    /// Its type.
-    pub t: Type,
-    /// Its default value, encoded as a value of `t`.
-    pub default: Option<Vec<u8>>,
+/// The record type of the reader schema `json` (Avro's schema resolution: files are read
+/// as this schema says, whatever schema they were written with), its fields' defaults
+/// checked to be values of their types.
+pub fn reader_schema(json: &str) -> Result<Type, String> {
+    match parse(json)? {
+        record @ Type::Record(_) => Ok(record),
+        _ => Err("the reader schema is not a record".into()),
+    }
 }
 
-/// The record type and the fields of the reader schema `json` (Avro's schema resolution:
-/// files are read as this schema says, whatever schema they were written with).
-pub fn reader_schema(json: &str) -> Result<(Type, Vec<ReaderField>), String> {
-    let record = parse(json)?;
-    let Type::Record(types) = &record else { return Err("the reader schema is not a record".into()) };
-    let value: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
-    let fields = value.get("fields").and_then(Value::as_array).ok_or("a record without \"fields\"")?;
-    let mut out = Vec::with_capacity(types.len());
-    for ((name, t), field) in types.iter().zip(fields) {
-        let aliases = match field.get("aliases") {
-            None => Vec::new(),
-            Some(Value::Array(names)) => names
-                .iter()
-                .map(|a| a.as_str().map(str::to_string).ok_or(format!("field {name:?}: an alias is not a string")))
-                .collect::<Result<_, _>>()?,
-            Some(_) => return Err(format!("field {name:?}: aliases are not a list")),
-        };
-        let default = match field.get("default") {
-            None => None,
-            Some(v) => Some(encode_default(t, v).map_err(|e| format!("field {name:?}: its default {v}: {e}"))?),
-        };
-        out.push(ReaderField { name: name.clone(), aliases, t: t.clone(), default });
+/// The part of a record field's default `value` (of type `t`) that the flattened column
+/// `path` below the field holds (empty: the field itself; `b.c` for the column `a.b.c` of
+/// a field `a`; `keys` or `values` of a map), with its type, encoded as Avro writes it.
+pub fn default_at(t: &Type, value: &Value, path: &str) -> Result<(Type, Vec<u8>), String> {
+    if path.is_empty() {
+        return Ok((t.clone(), encode_default(t, value)?));
     }
-    Ok((record, out))
+    let (head, rest) = path.split_once('.').unwrap_or((path, ""));
+    match (t, value) {
+        (Type::Record(fields), Value::Object(o)) => {
+            let f = fields.iter().find(|f| f.name == head).ok_or_else(|| format!("no field {head:?}"))?;
+            let v = o.get(head).or(f.default.as_ref()).ok_or_else(|| format!("no value for {head:?}"))?;
+            default_at(&f.t, v, rest)
+        }
+        // A map's default entries as its two list columns, in key order.
+        (Type::Map(values), Value::Object(o)) if rest.is_empty() => {
+            let (item, items): (Type, Vec<Value>) = match head {
+                "keys" => (Type::String, o.keys().map(|k| Value::String(k.clone())).collect()),
+                "values" => ((**values).clone(), o.values().cloned().collect()),
+                _ => return Err(format!("a map has keys and values, not {head:?}")),
+            };
+            let list = Type::Array(Box::new(item));
+            let bytes = encode_default(&list, &Value::Array(items))?;
+            Ok((list, bytes))
+        }
+        _ => Err(format!("no column {path:?} in a default of Avro {t:?}")),
+    }
 }
 
 /// The binary encoding of the JSON default `value` of a field of type `t`, as the Avro
@@ -308,7 +361,7 @@ fn encode_default(t: &Type, value: &Value) -> Result<Vec<u8>, String> {
                 _ => put_bytes(&mut out, &bytes),
             }
         }
-        (Type::Enum(symbols), Value::String(s)) => {
+        (Type::Enum { symbols, .. }, Value::String(s)) => {
             put_long(&mut out, symbols.iter().position(|x| x == s).ok_or_else(wrong)? as i64)
         }
         (Type::Array(item), Value::Array(items)) => {
@@ -321,9 +374,20 @@ fn encode_default(t: &Type, value: &Value) -> Result<Vec<u8>, String> {
             put_long(&mut out, 0);
         }
         (Type::Record(fields), Value::Object(o)) => {
-            for (name, t) in fields {
-                out.extend(encode_default(t, o.get(name).ok_or_else(|| format!("no value for {name:?}"))?)?);
+            for f in fields {
+                let v = o.get(&f.name).or(f.default.as_ref()).ok_or_else(|| format!("no value for {:?}", f.name))?;
+                out.extend(encode_default(&f.t, v)?);
             }
+        }
+        (Type::Map(values), Value::Object(o)) => {
+            if !o.is_empty() {
+                put_long(&mut out, o.len() as i64);
+                for (k, v) in o {
+                    put_bytes(&mut out, k.as_bytes());
+                    out.extend(encode_default(values, v)?);
+                }
+            }
+            put_long(&mut out, 0);
         }
         (Type::Union(branches), v) => {
             put_long(&mut out, 0);
@@ -338,8 +402,8 @@ fn encode_default(t: &Type, value: &Value) -> Result<Vec<u8>, String> {
 pub fn element_spec(schema: &Type) -> Result<ElementSpec, String> {
     let Type::Record(fields) = schema else { return Err("the schema is not a record".into()) };
     let mut specs = Vec::with_capacity(fields.len());
-    for (name, t) in fields {
-        field_specs(name, t, &mut specs)?;
+    for f in fields {
+        field_specs(&f.name, &f.t, &mut specs)?;
     }
     ElementSpec::new(specs).map_err(|e| e.to_string())
 }
@@ -350,8 +414,8 @@ pub fn element_spec(schema: &Type) -> Result<ElementSpec, String> {
 fn field_specs(name: &str, t: &Type, out: &mut Vec<FieldSpec>) -> Result<(), String> {
     match t.nullable() {
         (Type::Record(fields), false) => {
-            for (inner, t) in fields {
-                field_specs(&format!("{name}.{inner}"), t, out)?;
+            for f in fields {
+                field_specs(&format!("{name}.{}", f.name), &f.t, out)?;
             }
             Ok(())
         }
@@ -388,7 +452,7 @@ fn field_spec(name: &str, t: &Type) -> Result<FieldSpec, String> {
         Type::Decimal { precision, scale, .. } => DType::Decimal128 { precision: *precision, scale: *scale },
         Type::Float => DType::Float32,
         Type::Double => DType::Float64,
-        Type::String | Type::Enum(_) => DType::Utf8,
+        Type::String | Type::Enum { .. } | Type::ResolvedEnum { .. } => DType::Utf8,
         Type::Bytes | Type::Fixed(_) => DType::Binary,
         other => return Err(format!("field {name:?}: Avro type {} is not supported yet", describe(other))),
     };
@@ -470,17 +534,20 @@ mod tests {
 
     #[test]
     fn reader_schema_defaults_are_encoded_as_their_types_say() {
-        let (_, fields) = reader_schema(
+        let record = reader_schema(
             r#"{"type":"record","name":"r","fields":[
                 {"name":"a","type":["null","long"],"default":null},
                 {"name":"b","type":{"type":"array","items":"int"},"default":[1,2],"aliases":["old_b"]},
                 {"name":"c","type":"bytes","default":"\u00ff"},
                 {"name":"d","type":{"type":"enum","name":"e","symbols":["x","y"]},"default":"y"},
                 {"name":"f","type":"float","default":1.5},
+                {"name":"m","type":{"type":"map","values":"int"},"default":{"k":3}},
                 {"name":"g","type":"string"}]}"#,
         )
         .unwrap();
-        let defaults: Vec<Option<Vec<u8>>> = fields.iter().map(|f| f.default.clone()).collect();
+        let Type::Record(fields) = &record else { panic!("a record") };
+        let defaults: Vec<Option<Vec<u8>>> =
+            fields.iter().map(|f| f.default.as_ref().map(|d| encode_default(&f.t, d).unwrap())).collect();
         assert_eq!(
             defaults,
             vec![
@@ -489,12 +556,19 @@ mod tests {
                 Some(vec![2, 0xff]),
                 Some(vec![2]),
                 Some(1.5f32.to_le_bytes().to_vec()),
+                // One block of one entry: "k" (length 1 as zigzag 2), 3 (zigzag 6), the end.
+                Some(vec![2, 2, b'k', 6, 0]),
                 None
             ]
         );
         assert_eq!(fields[1].aliases, vec!["old_b".to_string()]);
+        // A map's default as its two columns.
+        let (t, keys) = default_at(&fields[5].t, fields[5].default.as_ref().unwrap(), "keys").unwrap();
+        assert_eq!((t, keys), (Type::Array(Box::new(Type::String)), vec![2, 2, b'k', 0]));
         let bad = reader_schema(r#"{"type":"record","name":"r","fields":[{"name":"n","type":"int","default":"x"}]}"#);
         assert!(bad.unwrap_err().contains("field \"n\""));
         assert!(reader_schema(r#""long""#).unwrap_err().contains("not a record"));
+        let enum_default = r#"{"type":"record","name":"r","fields":[{"name":"e","type":{"type":"enum","name":"E","symbols":["A"],"default":"B"}}]}"#;
+        assert!(reader_schema(enum_default).unwrap_err().contains("not one of its symbols"));
     }
 }

@@ -10,7 +10,7 @@ use std::ops::Neg;
 
 use flumen_ir::{BinaryOp, Func};
 
-use super::lanes::{checked2, overflowing2, rem_by, scalar2, simd1, simd2, total_key32, total_key64, FloatLanes, Src};
+use super::lanes::{checked2, overflowing2, rem_by, scalar2, simd1, simd2, FloatLanes, Src};
 use super::program::{Arg, Instr, Konst, Op, Ty};
 use crate::eval::float_fn;
 
@@ -246,11 +246,11 @@ pub fn exec(instr: &Instr, tile: &Tile, out: &mut Buf, at: usize) -> bool {
         (Op::Cmp(op, ty), _) => {
             let (b, out) = (b.expect("two"), window::<u8>(out, at, len));
             match ty {
-                Ty::F64 => compare(op, tile.src::<f64>(a), tile.src(b), out, total_key64),
-                Ty::F32 => compare(op, tile.src::<f32>(a), tile.src(b), out, total_key32),
-                Ty::I64 => compare(op, tile.src::<i64>(a), tile.src(b), out, |v| v),
-                Ty::I32 => compare(op, tile.src::<i32>(a), tile.src(b), out, |v| v),
-                Ty::Bool => compare(op, tile.src::<u8>(a), tile.src(b), out, |v| v),
+                Ty::F64 => compare(op, tile.src::<f64>(a), tile.src(b), out),
+                Ty::F32 => compare(op, tile.src::<f32>(a), tile.src(b), out),
+                Ty::I64 => compare(op, tile.src::<i64>(a), tile.src(b), out),
+                Ty::I32 => compare(op, tile.src::<i32>(a), tile.src(b), out),
+                Ty::Bool => compare(op, tile.src::<u8>(a), tile.src(b), out),
             }
             true
         }
@@ -343,14 +343,16 @@ macro_rules! int_arith {
 }
 use int_arith;
 
-fn compare<T: Copy, K: Ord>(op: BinaryOp, a: Src<T>, b: Src<T>, out: &mut [u8], key: impl Fn(T) -> K) {
+/// `a op b` row by row. Floats compare as IEEE 754 says (Rust's `PartialOrd`, as NumPy and
+/// TensorFlow): `NaN` is unordered, so only `!=` holds for it, and `-0.0 == 0.0`.
+fn compare<T: Copy + PartialOrd>(op: BinaryOp, a: Src<T>, b: Src<T>, out: &mut [u8]) {
     match op {
-        BinaryOp::Eq => scalar2(a, b, out, |x, y| u8::from(key(x) == key(y))),
-        BinaryOp::NotEq => scalar2(a, b, out, |x, y| u8::from(key(x) != key(y))),
-        BinaryOp::Lt => scalar2(a, b, out, |x, y| u8::from(key(x) < key(y))),
-        BinaryOp::LtEq => scalar2(a, b, out, |x, y| u8::from(key(x) <= key(y))),
-        BinaryOp::Gt => scalar2(a, b, out, |x, y| u8::from(key(x) > key(y))),
-        BinaryOp::GtEq => scalar2(a, b, out, |x, y| u8::from(key(x) >= key(y))),
+        BinaryOp::Eq => scalar2(a, b, out, |x, y| u8::from(x == y)),
+        BinaryOp::NotEq => scalar2(a, b, out, |x, y| u8::from(x != y)),
+        BinaryOp::Lt => scalar2(a, b, out, |x, y| u8::from(x < y)),
+        BinaryOp::LtEq => scalar2(a, b, out, |x, y| u8::from(x <= y)),
+        BinaryOp::Gt => scalar2(a, b, out, |x, y| u8::from(x > y)),
+        BinaryOp::GtEq => scalar2(a, b, out, |x, y| u8::from(x >= y)),
         other => unreachable!("{other:?} is not a comparison"),
     }
 }

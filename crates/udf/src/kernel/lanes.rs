@@ -295,21 +295,6 @@ pub fn checked2<T: Copy + Default>(a: Src<T>, b: Src<T>, out: &mut [T], f: impl 
     !failed
 }
 
-/// The key that orders floats as Arrow's comparison kernels do (IEEE total order: -0 < +0,
-/// NaN above +inf): sign-magnitude bits turned two's complement.
-#[inline(always)]
-pub fn total_key64(v: f64) -> i64 {
-    let bits = v.to_bits() as i64;
-    bits ^ (((bits >> 63) as u64) >> 1) as i64
-}
-
-/// [`total_key64`] for float32.
-#[inline(always)]
-pub fn total_key32(v: f32) -> i32 {
-    let bits = v.to_bits() as i32;
-    bits ^ (((bits >> 31) as u32) >> 1) as i32
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -351,18 +336,6 @@ mod tests {
             for (x, r) in a32.iter().zip(&out) {
                 let want = x % b as f32;
                 assert!(r.to_bits() == want.to_bits() || r.is_nan() && want.is_nan(), "{x} % {b}: {r} vs {want}");
-            }
-        }
-    }
-
-    #[test]
-    fn total_keys_order_like_total_cmp() {
-        let values = [f64::NEG_INFINITY, -1.5, -0.0, 0.0, 1e-300, 2.0, f64::INFINITY, f64::NAN, -f64::NAN];
-        for a in values {
-            for b in values {
-                assert_eq!(total_key64(a).cmp(&total_key64(b)), a.total_cmp(&b), "{a} vs {b}");
-                let (x, y) = (a as f32, b as f32);
-                assert_eq!(total_key32(x).cmp(&total_key32(y)), x.total_cmp(&y), "{x} vs {y}");
             }
         }
     }

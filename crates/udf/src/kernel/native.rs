@@ -12,9 +12,9 @@
 //! - float add, sub, mul, div, sqrt, floor, ceil, trunc, abs and neg (IEEE 754 operations,
 //!   correctly rounded, as the interpreter's `wide` loops compute them), and integer-to-float
 //!   conversion (round to nearest, as Rust's `as`);
-//! - comparisons, as the interpreter orders floats (Arrow's total order: equality is
-//!   equality of the bits), and `and`, `or` and `not` of their results, each a mask as wide
-//!   as the values compared;
+//! - comparisons, IEEE 754's for floats as in the interpreter (`NaN` unordered, `-0.0 ==
+//!   0.0`), and `and`, `or` and `not` of their results, each a mask as wide as the values
+//!   compared;
 //! - integer add, sub and mul, overflow handing the chunk back: int64 a lane at a time with
 //!   the machine's overflow flag, or, by constants on an input column, against the interval
 //!   of that column's values for which they fit (`kernel/affine.rs`); int32 as vectors, add
@@ -38,8 +38,8 @@
 
 use std::collections::HashMap;
 
-use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, AbiParam, BlockArg, Endianness, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{types, AbiParam, BlockArg, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
@@ -289,15 +289,6 @@ fn vector_of(scalar: Type, lanes: u32) -> Type {
         scalar
     } else {
         scalar.by(lanes).expect("a 128-bit vector type")
-    }
-}
-
-/// The integer type of values of `width` bytes.
-fn int_of_width(width: usize) -> Type {
-    if width == 8 {
-        types::I64
-    } else {
-        types::I32
     }
 }
 
@@ -811,7 +802,7 @@ impl Body<'_> {
             Op::Math(Func::Trunc) => b.ins().trunc(a),
             Op::Math(Func::Abs) => b.ins().fabs(a),
             Op::Cast(_) => b.ins().fcvt_from_sint(clif_type(instr.ty, lanes), a),
-            Op::Cmp(op, ty) => compare(b, op, ty, a, two(), lanes),
+            Op::Cmp(op, ty) => compare(b, op, ty, a, two()),
             Op::And => b.ins().band(a, two()),
             Op::Or => b.ins().bor(a, two()),
             Op::Not => not(b, a, lanes),
@@ -823,7 +814,6 @@ impl Body<'_> {
     /// it: |x| mod |k| from the truncated quotient, then x's sign. Exact where x is a whole
     /// number below the bound; any other x fails the step.
     fn rem_whole(&self, s: &mut Step, instr: &Instr, x: Value) -> Value {
-        use cranelift_codegen::ir::condcodes::FloatCC;
         let lanes = s.lanes;
         let [whole, k_abs, sign] = match derived(instr)[..] {
             [whole, k_abs, sign] => [whole, k_abs, sign].map(|k| self.consts.get(k, lanes)),
@@ -907,10 +897,22 @@ fn not(b: &mut FunctionBuilder, mask: Value, lanes: u32) -> Value {
     }
 }
 
-/// `a op c` over values of type `ty`, as a mask. Floats compare in Arrow's total order,
-/// as the interpreter's `total_key`: equal when their bits are, ordered as the bits with
-/// every bit but the sign flipped in negative numbers, read as signed integers.
-fn compare(b: &mut FunctionBuilder, op: BinaryOp, ty: Ty, a: Value, c: Value, lanes: u32) -> Value {
+/// `a op c` over values of type `ty`, as a mask. Floats compare as IEEE 754 says, as the
+/// interpreter does: `NaN` is unordered (only `!=` holds for it) and `-0.0 == 0.0`.
+fn compare(b: &mut FunctionBuilder, op: BinaryOp, ty: Ty, a: Value, c: Value) -> Value {
+    if ty.is_float() {
+        let cc = match op {
+            BinaryOp::Eq => FloatCC::Equal,
+            // Unordered or unequal: C's `!=`, true for a NaN.
+            BinaryOp::NotEq => FloatCC::NotEqual,
+            BinaryOp::Lt => FloatCC::LessThan,
+            BinaryOp::LtEq => FloatCC::LessThanOrEqual,
+            BinaryOp::Gt => FloatCC::GreaterThan,
+            BinaryOp::GtEq => FloatCC::GreaterThanOrEqual,
+            other => unreachable!("{other:?} is not a comparison"),
+        };
+        return b.ins().fcmp(cc, a, c);
+    }
     let cc = match op {
         BinaryOp::Eq => IntCC::Equal,
         BinaryOp::NotEq => IntCC::NotEqual,
@@ -920,28 +922,5 @@ fn compare(b: &mut FunctionBuilder, op: BinaryOp, ty: Ty, a: Value, c: Value, la
         BinaryOp::GtEq => IntCC::SignedGreaterThanOrEqual,
         other => unreachable!("{other:?} is not a comparison"),
     };
-    if !ty.is_float() {
-        return b.ins().icmp(cc, a, c);
-    }
-    let int = vector_of(int_of_width(if ty == Ty::F64 { 8 } else { 4 }), lanes);
-    let flags = MemFlagsData::new().with_endianness(Endianness::Little);
-    let (a, c) = (b.ins().bitcast(int, flags, a), b.ins().bitcast(int, flags, c));
-    if matches!(op, BinaryOp::Eq | BinaryOp::NotEq) {
-        return b.ins().icmp(cc, a, c);
-    }
-    let key = |b: &mut FunctionBuilder, bits: Value| {
-        let bits_wide = b.func.dfg.value_type(bits).lane_bits();
-        // All ones in a negative number's lanes, zero elsewhere.
-        let negative = if lanes == 1 {
-            b.ins().sshr_imm_u(bits, i64::from(bits_wide - 1))
-        } else {
-            let zero = b.ins().iconst(int.lane_type(), 0);
-            let zero = b.ins().splat(int, zero);
-            b.ins().icmp(IntCC::SignedLessThan, bits, zero)
-        };
-        let magnitude = b.ins().ushr_imm_u(negative, 1);
-        b.ins().bxor(bits, magnitude)
-    };
-    let (a, c) = (key(b, a), key(b, c));
     b.ins().icmp(cc, a, c)
 }
