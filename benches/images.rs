@@ -3,7 +3,10 @@
 //!
 //! - **decode**: `decode_jpeg` per image size, and a 3/4-height crop of each through
 //!   `decode_jpeg_rows` (the `jpeg-row-decode` rewrite), which decodes only the rows above
-//!   the window's bottom.
+//!   the window's bottom; and, side by side, zune-jpeg's whole decode with its own chroma
+//!   upsampling and colour conversion (`decode_into`, the pixels flumen gave before it did
+//!   those steps as libjpeg does), called directly on the same bytes, and flumen's decoder
+//!   called directly (`image::decode`, no dataset around it).
 //! - **resize**: 512x384 to 224x224 per method through flumen's `resize`, against
 //!   fast_image_resize called directly on the same pixels (its own cost, the floor).
 //! - **crop-mirror-normalize**: `normalize(convert_image_dtype(flip_left_right(crop(x))))`
@@ -21,8 +24,13 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use datafusion_expr::Expr as DfExpr;
 use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
+use flumen::crates::udf::image::decode as image_decode;
 use flumen::prelude::*;
 use flumen::Options;
+use zune_core::bytestream::ZCursor;
+use zune_core::colorspace::ColorSpace;
+use zune_core::options::DecoderOptions;
+use zune_jpeg::JpegDecoder;
 
 const IMAGES: usize = 32;
 
@@ -84,6 +92,29 @@ fn decode(c: &mut Criterion) {
         let top = crop(decode_jpeg(col("image"), 3), 0, 0, (h * 3 / 4) as i64, w as i64);
         let rows = ds.map(MapFunction::select([("x", top)])).expect("a map");
         group.bench_function(format!("top 3/4 rows {w}x{h}"), |b| b.iter(|| run(&rows)));
+        let files: Vec<Vec<u8>> = (0..IMAGES as u64).map(|s| jpeg(h, w, s)).collect();
+        group.bench_function(format!("zune decode_into {w}x{h}"), |b| {
+            let mut out = vec![0u8; h * w * 3];
+            b.iter(|| {
+                for f in &files {
+                    let options = DecoderOptions::default().jpeg_set_out_colorspace(ColorSpace::RGB);
+                    let mut d = JpegDecoder::new_with_options(ZCursor::new(f.as_slice()), options);
+                    d.decode_into(&mut out).expect("decodes");
+                    black_box(&out);
+                }
+            })
+        });
+        group.bench_function(format!("flumen decode {w}x{h}"), |b| {
+            let mut out = Vec::with_capacity(h * w * 3);
+            b.iter(|| {
+                for f in &files {
+                    let header = image_decode::header(image_decode::Format::Jpeg, f).expect("a header");
+                    out.clear();
+                    image_decode::decode(&header, f, 3, None, &mut out).expect("decodes");
+                    black_box(&out);
+                }
+            })
+        });
     }
     group.finish();
 }

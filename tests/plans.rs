@@ -281,7 +281,7 @@ fn ill_typed_plans_are_rejected_where_they_are_written() {
         (r.filter(col("nope").gt(lit(1i64))), "unknown field 'nope'"),
         (r.batch(0), "batch_size must be > 0"),
         (r.shard(2, 2), "index 2 must be < num_shards 2"),
-        (r.concatenate(&r.map(MapFunction::select([("other", col("value"))])).unwrap()), "specs differ"),
+        (r.concatenate(&r.map(MapFunction::select([("other", col("value"))])).unwrap()), "elements differ"),
         (Dataset::zip(&[&r, &r]), "duplicate field name 'value'"),
         (r.unbatch(), "scalar"),
         (r.map(MapFunction::with_fields([("s", col("value").and(lit(true)))])), "takes bools"),

@@ -1,5 +1,6 @@
 //! The hand-written limits of the image workloads (w5, w7): two threads, each decoding its
-//! files' JPEGs with zune-jpeg (whole images), cropping, mirroring and normalizing straight
+//! files' JPEGs with flumen's decoder (whole images; zune-jpeg's planes, libjpeg's
+//! upsampling and colour: the pixels the pipeline makes), cropping, mirroring and normalizing straight
 //! into its own reused batch buffer, with no engine in between. The random draws are
 //! SplitMix64's, which the checksum (rows) does not see.
 
@@ -7,11 +8,7 @@ use std::hint::black_box;
 
 use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
-use zune_core::colorspace::ColorSpace;
-use zune_core::options::DecoderOptions;
-use zune_jpeg::JpegDecoder;
-
-use flumen::crates::udf::image::slice_reader::SliceReader;
+use flumen::crates::udf::image::decode::{self as jpeg, Format};
 
 use crate::limit::{each_feature, fields, on_threads, records, Outcome, THREADS};
 use crate::workload_data::Rng;
@@ -20,14 +17,10 @@ const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 const STD: [f32; 3] = [0.229, 0.224, 0.225];
 
 /// Decodes `jpeg` to RGB into `out` (resized to fit); its (height, width).
-fn decode(jpeg: &[u8], out: &mut Vec<u8>, what: &str) -> Result<(usize, usize), String> {
-    let options = DecoderOptions::default().jpeg_set_out_colorspace(ColorSpace::RGB);
-    let mut d = JpegDecoder::new_with_options(SliceReader::new(jpeg), options);
-    d.decode_headers().map_err(|e| format!("{what}: {e:?}"))?;
-    let (w, h) = d.dimensions().ok_or_else(|| format!("{what}: no dimensions"))?;
-    out.resize(w * h * 3, 0);
-    d.decode_into(out).map_err(|e| format!("{what}: {e:?}"))?;
-    Ok((h, w))
+fn decode(bytes: &[u8], out: &mut Vec<u8>, what: &str) -> Result<(usize, usize), String> {
+    let header = jpeg::header(Format::Jpeg, bytes).map_err(|e| format!("{what}: {e}"))?;
+    out.clear();
+    jpeg::decode(&header, bytes, 3, None, out).map_err(|e| format!("{what}: {e}"))
 }
 
 /// Writes `pixels` (`h` x `w` RGB, rows of `stride` pixels from `(top, left)`) mirrored or

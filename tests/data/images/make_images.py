@@ -1,5 +1,10 @@
 """Writes the test images and, beside each, the pixels another decoder gives for it.
 
+Two YCCK files (`ycck_420_13x7.jpg`, `ycck_420_30x22.jpg`: Adobe transform 2, 4:2:0) were
+written by the Rust `jpeg-encoder` crate, since Pillow cannot write YCCK; their
+`.tf.rgb`, like `cmyk_24x16.jpg.tf.rgb`, is tf.io.decode_jpeg's (dct_method
+INTEGER_ACCURATE) decode, written at the end of this script.
+
 Run with a Python that has Pillow and TensorFlow (the bench's venv plus `pip install pillow`):
     python make_images.py
 The images are encoded by Pillow (libjpeg-turbo, zlib) and TensorFlow, never by flumen; the
@@ -56,3 +61,10 @@ open("tf_baseline_52x40.jpg.rgb", "wb").write(back.tobytes())
 # tf.io.decode_jpeg's own pixels for the same file (libjpeg-turbo, TensorFlow's settings).
 tf_px = tf.io.decode_jpeg(open("tf_baseline_52x40.jpg", "rb").read(), channels=3).numpy()
 open("tf_baseline_52x40.jpg.tf.rgb", "wb").write(tf_px.tobytes())
+# Pixels stored as RGB (Adobe transform 0), which flumen converts to gray and RGBA itself.
+save("keep_rgb_23x11.jpg", Image.fromarray(photo(11, 23)), "JPEG", quality=90, keep_rgb=True)
+# tf.io.decode_jpeg with libjpeg's accurate inverse DCT, as Pillow decodes (its default,
+# the fast one, differs by a few levels): the CMYK and YCCK references.
+for name in ["cmyk_24x16.jpg", "ycck_420_13x7.jpg", "ycck_420_30x22.jpg"]:
+    px = tf.io.decode_jpeg(open(name, "rb").read(), channels=3, dct_method="INTEGER_ACCURATE").numpy()
+    open(name + ".tf.rgb", "wb").write(px.tobytes())

@@ -1,27 +1,28 @@
 //! JPEG and PNG decoding (zune-jpeg, zune-png: pure Rust, SIMD), into `[h, w, c]` uint8.
+//! A JPEG's component planes come from zune-jpeg and become pixels as libjpeg-turbo makes
+//! them ([`super::jpeg_pixels`]).
 //!
 //! Dimensions are read from the header and checked against [`MAX_PIXELS`] before anything
 //! is allocated for the pixels. A corrupt or truncated image is an error, never a panic.
 //!
 //! **Row-limited decode.** A baseline JPEG is decoded top to bottom, one MCU row after
-//! another. When a crop needs only the rows above some `bottom`, the frame header's height
-//! is lowered (in a copy of the bytes) to `bottom + 1`, rounded up to whole MCU rows: the
-//! decoder stops there, and every
-//! row above the last is bit-identical to the whole image's (the last differs only through
-//! chroma upsampling, which reads the row below). Progressive and other JPEGs are decoded
+//! another. When a crop needs only the rows above some `bottom`, MCU rows are pulled one by
+//! one until `bottom + 1` rows, rounded up to whole MCU rows, are decoded, and the image ends
+//! there: every row above the last is bit-identical to the whole image's (the last differs
+//! only through chroma upsampling, which reads the row below). Progressive and other JPEGs are decoded
 //! whole, and so is a file without its end marker (cut short: the whole decode reports
 //! it). Corrupt data below the window is not read, so it is not reported either, as with
 //! tf.image.decode_and_crop_jpeg; switch the rule `jpeg-row-decode` off to check whole
 //! images.
 
+use super::jpeg_pixels::{pixels, Encoding, Plane};
 use super::slice_reader::SliceReader;
-use std::cell::RefCell;
 
 use flumen_ir::image::MAX_PIXELS;
 use flumen_ir::{Error, Result};
 use zune_core::colorspace::ColorSpace;
 use zune_core::options::DecoderOptions;
-use zune_jpeg::JpegDecoder;
+use zune_jpeg::{JpegDecoder, RawImcuRowStatus};
 use zune_png::PngDecoder;
 
 /// The formats the decoders read.
@@ -91,8 +92,9 @@ pub struct Header {
     pub width: usize,
     /// Height in pixels.
     pub height: usize,
-    /// Where a sequential JPEG's frame height is (two bytes, big-endian), if it is one.
-    height_field: Option<usize>,
+    /// A sequential JPEG: decoded top to bottom in one scan order, so a row-limited decode
+    /// can stop early.
+    sequential: bool,
 }
 
 /// An image's header: its dims from the JPEG frame header or the PNG `IHDR` chunk, checked
@@ -103,7 +105,7 @@ pub fn header(format: Format, bytes: &[u8]) -> Result<Header> {
         Format::Jpeg => ("decode_jpeg", scan_jpeg(bytes)),
         Format::Png => ("decode_png", scan_png(bytes)),
     };
-    let (width, height, height_field) = match scanned {
+    let (width, height, sequential) = match scanned {
         Some(found) => found,
         None => {
             let dims = match format {
@@ -119,15 +121,15 @@ pub fn header(format: Format, bytes: &[u8]) -> Result<Header> {
             let (w, h) = dims
                 .map_err(|e| Error::Expr(format!("{what}: {e}")))?
                 .ok_or_else(|| Error::Expr(format!("{what}: no header")))?;
-            (w, h, None)
+            (w, h, false)
         }
     };
     check_size(what, width, height, bytes.len())?;
-    Ok(Header { format, width, height, height_field })
+    Ok(Header { format, width, height, sequential })
 }
 
-/// The dims of a JPEG from its frame header, and where a sequential one's height is.
-fn scan_jpeg(bytes: &[u8]) -> Option<(usize, usize, Option<usize>)> {
+/// The dims of a JPEG from its frame header, and whether it is sequential.
+fn scan_jpeg(bytes: &[u8]) -> Option<(usize, usize, bool)> {
     let mut at = 2;
     while at + 9 <= bytes.len() {
         if bytes[at] != 0xFF {
@@ -140,8 +142,8 @@ fn scan_jpeg(bytes: &[u8]) -> Option<(usize, usize, Option<usize>)> {
                 let width = usize::from(u16::from_be_bytes([bytes[at + 7], bytes[at + 8]]));
                 // Only baseline and extended Huffman frames decode top to bottom in one scan
                 // order the row limit can cut; the others are decoded whole.
-                let field = matches!(marker, 0xC0 | 0xC1).then_some(at + 5);
-                return (height > 0 && width > 0).then_some((width, height, field));
+                let sequential = matches!(marker, 0xC0 | 0xC1);
+                return (height > 0 && width > 0).then_some((width, height, sequential));
             }
             0xD8 | 0x01 | 0xD0..=0xD7 => at += 2,
             0xFF => at += 1,
@@ -152,18 +154,13 @@ fn scan_jpeg(bytes: &[u8]) -> Option<(usize, usize, Option<usize>)> {
 }
 
 /// The dims of a PNG from its `IHDR` chunk.
-fn scan_png(bytes: &[u8]) -> Option<(usize, usize, Option<usize>)> {
+fn scan_png(bytes: &[u8]) -> Option<(usize, usize, bool)> {
     if bytes.len() < 24 || &bytes[12..16] != b"IHDR" {
         return None;
     }
     let width = u32::from_be_bytes(bytes[16..20].try_into().ok()?) as usize;
     let height = u32::from_be_bytes(bytes[20..24].try_into().ok()?) as usize;
-    Some((width, height, None))
-}
-
-thread_local! {
-    /// The copy of a JPEG whose frame height is lowered (reused: one per worker thread).
-    static PATCHED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    Some((width, height, false))
 }
 
 /// Decodes `bytes`, whose header is `header`, to `channels` channels, appending the pixels
@@ -182,48 +179,106 @@ pub fn decode(
         Format::Jpeg => {
             // A file cut short has no end marker: it is decoded whole, so that it fails as
             // the whole decode does, wherever the window is.
-            // Whole MCU rows (16 pixels at most): a frame height inside one makes the decoder
-            // complete the last row at the image's edge, which costs more than it saves.
-            let limit = rows.map(|r| (r + 1).next_multiple_of(16)).filter(|r| *r < height && ends_with_eoi(bytes));
-            match limit.zip(header.height_field) {
-                Some((r, at)) => PATCHED.with_borrow_mut(|copy| {
-                    copy.clear();
-                    copy.extend_from_slice(bytes);
-                    copy[at..at + 2].copy_from_slice(&(r as u16).to_be_bytes());
-                    decode_jpeg(copy, channels, width, r, out)
-                }),
-                None => decode_jpeg(bytes, channels, width, height, out),
-            }
+            // Whole MCU rows (16 pixels at most): the decoder works in them anyway.
+            let limit = rows
+                .map(|r| (r + 1).next_multiple_of(16))
+                .filter(|r| *r < height && header.sequential && ends_with_eoi(bytes));
+            decode_jpeg(bytes, channels, width, height, limit, out)
         }
         Format::Png => decode_png(bytes, channels, out),
     }
 }
 
+/// Decodes a JPEG of `width` × `height` pixels, or its first `limit` rows only (the image
+/// then ends there, its last chroma row repeated below as at an image's bottom).
 fn decode_jpeg(
     bytes: &[u8],
     channels: usize,
     width: usize,
     height: usize,
+    limit: Option<usize>,
     out: &mut Vec<u8>,
 ) -> Result<(usize, usize)> {
-    let colorspace = match channels {
-        1 => ColorSpace::Luma,
-        3 => ColorSpace::RGB,
-        _ => ColorSpace::RGBA,
-    };
-    let mut d = JpegDecoder::new_with_options(SliceReader::new(bytes), options().jpeg_set_out_colorspace(colorspace));
-    let start = out.len();
-    out.resize(start + width * height * channels, 0);
     let fail = |e: zune_jpeg::errors::DecodeErrors| Error::Expr(format!("decode_jpeg: {e:?}"));
+    let mut d = JpegDecoder::new_with_options(SliceReader::new(bytes), options());
     d.decode_headers().map_err(fail)?;
-    if d.output_colorspace().map(|c| c.num_components()) != Some(channels) {
-        return Err(Error::Expr(format!(
-            "decode_jpeg: cannot convert {:?} to {channels} channel(s)",
-            d.input_colorspace()
-        )));
+    if d.dimensions() != Some((width, height)) {
+        return Err(Error::Expr(format!("decode_jpeg: a frame of {:?}, not {width}x{height}", d.dimensions())));
     }
-    d.decode_into(&mut out[start..]).map_err(fail)?;
-    Ok((height, width))
+    let encoding = match d.input_colorspace() {
+        Some(ColorSpace::Luma) => Encoding::Gray,
+        Some(ColorSpace::YCbCr) => Encoding::YCbCr,
+        Some(ColorSpace::RGB) => Encoding::Rgb,
+        Some(ColorSpace::CMYK) => Encoding::Cmyk { inverted: has_adobe_marker(bytes) },
+        Some(ColorSpace::YCCK) => Encoding::Ycck,
+        other => return Err(Error::Expr(format!("decode_jpeg: cannot convert {other:?} to {channels} channel(s)"))),
+    };
+    // The components' planes, at their own sizes; the upsampling and colour conversion are
+    // libjpeg's (`jpeg_pixels`).
+    let mut raw = d.raw_output();
+    let layout = raw.layout().ok_or_else(|| Error::Expr("decode_jpeg: no frame layout".into()))?;
+    let layout = &layout[..raw.num_components().unwrap_or(0).min(layout.len())];
+    let rows = limit.unwrap_or(height);
+    let v_max = layout.iter().map(|l| l.vertical_sampling_factor).max().unwrap_or(1).max(1);
+    let mut planes: Vec<Plane> = layout
+        .iter()
+        .map(|l| {
+            let v = l.vertical_sampling_factor;
+            // Room for whole iMCU rows (8·v of the component's rows), which a pull writes.
+            let wanted = (rows * v).div_ceil(v_max);
+            let (height, room) = (wanted.min(l.height), wanted.next_multiple_of(8 * v.max(1)));
+            Plane {
+                samples: vec![0; l.width * room.max(height)],
+                width: l.width,
+                height,
+                h_factor: l.horizontal_sampling_factor,
+                v_factor: v,
+            }
+        })
+        .collect();
+    let strides: Vec<usize> = planes.iter().map(|p| p.width).collect();
+    match limit {
+        None => {
+            let mut samples: Vec<&mut [u8]> = planes.iter_mut().map(|p| p.samples.as_mut_slice()).collect();
+            raw.decode_into_planes_strided(&mut samples, &strides).map_err(fail)?;
+        }
+        Some(_) => {
+            // iMCU row after iMCU row, each into its place, until every plane has its rows.
+            let mut done = vec![0usize; planes.len()];
+            while planes.iter().zip(&done).any(|(p, d)| *d < p.height) {
+                let mut samples: Vec<&mut [u8]> =
+                    planes.iter_mut().zip(&done).map(|(p, d)| &mut p.samples[d * p.width..]).collect();
+                match raw.decode_next_imcu_row(&mut samples, &strides).map_err(fail)? {
+                    RawImcuRowStatus::RowReady { rows_written } => {
+                        done.iter_mut().zip(rows_written).for_each(|(d, n)| *d += n);
+                    }
+                    _ => return Err(Error::Expr(format!("decode_jpeg: the data ends before row {rows}"))),
+                }
+            }
+        }
+    }
+    let start = out.len();
+    out.resize(start + width * rows * channels, 0);
+    pixels(&planes, encoding, width, rows, channels, &mut out[start..])?;
+    Ok((rows, width))
+}
+
+/// Whether a JPEG has an Adobe `APP14` marker (before its first scan): Adobe applications
+/// store CMYK inverted, and say so with it.
+fn has_adobe_marker(bytes: &[u8]) -> bool {
+    let mut at = 2;
+    while at + 4 <= bytes.len() && bytes[at] == 0xFF {
+        let marker = bytes[at + 1];
+        if marker == 0xDA {
+            return false;
+        }
+        let length = usize::from(u16::from_be_bytes([bytes[at + 2], bytes[at + 3]]));
+        if marker == 0xEE && bytes.get(at + 4..at + 9) == Some(b"Adobe".as_slice()) {
+            return true;
+        }
+        at += 2 + length;
+    }
+    false
 }
 
 /// Whether a JPEG's last marker is its end (EOI), allowing for padding after it.

@@ -11,6 +11,7 @@
 pub mod column;
 pub mod decode;
 pub mod fused;
+pub mod jpeg_pixels;
 pub mod random;
 pub mod resample;
 pub mod slice_reader;
