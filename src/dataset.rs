@@ -421,9 +421,19 @@ impl Dataset {
 
     // ----- batching -----
 
-    /// Groups `batch_size` consecutive elements; the last batch may be smaller.
+    /// Groups `batch_size` consecutive elements; the last batch may be smaller. The elements
+    /// of a batch must share their shapes (a dense field's unknown dimensions included), as
+    /// in tf.data: a batch of others is an error in its place ("Cannot batch tensors with
+    /// different shapes"); [`Dataset::ragged_batch`] and [`Dataset::padded_batch`] batch them.
     pub fn batch(&self, batch_size: u64) -> Result<Dataset> {
         self.batch_with(batch_size, false)
+    }
+
+    /// Groups `batch_size` consecutive elements whose dense fields may differ in their
+    /// unknown dimensions: those fields become ragged (tf.data's `ragged_batch`), where
+    /// [`Dataset::batch`] requires the elements of a batch to share their shapes.
+    pub fn ragged_batch(&self, batch_size: u64, drop_remainder: bool) -> Result<Dataset> {
+        self.then(Op::RaggedBatch { batch_size, drop_remainder })
     }
 
     /// Groups `batch_size` consecutive elements, dropping a smaller last batch if asked.

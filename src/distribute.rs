@@ -112,6 +112,7 @@ fn unsplittable(plan: &Plan) -> Option<String> {
             Op::Window { .. } | Op::Shard { .. } => "picks elements by position",
             Op::Zip => "pairs elements by position",
             Op::Batch { drop_remainder: true, .. }
+            | Op::RaggedBatch { drop_remainder: true, .. }
             | Op::PaddedBatch { drop_remainder: true, .. }
             | Op::Rebatch { drop_remainder: true, .. }
             | Op::MapAndBatch { drop_remainder: true, .. }

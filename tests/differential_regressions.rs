@@ -343,3 +343,19 @@ fn zip_reads_its_later_inputs_only_as_far_as_asked() {
         assert_eq!(calls.load(Ordering::SeqCst), 1, "chunk_rows {chunk_rows}");
     }
 }
+
+#[test]
+fn map_fusion_keeps_the_type_a_literal_adopts() {
+    // `index := cast(6.0 as int32)` then `f := index == cast(4e9 as int64)`: as written the
+    // int64 literal-like value meets the int32 field and is cast to int32, which 4e9 is not
+    // (an error per element); fused, `cast(6.0 as int32) == cast(4e9 as int64)` compared two
+    // literal-like values in int64 (false). Found by the fuzzer's implicit-cast family.
+    let ds = range(0, 3)
+        .map(MapFunction::with_fields([("index", cast(lit(6.0), DataType::Int32))]))
+        .and_then(|d| {
+            d.map(MapFunction::with_fields([("f", col("index").eq(cast(lit(4_000_000_000.0), DataType::Int64)))]))
+        })
+        .expect("pipeline");
+    let got = same_under(&ds, &[Options::default(), Options::default().with_chunk_rows(1)]);
+    assert!(got.iter().all(|i| matches!(i, Item::Err(_))), "{}", got.len());
+}

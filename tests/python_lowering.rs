@@ -1,7 +1,8 @@
 //! The plans the Rust builders make for the pipelines `crates/python/tests/test_lowering.py`
 //! builds in Python. Both tests compare against the same files in
 //! `crates/python/tests/plans/`, so a Python pipeline serializes to exactly the JSON of its
-//! Rust counterpart (and gets the same optimizer rewrites and kernels). `FLUMEN_BLESS=1`
+//! Rust counterpart (and gets the same optimizer rewrites and kernels); Python's `%` is
+//! `floormod` (the divisor's sign), the Rust `Expr`'s `%` SQL's. `FLUMEN_BLESS=1`
 //! rewrites the files from the Rust builders.
 
 use std::path::PathBuf;
@@ -13,7 +14,7 @@ use flumen::Result;
 fn pipelines() -> Result<Vec<(&'static str, Dataset)>> {
     let arithmetic = Dataset::range(0, 100)?
         .map(MapFunction::with_fields([("y", col("value") * lit(2i64) + lit(1i64))]))?
-        .filter(binary(col("y") % lit(3i64), datafusion_expr::Operator::NotEq, lit(0i64)))?
+        .filter(binary(floormod(col("y"), lit(3i64)), datafusion_expr::Operator::NotEq, lit(0i64)))?
         .batch(32)?;
     let functions = Dataset::range(0, 10)?.map(MapFunction::select([
         ("f", cast(col("value"), arrow::datatypes::DataType::Float32) * lit(0.5f64)),
@@ -21,7 +22,7 @@ fn pipelines() -> Result<Vec<(&'static str, Dataset)>> {
         ("c", when(col("value").gt(lit(5i64)), lit(1i64)).otherwise(lit(0i64)).expect("a case")),
         ("k", clip(col("value"), lit(2i64), lit(7i64))),
         ("b", bucketize(cast(col("value"), arrow::datatypes::DataType::Float64), &[2.0, 4.0])),
-        ("o", one_hot(col("value") % lit(3i64), 3)),
+        ("o", one_hot(floormod(col("value"), lit(3i64)), 3)),
         ("p", power(col("value"), lit(2i64))),
         ("l", col("value").lt_eq(lit(3i64)).and(col("value").gt_eq(lit(1i64)).or(!col("value").eq(lit(9i64))))),
     ]))?;

@@ -14,7 +14,7 @@ use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, UInt8Arra
 use arrow::datatypes::{DataType, Float64Type};
 use common::pipelines::{items, Item};
 use flumen::prelude::*;
-use flumen::Options;
+use flumen::{FieldKind, Options};
 
 /// The option sets every test runs under.
 fn every_path() -> Vec<Options> {
@@ -289,4 +289,58 @@ fn concatenate_matches_fields_by_name() {
     let batched = Dataset::range(0, 3).and_then(|d| d.batch(2)).expect("batched");
     let refused = other.concatenate(&batched).map(|_| ()).unwrap_err().to_string();
     assert!(refused.contains("unknown rank") && refused.contains("int64[?]"), "{refused}");
+}
+
+/// A generator of one dense int64 field `x` of unknown length: the elements `rows`.
+fn lists(rows: Vec<Vec<i64>>) -> Dataset {
+    let spec =
+        ElementSpec::new(vec![FieldSpec { kind: FieldKind::Dense, ..FieldSpec::ragged("x", DType::Int64, vec![-1]) }])
+            .expect("spec");
+    let schema = spec.arrow_schema();
+    Dataset::from_generator(Some("lists"), spec, move || {
+        let schema = schema.clone();
+        let rows = rows.clone();
+        let column = arrow::array::ListArray::from_iter_primitive::<arrow::datatypes::Int64Type, _, _>(
+            rows.into_iter().map(|r| Some(r.into_iter().map(Some))),
+        );
+        let chunk = arrow::record_batch::RecordBatch::try_new(schema, vec![Arc::new(column) as ArrayRef]);
+        Box::new(std::iter::once(chunk.map_err(Into::into)))
+    })
+    .expect("generator")
+}
+
+#[test]
+fn batching_elements_of_other_shapes_is_an_error_and_ragged_batch_batches_them() {
+    // tf.data: from_generator(lambda: iter([[1, 2], [3, 4], [5], [6, 7, 8]]), output_shapes
+    // [None]).batch(2): [[1, 2], [3, 4]], then "Cannot batch tensors with different shapes"
+    // for [5] and [6, 7, 8]; ragged_batch(2) gives both batches, the second ragged.
+    let ds = lists(vec![vec![1, 2], vec![3, 4], vec![5], vec![6, 7, 8]]);
+    let batched = ds.batch(2).expect("batch");
+    let items: Vec<Result<String, String>> = batched
+        .iter_chunks()
+        .map(|c| c.map(|c| format!("{:?}", c.column(0).as_list::<i32>().value(0))).map_err(|e| e.to_string()))
+        .collect();
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert!(items[0].is_ok(), "{items:?}");
+    let error = items[1].as_ref().unwrap_err();
+    assert!(error.contains("Cannot batch tensors with different shapes in field 'x'"), "{error}");
+    assert!(error.contains("[1]") && error.contains("[3]"), "{error}");
+    assert!(batched.explain().contains("each batch's x of one shape"), "{}", batched.explain());
+    // The same in every batching operator that makes batches of elements.
+    for (what, ds) in [
+        ("window", ds.window(2, 2, 1, false).expect("window")),
+        ("rebatch", ds.batch(1).and_then(|d| d.rebatch(2, false)).expect("rebatch")),
+        (
+            "parallel batch",
+            ds.batch_parallel(2, false, Parallel { num_parallel_calls: Tunable::Fixed(2), deterministic: None })
+                .expect("batch"),
+        ),
+    ] {
+        let outcomes: Vec<bool> = ds.iter_chunks().map(|c| c.is_ok()).collect();
+        assert_eq!(outcomes, [true, false], "{what}");
+    }
+    let ragged = ds.ragged_batch(2, false).expect("ragged_batch");
+    assert_eq!(ragged.element_spec().to_string(), "{x: ragged int64[?, ?]}");
+    let rows: Vec<String> = item_rows(&ragged);
+    assert_eq!(rows, ["x: [1, 2] | [3, 4]", "x: [5] | [6, 7, 8]"]);
 }

@@ -21,6 +21,7 @@ pub fn cardinality(plan: &Plan) -> Option<u64> {
         Op::Shuffle { .. } => input(),
         Op::Reduce { .. } => Some(1),
         Op::Batch { batch_size, drop_remainder, .. }
+        | Op::RaggedBatch { batch_size, drop_remainder }
         | Op::PaddedBatch { batch_size, drop_remainder, .. }
         | Op::MapAndBatch { batch_size, drop_remainder, .. } => input().map(|n| {
             if n == INFINITE {

@@ -119,7 +119,9 @@ pub fn describe(op: &Op) -> String {
         Op::Interleave { func, cycle_length, block_length, .. } => {
             format!("{}; cycle {}, block {block_length}", dataset_fn(func), tunable(cycle_length))
         }
-        Op::Batch { batch_size, drop_remainder, .. } | Op::Rebatch { batch_size, drop_remainder } => {
+        Op::Batch { batch_size, drop_remainder, .. }
+        | Op::RaggedBatch { batch_size, drop_remainder }
+        | Op::Rebatch { batch_size, drop_remainder } => {
             format!("{batch_size}{}", if *drop_remainder { ", drop_remainder" } else { "" })
         }
         Op::PaddedBatch { batch_size, drop_remainder, padded_shapes, .. } => format!(

@@ -109,8 +109,10 @@ impl FeatureSpec {
                 FieldSpec::tensor(&self.name, self.dtype, shape.iter().map(|&d| d as i64).collect())
             }
             // One dimension of unknown length: a list per element, as `padded_batch` and
-            // `bucket_by_sequence_length` take it.
-            FeatureKind::VarLen => FieldSpec::tensor(&self.name, self.dtype, vec![-1]),
+            // `bucket_by_sequence_length` take it; ragged, so that `batch` batches records of
+            // other lengths (tf.data's VarLen and Ragged features batch as sparse or ragged
+            // tensors).
+            FeatureKind::VarLen => FieldSpec::ragged(&self.name, self.dtype, vec![-1]),
             FeatureKind::Sparse { size, .. } => {
                 FieldSpec::sparse(&self.name, self.dtype, size.iter().map(|&d| d as i64).collect())
             }

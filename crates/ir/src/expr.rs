@@ -213,7 +213,7 @@ pub enum Func {
     Floor,
     /// Round up.
     Ceil,
-    /// Round half away from zero.
+    /// Round half to even (as `tf.round` and NumPy's `round`; 2.5 is 2.0, 3.5 is 4.0).
     Round,
     /// Round toward zero.
     Trunc,
@@ -231,6 +231,18 @@ pub enum Func {
     Power,
     /// `atan2(y, x)`.
     Atan2,
+    /// `truediv(a, b)`: division whose result is a float (Python's and `tf.math.truediv`'s
+    /// `/`): integers are divided as float64, floats in their common type.
+    #[serde(rename = "truediv")]
+    TrueDiv,
+    /// `floordiv(a, b)`: division rounded toward negative infinity (Python's `//`,
+    /// `tf.math.floordiv`): `-7 // 2` is -4; floats give `floor(a / b)`.
+    #[serde(rename = "floordiv")]
+    FloorDiv,
+    /// `floormod(a, b)`: the remainder with the divisor's sign (Python's `%`,
+    /// `tf.math.floormod`): `-7 % 3` is 2, `-7.5 % 2.0` is 0.5.
+    #[serde(rename = "floormod")]
+    FloorMod,
     /// The smaller argument (`least`).
     Least,
     /// The larger argument (`greatest`).
@@ -351,6 +363,9 @@ impl Func {
             Func::Signum => "signum",
             Func::Power => "power",
             Func::Atan2 => "atan2",
+            Func::TrueDiv => "truediv",
+            Func::FloorDiv => "floordiv",
+            Func::FloorMod => "floormod",
             Func::Least => "least",
             Func::Greatest => "greatest",
             Func::Coalesce => "coalesce",
@@ -391,7 +406,7 @@ impl Func {
     }
 
     /// Every function, in declaration order.
-    pub const ALL: [Func; 53] = [
+    pub const ALL: [Func; 56] = [
         Func::Abs,
         Func::Sqrt,
         Func::Exp,
@@ -409,6 +424,9 @@ impl Func {
         Func::Signum,
         Func::Power,
         Func::Atan2,
+        Func::TrueDiv,
+        Func::FloorDiv,
+        Func::FloorMod,
         Func::Least,
         Func::Greatest,
         Func::Coalesce,
@@ -808,6 +826,19 @@ impl Expr {
         Ok(casts)
     }
 
+    /// The casts this node applies to its own operands (not those inside them), as
+    /// [`Expr::implicit_casts`] gives them, operand by operand.
+    pub fn own_casts(&self, spec: &ElementSpec) -> Result<Vec<(bool, DType, DType)>> {
+        let children = self.children();
+        let mut casts = Vec::new();
+        self.typed_noting(spec, &mut |operand, from, to| {
+            if children.iter().any(|c| std::ptr::eq(*c, operand)) {
+                casts.push((matches!(operand, Expr::Literal(v) if literal_fits(v, to)), from, to));
+            }
+        })?;
+        Ok(casts)
+    }
+
     /// The type, and whether the value is a per-element literal (no column involved).
     fn typed(&self, spec: &ElementSpec) -> Result<(DType, bool)> {
         self.typed_noting(spec, &mut |_, _, _| {})
@@ -1004,6 +1035,18 @@ impl Expr {
                 let t = common_type(typed[0].0, typed[0].1, typed[1].0, typed[1].1)
                     .ok_or_else(|| Error::Expr(format!("{} cannot combine its arguments in {self}", func.name())))?;
                 float_of(numeric(t)?)
+            }
+            Func::TrueDiv | Func::FloorDiv | Func::FloorMod => {
+                arity(2)?;
+                let t = common_type(typed[0].0, typed[0].1, typed[1].0, typed[1].1)
+                    .ok_or_else(|| Error::Expr(format!("{} cannot combine its arguments in {self}", func.name())))?;
+                let t = numeric(t)?;
+                cast_arguments(args, &typed, t, self, cast)?;
+                match func {
+                    // Integers divide as float64, as NumPy's and TensorFlow's `/` do.
+                    Func::TrueDiv if !t.is_float() => DType::Float64,
+                    _ => t,
+                }
             }
             Func::Clip => {
                 arity(3)?;

@@ -191,6 +191,15 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         deterministic: Option<bool>,
     },
+    /// Group `batch_size` consecutive elements into one whose dense fields of unknown
+    /// dimensions become ragged (`tf.data`'s `ragged_batch`): elements of other shapes batch,
+    /// where `batch` requires one shape per batch.
+    RaggedBatch {
+        /// Elements per batch (> 0).
+        batch_size: u64,
+        /// Drop a last, smaller batch.
+        drop_remainder: bool,
+    },
     /// Batch, padding unknown dims to the largest in the batch (or to `padded_shapes`).
     PaddedBatch {
         /// Elements per batch (> 0).
@@ -394,6 +403,7 @@ impl Op {
             Op::Interleave { .. } => "interleave",
             Op::Batch { .. } => "batch",
             Op::PaddedBatch { .. } => "padded_batch",
+            Op::RaggedBatch { .. } => "ragged_batch",
             Op::Unbatch => "unbatch",
             Op::Rebatch { .. } => "rebatch",
             Op::Shuffle { .. } => "shuffle",
@@ -494,6 +504,16 @@ impl Op {
             Op::Batch { batch_size, drop_remainder, .. } => {
                 positive("batch_size", *batch_size)?;
                 Ok(input().batched(if *drop_remainder { *batch_size as i64 } else { UNKNOWN }))
+            }
+            Op::RaggedBatch { batch_size, drop_remainder } => {
+                positive("batch_size", *batch_size)?;
+                let mut ragged = input().clone();
+                for f in &mut ragged.fields {
+                    if f.kind == FieldKind::Dense && f.shape.contains(&UNKNOWN) {
+                        f.kind = FieldKind::Ragged;
+                    }
+                }
+                Ok(ragged.batched(if *drop_remainder { *batch_size as i64 } else { UNKNOWN }))
             }
             Op::PaddedBatch { batch_size, padded_shapes, padding_values, drop_remainder } => {
                 positive("batch_size", *batch_size)?;

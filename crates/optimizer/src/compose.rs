@@ -47,12 +47,17 @@ pub fn substitute(expr: &Expr, f: &MapFn, specs: Specs) -> Option<Expr> {
 
 /// True when every sub-expression of `before` (over `before_spec`) that is not a column
 /// types as its counterpart in `after` (over `after_spec`), where `after` is `before` with
-/// some columns replaced.
+/// some columns replaced, and casts its operands as it did: a literal-like expression put
+/// in a column's place no longer adopts the other operand's type (`index == cast(4e9 as
+/// int64)` compares in int32, failing, where `cast(6.0 as int32) == ...` compares in int64).
 fn same_types(before: &Expr, before_spec: &ElementSpec, after: &Expr, after_spec: &ElementSpec) -> bool {
     if matches!(before, Expr::Column(_)) {
         return true;
     }
     if before.value_type(before_spec).ok() != after.value_type(after_spec).ok() {
+        return false;
+    }
+    if before.own_casts(before_spec).ok() != after.own_casts(after_spec).ok() {
         return false;
     }
     let (b, a) = (before.children(), after.children());

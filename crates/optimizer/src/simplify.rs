@@ -41,7 +41,7 @@ pub fn may_fail(expr: &Expr, spec: &ElementSpec) -> bool {
                 op: BinaryOp::Div | BinaryOp::Mod | BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul, ..
             } => integer(),
             Expr::Unary { op: UnaryOp::Neg, .. } => integer(),
-            Expr::Call { func: Func::Abs | Func::Power, .. } => integer(),
+            Expr::Call { func: Func::Abs | Func::Power | Func::FloorDiv | Func::FloorMod, .. } => integer(),
             // Reading a file, decoding it, and cropping or resizing an image to a size it may
             // not have can fail; flips and pixel operations of a well-typed image cannot.
             Expr::Call {

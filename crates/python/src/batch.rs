@@ -117,7 +117,13 @@ pub fn element_dict<'py>(
     let one_row = chunk.num_rows() == 1;
     let out = PyDict::new(py);
     for ((field, array), declared) in chunk.schema().fields().iter().zip(chunk.columns()).zip(&element.fields) {
-        let value = if !(one_row && declared.arrow_type() == *array.data_type()) {
+        // A dense field of unknown dims batched: its elements share their shape (`batch`
+        // checks it, `padded_batch` pads to it), so the batch is one array, as in tf.data.
+        let batch_rows = !(one_row && declared.arrow_type() == *array.data_type());
+        let dense = (batch_rows && declared.kind == FieldKind::Dense).then(|| Column::dense(array)).flatten();
+        let value = if let Some(c) = dense {
+            convert.call1((Bound::new(py, c)?,))?
+        } else if batch_rows {
             one_field(py, array, convert)?
         } else if declared.kind == FieldKind::Sparse {
             sparse_element(py, array, &declared.shape, convert)?
@@ -250,16 +256,41 @@ pub struct Column {
 impl Column {
     /// A view of `array` when it is primitive without nulls, or fixed-size lists of such.
     fn view(array: &ArrayRef) -> Option<Column> {
+        Column::viewed(array, false)
+    }
+
+    /// [`Column::view`], also through variable-size lists whose rows all have one length
+    /// (a dense field's batch: its elements share their shape), as an array of that shape.
+    fn dense(array: &ArrayRef) -> Option<Column> {
+        Column::viewed(array, true)
+    }
+
+    fn viewed(array: &ArrayRef, uniform_lists: bool) -> Option<Column> {
         let mut shape = vec![array.len()];
         let mut values = array.clone();
-        while let DataType::FixedSizeList(_, n) = values.data_type() {
+        loop {
             if values.null_count() > 0 {
-                return None;
+                break;
             }
-            let list = values.as_fixed_size_list();
-            // The child of a sliced list starts at its own offset.
-            let child = list.values().slice(list.offset() * *n as usize, list.len() * *n as usize);
-            shape.push(*n as usize);
+            let (child, n) = match values.data_type() {
+                DataType::FixedSizeList(_, n) => {
+                    let list = values.as_fixed_size_list();
+                    // The child of a sliced list starts at its own offset.
+                    (list.values().slice(list.offset() * *n as usize, list.len() * *n as usize), *n as usize)
+                }
+                DataType::List(_) if uniform_lists => {
+                    let list = values.as_list::<i32>();
+                    let offsets = list.value_offsets();
+                    let n = offsets.get(1).map_or(0, |end| end - offsets[0]);
+                    if offsets.windows(2).any(|w| w[1] - w[0] != n) {
+                        return None;
+                    }
+                    let (first, last) = (offsets[0] as usize, offsets[list.len()] as usize);
+                    (list.values().slice(first, last - first), n as usize)
+                }
+                _ => break,
+            };
+            shape.push(n);
             values = child;
         }
         if let Some((values, typestr)) = unpacked(&values) {

@@ -557,7 +557,9 @@ impl Dataset {
     }
 
     /// Groups of `batch_size` consecutive elements, each one element whose fields gain a
-    /// leading dimension.
+    /// leading dimension. The elements of a batch must share their shapes, as in tf.data
+    /// ("Cannot batch tensors with different shapes"; `ragged_batch` or `padded_batch` batch
+    /// others).
     #[pyo3(signature = (batch_size, drop_remainder = false, num_parallel_calls = None, deterministic = None))]
     fn batch(
         &self,
@@ -567,6 +569,13 @@ impl Dataset {
         deterministic: Option<bool>,
     ) -> PyResult<Dataset> {
         ok(self.0.batch_parallel(batch_size, drop_remainder, parallel(num_parallel_calls, deterministic)?))
+    }
+
+    /// Groups of `batch_size` consecutive elements whose fields of unknown dimensions may
+    /// differ in shape: those fields become ragged (tf.data's `ragged_batch`).
+    #[pyo3(signature = (batch_size, drop_remainder = false))]
+    fn ragged_batch(&self, batch_size: u64, drop_remainder: bool) -> PyResult<Dataset> {
+        ok(self.0.ragged_batch(batch_size, drop_remainder))
     }
 
     /// The elements of each batch, one by one.

@@ -3,7 +3,7 @@
 //! and compiled kernel.
 
 use datafusion_expr::Expr as DfExpr;
-use flumen::prelude::{cast, col as df_col, lit as df_lit};
+use flumen::prelude::{cast, col as df_col, floordiv, floormod, lit as df_lit, round, truediv};
 use flumen::DType;
 use pyo3::basic::CompareOp;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -70,14 +70,34 @@ impl Expr {
     fn __rmul__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
         Ok(Expr(expr_of(other)? * self.0.clone()))
     }
+    // Python's meanings, as TensorFlow's operators have them: `/` gives a float (integers
+    // divide as float64), `//` and `%` round toward negative infinity (the Rust `Expr`
+    // operators truncate, as SQL does).
     fn __truediv__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
-        Ok(Expr(self.0.clone() / expr_of(other)?))
+        Ok(Expr(truediv(self.0.clone(), expr_of(other)?)))
     }
     fn __rtruediv__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
-        Ok(Expr(expr_of(other)? / self.0.clone()))
+        Ok(Expr(truediv(expr_of(other)?, self.0.clone())))
+    }
+    fn __floordiv__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        Ok(Expr(floordiv(self.0.clone(), expr_of(other)?)))
+    }
+    fn __rfloordiv__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        Ok(Expr(floordiv(expr_of(other)?, self.0.clone())))
     }
     fn __mod__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
-        Ok(Expr(self.0.clone() % expr_of(other)?))
+        Ok(Expr(floormod(self.0.clone(), expr_of(other)?)))
+    }
+    fn __rmod__(&self, other: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        Ok(Expr(floormod(expr_of(other)?, self.0.clone())))
+    }
+    /// `round(e)`: half to even, as Python's `round` and `tf.round`.
+    #[pyo3(signature = (ndigits = None))]
+    fn __round__(&self, ndigits: Option<i64>) -> PyResult<Expr> {
+        match ndigits {
+            None | Some(0) => Ok(Expr(round(self.0.clone()))),
+            Some(n) => Err(PyValueError::new_err(format!("round to {n} digits is not supported: round(e) only"))),
+        }
     }
     fn __neg__(&self) -> Expr {
         Expr(-self.0.clone())
@@ -203,6 +223,9 @@ pub fn func(name: &str, args: Vec<Bound<'_, PyAny>>) -> PyResult<Expr> {
         "reduce_min" => one(f::reduce_min)?,
         "power" => two(f::power)?,
         "atan2" => two(f::atan2)?,
+        "truediv" => two(f::truediv)?,
+        "floordiv" => two(f::floordiv)?,
+        "floormod" => two(f::floormod)?,
         "clip" => match <[DfExpr; 3]>::try_from(args) {
             Ok([e, lo, hi]) => f::clip(e, lo, hi),
             Err(_) => return Err(PyValueError::new_err("clip takes three arguments")),

@@ -74,3 +74,56 @@ def test_dates_and_times_reach_numpy_with_their_units():
     # DLPack (PyTorch, JAX) has no dates: a clear refusal, not a silent int64.
     with pytest.raises(BufferError, match="no DLPack type"):
         columns["ts"].__dlpack__()
+
+
+def values_of(ds, field):
+    return [e[field].item() for e in ds]
+
+
+def test_python_operators_mean_what_python_and_tensorflow_say():
+    # 7 / 2 is 3.5 (a float64 from integers); // and % round toward negative infinity;
+    # round is half to even. tf.data gives the same for tf.int64 / tf.float32 tensors.
+    ints = flumen.Dataset.from_numpy({"a": np.array([7, -7, 7, -7]), "b": np.array([2, 2, -3, 3])})
+    got = ints.map({"div": col("a") / col("b"), "floor": col("a") // col("b"), "mod": col("a") % col("b")})
+    assert values_of(got, "div") == [3.5, -3.5, 7 / -3, -7 / 3]
+    assert next(iter(got))["div"].dtype == np.float64
+    assert values_of(got, "floor") == [3, -4, -3, -3]
+    assert values_of(got, "mod") == [1, 1, -2, 2]
+    floats = flumen.Dataset.from_numpy({"x": np.array([-7.5, 7.5, 2.5, 3.5, -0.5], np.float32)})
+    got = floats.map({"mod": col("x") % 2.0, "floor": col("x") // 2.0, "half": col("x") / 2, "r": round(col("x"))})
+    assert values_of(got, "mod") == [0.5, 1.5, 0.5, 1.5, 1.5]
+    assert values_of(got, "floor") == [-4.0, 3.0, 1.0, 1.0, -1.0]
+    assert next(iter(got))["half"].dtype == np.float32  # a float field stays float32
+    assert values_of(got, "r") == [-8.0, 8.0, 2.0, 4.0, -0.0]
+    # Grouping keys and filters use the same meanings: -7 % 3 is 2.
+    keys = flumen.Dataset.range(-7, -4).map({"k": col("value") % 3}, keep=False)
+    assert values_of(keys, "k") == [2, 0, 1]
+    with pytest.raises(flumen.DataError):
+        list(ints.map({"z": col("a") // 0}))
+
+
+def generated_lists(rows):
+    def gen():
+        for r in rows:
+            yield {"x": np.array(r, np.int64)}
+
+    return flumen.Dataset.from_generator(gen, output={"x": ("int64", [None])})
+
+
+def test_batch_needs_one_shape_and_padded_batches_are_dense():
+    # tf.data: from_generator(..., output_shapes [None]).batch(2) over [1, 2], [3, 4], [5],
+    # [6, 7, 8]: one [2, 2] batch, then "Cannot batch tensors with different shapes".
+    it = iter(generated_lists([[1, 2], [3, 4], [5], [6, 7, 8]]).batch(2))
+    first = next(it)["x"]
+    assert isinstance(first, np.ndarray) and first.tolist() == [[1, 2], [3, 4]]
+    with pytest.raises(flumen.DataError, match="Cannot batch tensors with different shapes"):
+        next(it)
+    # ragged_batch keeps them, as (values, row offsets).
+    values, offsets = list(generated_lists([[5], [6, 7, 8]]).ragged_batch(2))[0]["x"]
+    assert values.tolist() == [5, 6, 7, 8] and offsets.tolist() == [0, 1, 4]
+    # padded_batch pads to one shape: a dense [b, L] array.
+    padded = list(generated_lists([[5], [6, 7, 8]]).padded_batch(2))[0]["x"]
+    assert isinstance(padded, np.ndarray) and padded.tolist() == [[5, 0, 0], [6, 7, 8]]
+    # A batch of batches is a dense [b, n] array too.
+    nested = next(iter(flumen.Dataset.range(8).batch(2).batch(2)))["value"]
+    assert nested.shape == (2, 2) and nested.tolist() == [[0, 1], [2, 3]]

@@ -68,7 +68,17 @@ fn has_autotune(plan: &Plan) -> bool {
 
 /// The physical operator tree of `plan` for one iterator.
 pub fn build(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
-    Ok(metered(plan, ctx, build_node(plan, ctx)?))
+    Ok(metered(plan, ctx, uniform_batches(plan, build_node(plan, ctx)?)))
+}
+
+/// The batches `op` (the operator of `plan`) makes, checked to hold elements of one shape
+/// where a dense field has an unknown dimension (tf.data's batching rule,
+/// [`crate::ops::uniform_shapes`]); `op` itself for any other operator.
+fn uniform_batches(plan: &Plan, op: BoxOperator) -> BoxOperator {
+    match crate::ops::uniform_shapes::checks(plan) {
+        Some((operator, fields)) => Box::new(crate::ops::uniform_shapes::UniformShapesOp::new(op, fields, operator)),
+        None => op,
+    }
 }
 
 /// The input of the batch `plan`: an Avro source right below it cuts its runs to whole
@@ -468,7 +478,7 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
             let rows = parallel_map(plan, ctx, rows, gather, *num_parallel_calls, *deterministic, size);
             Box::new(BatchOp::new(rows, *batch_size, *drop_remainder, schema).holding_in(ctx.budget.clone()))
         }
-        Op::Batch { batch_size, drop_remainder, .. } => {
+        Op::Batch { batch_size, drop_remainder, .. } | Op::RaggedBatch { batch_size, drop_remainder } => {
             let rows = batch_input(plan, *batch_size, ctx)?;
             Box::new(BatchOp::new(rows, *batch_size, *drop_remainder, schema).holding_in(ctx.budget.clone()))
         }

@@ -109,7 +109,14 @@ pub fn fused_member(op: &Op) -> String {
 pub fn node_operator(plan: &Plan) -> String {
     let batches_runs = matches!(plan.op(), Op::Batch { .. }) && is_avro_source(plan.input());
     let runs = if batches_runs { "; wraps the reader's runs, cut to whole batches" } else { "" };
-    format!("{}{}{runs}", operator(plan.op()), in_place(plan))
+    let checked = match crate::ops::uniform_shapes::checks(plan) {
+        Some((_, fields)) => {
+            let names: Vec<&str> = fields.iter().map(|(_, n)| n.as_str()).collect();
+            format!("; each batch's {} of one shape", names.join(", "))
+        }
+        None => String::new(),
+    };
+    format!("{}{}{runs}{checked}", operator(plan.op()), in_place(plan))
 }
 
 /// What ends the line of a `parse_example` map (an operator or a stage member) that reads
@@ -193,6 +200,9 @@ fn as_written(op: &Op) -> String {
             )
         }
         Op::Batch { batch_size, drop_remainder, .. } => format!("BatchOp({batch_size}{})", drop(*drop_remainder)),
+        Op::RaggedBatch { batch_size, drop_remainder } => {
+            format!("BatchOp({batch_size}{}) as ragged", drop(*drop_remainder))
+        }
         Op::PaddedBatch { batch_size, drop_remainder, .. } => {
             format!("PaddedBatchOp({batch_size}{})", drop(*drop_remainder))
         }

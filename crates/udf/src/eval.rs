@@ -1122,6 +1122,25 @@ impl Env {
                 let f: fn(f64, f64) -> f64 = if func == Func::Power { f64::powf } else { f64::atan2 };
                 Ok(Value { array: float_binary(&a, &b, f).map_err(|e| at(e, expr))?, lit })
             }
+            (Func::TrueDiv | Func::FloorDiv | Func::FloorMod, [a, b]) => {
+                let (a, b) = (self.eval(a)?, self.eval(b)?);
+                let lit = a.lit && b.lit;
+                let (l, r) = (a.dtype(expr)?, b.dtype(expr)?);
+                let common = common_type(l, a.lit, r, b.lit)
+                    .filter(|t| t.is_numeric())
+                    .ok_or_else(|| at(format!("{} cannot combine {l} and {r}", func.name()), expr))?;
+                // Python's `/` divides integers as float64 (and NumPy's, and TensorFlow's).
+                let t = match func {
+                    Func::TrueDiv if !common.is_float() => DType::Float64,
+                    _ => common,
+                };
+                let (a, b) = (a.cast(t, expr)?.into_array(self.len)?, b.cast(t, expr)?.into_array(self.len)?);
+                let out = match func {
+                    Func::TrueDiv => numeric::div(&a, &b),
+                    _ => crate::floor_division::evaluate(&a, &b, func == Func::FloorMod),
+                };
+                Ok(Value { array: out.map_err(|e| at(e, expr))?, lit })
+            }
             (_, [arg]) => {
                 let Some(f) = float_fn(func) else {
                     return Err(at(format!("{} cannot take 1 argument", func.name()), expr));
@@ -1342,7 +1361,7 @@ pub(crate) fn float_fn(func: Func) -> Option<fn(f64) -> f64> {
         Func::Signum => |v: f64| if v == 0.0 { v } else { v.signum() },
         Func::Floor => f64::floor,
         Func::Ceil => f64::ceil,
-        Func::Round => f64::round,
+        Func::Round => f64::round_ties_even,
         Func::Trunc => f64::trunc,
         Func::Sqrt => f64::sqrt,
         Func::Exp => f64::exp,
@@ -1766,7 +1785,8 @@ mod tests {
         assert_eq!(eval(&one(Func::Sqrt, "f"), &x).as_primitive::<Float32Type>().value(0), 2.0);
         assert_eq!(floats(&eval(&one(Func::Floor, "d"), &x)), vec![Some(-2.0), Some(2.0), Some(0.0)]);
         assert_eq!(floats(&eval(&one(Func::Ceil, "d"), &x)), vec![Some(-1.0), Some(3.0), Some(0.0)]);
-        assert_eq!(floats(&eval(&one(Func::Round, "d"), &x)), vec![Some(-2.0), Some(3.0), Some(0.0)]);
+        // Half to even, as tf.round: -1.5 to -2, 2.5 to 2.
+        assert_eq!(floats(&eval(&one(Func::Round, "d"), &x)), vec![Some(-2.0), Some(2.0), Some(0.0)]);
         assert_eq!(floats(&eval(&one(Func::Trunc, "d"), &x)), vec![Some(-1.0), Some(2.0), Some(0.0)]);
         assert_eq!(floats(&eval(&one(Func::Abs, "d"), &x)), vec![Some(1.5), Some(2.5), Some(0.0)]);
         assert_eq!(floats(&eval(&one(Func::Signum, "d"), &x)), vec![Some(-1.0), Some(1.0), Some(0.0)]);

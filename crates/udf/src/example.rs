@@ -1148,7 +1148,7 @@ mod tests {
     fn fixed_and_variable_length_features_parse_in_both_encodings() {
         let cols = parse_examples(&records(&[E1, E2, E6]), &features(None)).unwrap();
         let spec = output_spec(&features(None)).unwrap();
-        assert_eq!(spec.to_string(), "{label: int64[], x: float32[2], tags: bytes[?]}");
+        assert_eq!(spec.to_string(), "{label: int64[], x: float32[2], tags: ragged bytes[?]}");
         for (col, field) in cols.iter().zip(&spec.fields) {
             assert_eq!(col.data_type(), &field.arrow_type());
         }

@@ -60,6 +60,7 @@ impl ScalarUDFImpl for Builtin {
             Func::ConvertImageDtype => DataType::Float32,
             Func::ReadFile => DataType::Binary,
             Func::ReduceMean | Func::ReduceMeanAxes if first != DataType::Float32 => DataType::Float64,
+            Func::TrueDiv if !matches!(first, DataType::Float32 | DataType::Float64) => DataType::Float64,
             f if f.is_unary_math() || matches!(f, Func::Power | Func::Atan2) => {
                 if first == DataType::Float32 {
                     DataType::Float32
@@ -124,7 +125,13 @@ fn call(func: Func, args: Vec<Expr>) -> Expr {
         }
         f if f.is_axis_reduction() || f.is_image_function() => Signature::variadic_any(Volatility::Immutable),
         Func::Clip => Signature::any(3, Volatility::Immutable),
-        Func::Power | Func::Atan2 | Func::OneHot | Func::HashBucket => Signature::any(2, Volatility::Immutable),
+        Func::Power
+        | Func::Atan2
+        | Func::TrueDiv
+        | Func::FloorDiv
+        | Func::FloorMod
+        | Func::OneHot
+        | Func::HashBucket => Signature::any(2, Volatility::Immutable),
         _ => Signature::any(1, Volatility::Immutable),
     };
     ScalarUDF::new_from_impl(Builtin { func, signature }).call(args)
@@ -170,7 +177,7 @@ pub fn ceil(e: Expr) -> Expr {
     call(Func::Ceil, vec![e])
 }
 
-/// `e` rounded half away from zero (integers are unchanged).
+/// `e` rounded half to even, as `tf.round` and NumPy (2.5 is 2.0; integers are unchanged).
 pub fn round(e: Expr) -> Expr {
     call(Func::Round, vec![e])
 }
@@ -213,6 +220,24 @@ pub fn power(base: Expr, exponent: Expr) -> Expr {
 /// The angle of the point `(x, y)` in radians, `atan(y / x)` with the quadrant resolved.
 pub fn atan2(y: Expr, x: Expr) -> Expr {
     call(Func::Atan2, vec![y, x])
+}
+
+/// `a / b` as Python and TensorFlow divide (`tf.math.truediv`): integers as float64, so
+/// `7 / 2` is 3.5 (where `a / b` of two integer expressions truncates, as in SQL).
+pub fn truediv(a: Expr, b: Expr) -> Expr {
+    call(Func::TrueDiv, vec![a, b])
+}
+
+/// `a // b`: division rounded toward negative infinity (Python's `//`, `tf.math.floordiv`):
+/// `-7 // 2` is -4 (where `a / b` truncates to -3).
+pub fn floordiv(a: Expr, b: Expr) -> Expr {
+    call(Func::FloorDiv, vec![a, b])
+}
+
+/// `a % b` with the divisor's sign (Python's `%`, `tf.math.floormod`): `-7 % 3` is 2 (where
+/// `a % b` keeps the dividend's sign, -1).
+pub fn floormod(a: Expr, b: Expr) -> Expr {
+    call(Func::FloorMod, vec![a, b])
 }
 
 /// The smallest of `args`, ignoring nulls.

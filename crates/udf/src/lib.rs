@@ -23,6 +23,7 @@ pub mod closure;
 pub mod eval;
 pub mod example;
 pub mod fingerprint64;
+mod floor_division;
 pub mod functions;
 mod ieee;
 pub mod image;

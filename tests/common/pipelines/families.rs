@@ -14,7 +14,7 @@ use super::{pick, ExprRecipe, PredRecipe};
 /// The first expression kind of the families (kinds below are the base generator's).
 pub const FIRST_EXPR_FAMILY: u8 = 18;
 /// One past the last expression kind.
-pub const END_EXPR_FAMILY: u8 = 37;
+pub const END_EXPR_FAMILY: u8 = 38;
 /// The first predicate kind of the families.
 pub const FIRST_PRED_FAMILY: u8 = 9;
 /// One past the last predicate kind.
@@ -36,6 +36,7 @@ pub fn expr_family(kind: u8) -> &'static str {
         34 => "IEEE comparison (NaN, -0.0, inf)",
         35 => "least/greatest/clip over NaN",
         36 => "implicit cast that can fail",
+        37 => "Python division (truediv, floordiv, floormod)",
         _ => "other",
     }
 }
@@ -209,6 +210,12 @@ pub fn expression(spec: &ElementSpec, r: &ExprRecipe) -> Option<Expr> {
                 _ => clip(float(i)?, lit(-1.0), special),
             }
         }
+        37 => match k.rem_euclid(4) {
+            0 => floordiv(int(i)?, int(j)?),
+            1 => floormod(int(i)?, lit(k)),
+            2 => floormod(float(i)?, lit(k as f64 - 0.5)),
+            _ => truediv(int(i)?, int(j)?),
+        },
         // A value cast to a narrower type than its own to meet another operand: literal-like
         // (`cast(... as int64)` meeting an int32 field) or a uint64-int64 comparison.
         _ => {

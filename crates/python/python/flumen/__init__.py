@@ -86,6 +86,9 @@ __all__ = [
     "length",
     "power",
     "atan2",
+    "truediv",
+    "floordiv",
+    "floormod",
     "clip",
     "least",
     "greatest",
@@ -164,8 +167,24 @@ def ceil(e):
 
 
 def round(e):  # noqa: A001 - tf.math's name
-    """``e`` rounded to the nearest integer, halves away from zero."""
+    """``e`` rounded to the nearest integer, halves to even (as ``tf.round`` and Python's
+    ``round``: 2.5 is 2.0)."""
     return func("round", [e])
+
+
+def truediv(a, b):
+    """``a / b`` as a float (``tf.math.truediv``; what ``/`` on expressions means)."""
+    return func("truediv", [a, b])
+
+
+def floordiv(a, b):
+    """``a // b``, rounded toward negative infinity (``tf.math.floordiv``)."""
+    return func("floordiv", [a, b])
+
+
+def floormod(a, b):
+    """``a % b`` with the divisor's sign (``tf.math.floormod``)."""
+    return func("floormod", [a, b])
 
 
 def trunc(e):

@@ -27,5 +27,6 @@ pub mod shuffle;
 pub mod snapshot;
 pub mod source;
 pub mod unbatch;
+pub mod uniform_shapes;
 pub mod window;
 pub mod zip;
