@@ -185,6 +185,54 @@ fn dataset_function(
     }))
 }
 
+/// A Python function's result for one element (a dict of the declared `output` fields) as a
+/// one-row chunk.
+fn one_element(result: &Bound<'_, PyAny>, output: &flumen::ElementSpec) -> PyResult<RecordBatch> {
+    let chunk = yielded(result, output)?;
+    match chunk.num_rows() {
+        1 => Ok(chunk),
+        n => Err(PyValueError::new_err(format!(
+            "the function returned {n} elements for one: return the element's fields (map(..., batched=True) \
+             takes columns)"
+        ))),
+    }
+}
+
+/// A Python predicate of one element (a dict of its fields, of spec `input`) for `operator`.
+fn element_predicate(f: &Bound<'_, PyAny>, operator: &str, input: &flumen::ElementSpec) -> PredicateFunction {
+    let (registered, name) = function_name(f);
+    let func: Py<PyAny> = f.clone().unbind();
+    let operator = format!("{operator}(python '{name}')");
+    let input = input.clone();
+    PredicateFunction::element(Some(&registered), move |row| {
+        Python::attach(|py| {
+            let call = || -> PyResult<bool> {
+                let asarray = py.import("numpy")?.getattr("asarray")?;
+                func.call1(py, (element_dict(py, row, &input, &asarray)?,))?.bind(py).is_truthy()
+            };
+            call().map_err(|e| flumen::Error::Udf { operator: operator.clone(), message: traceback(py, &e) })
+        })
+    })
+}
+
+/// A Python predicate of a chunk's columns returning one bool per element.
+fn chunk_predicate(f: &Bound<'_, PyAny>) -> PredicateFunction {
+    let (registered, name) = function_name(f);
+    let func: Py<PyAny> = f.clone().unbind();
+    let keep = FieldSpec::scalar("keep", flumen::DType::Bool);
+    let operator = format!("filter(python '{name}')");
+    PredicateFunction::batch(Some(&registered), move |chunk| {
+        Python::attach(|py| {
+            let call = || -> PyResult<BooleanArray> {
+                let result = func.call1(py, (numpy_dict(py, chunk)?,))?;
+                let array = array_of(result.bind(py), &keep, Some(chunk.num_rows()))?;
+                Ok(array.as_boolean().clone())
+            };
+            call().map_err(|e| flumen::Error::Udf { operator: operator.clone(), message: traceback(py, &e) })
+        })
+    })
+}
+
 /// `None` (the default), `AUTOTUNE` or a number.
 fn tunable(value: Option<i64>) -> PyResult<Tunable> {
     match value {
@@ -433,14 +481,17 @@ impl Dataset {
     }
 
     /// Fields computed per element: from expressions (`{"name": expr}`), added to the
-    /// element's fields or, with `keep=False`, replacing them; or by a Python function
-    /// (`fn(columns) -> columns`, dicts of NumPy arrays for a chunk of elements) whose
+    /// element's fields or, with `keep=False`, replacing them; or by a Python function whose
     /// output fields `output` declares (`{"name": dtype}` or `{"name": (dtype, shape)}`).
+    /// The function receives one element, a dict of its fields as the iterator gives them,
+    /// and returns the element's new fields, as in tf.data; with `batched=True` it receives
+    /// the columns of a chunk of elements (dicts of NumPy arrays, a row per element) and
+    /// returns columns: one call per chunk, much faster where NumPy does the work.
     /// A Python function runs under the GIL on flumen's threads, one call at a time unless
     /// `num_parallel_calls` asks for more (which pays off only where it spends its time in
     /// NumPy or I/O that releases the GIL); an exception is an error of the elements of that
     /// call, with the traceback in its message.
-    #[pyo3(signature = (f, output = None, keep = true, num_parallel_calls = None, deterministic = None))]
+    #[pyo3(signature = (f, output = None, keep = true, num_parallel_calls = None, deterministic = None, batched = false))]
     fn map(
         &self,
         f: &Bound<'_, PyAny>,
@@ -448,6 +499,7 @@ impl Dataset {
         keep: bool,
         num_parallel_calls: Option<i64>,
         deterministic: Option<bool>,
+        batched: bool,
     ) -> PyResult<Dataset> {
         let parallel = parallel(num_parallel_calls, deterministic)?;
         if let Ok(fields) = f.cast::<PyDict>() {
@@ -470,27 +522,46 @@ impl Dataset {
         let func: Py<PyAny> = f.clone().unbind();
         let out = spec.clone();
         let operator = format!("map(python '{name}')");
-        let f = MapFunction::batch(Some(&registered), spec, move |chunk| {
-            Python::attach(|py| {
-                let call = || -> PyResult<RecordBatch> {
-                    let result = func.call1(py, (numpy_dict(py, chunk)?,))?;
-                    chunk_of(result.bind(py), &out, Some(chunk.num_rows()))
-                };
-                call().map_err(|e| flumen::Error::Udf { operator: operator.clone(), message: traceback(py, &e) })
-            })
-        });
+        let f = match batched {
+            true => MapFunction::batch(Some(&registered), spec, move |chunk| {
+                Python::attach(|py| {
+                    let call = || -> PyResult<RecordBatch> {
+                        let result = func.call1(py, (numpy_dict(py, chunk)?,))?;
+                        chunk_of(result.bind(py), &out, Some(chunk.num_rows()))
+                    };
+                    call().map_err(|e| flumen::Error::Udf { operator: operator.clone(), message: traceback(py, &e) })
+                })
+            }),
+            false => {
+                let input = self.0.element_spec().clone();
+                MapFunction::element(Some(&registered), spec, move |row| {
+                    Python::attach(|py| {
+                        let call = || -> PyResult<RecordBatch> {
+                            let asarray = py.import("numpy")?.getattr("asarray")?;
+                            let result = func.call1(py, (element_dict(py, row, &input, &asarray)?,))?;
+                            one_element(result.bind(py), &out)
+                        };
+                        call()
+                            .map_err(|e| flumen::Error::Udf { operator: operator.clone(), message: traceback(py, &e) })
+                    })
+                })
+            }
+        };
         // Its calls hold the GIL: the optimizer adds no threads around it.
         ok(self.0.map_with(f.exclusive(), parallel))
     }
 
-    /// The elements for which `predicate` is true: an expression, or a Python function of a
-    /// chunk's columns (dicts of NumPy arrays) returning one bool per element.
-    #[pyo3(signature = (predicate, num_parallel_calls = None, deterministic = None))]
+    /// The elements for which `predicate` is true: an expression, or a Python function of
+    /// one element (a dict of its fields) returning a bool, as in tf.data; with
+    /// `batched=True`, of a chunk's columns (dicts of NumPy arrays) returning one bool per
+    /// element.
+    #[pyo3(signature = (predicate, num_parallel_calls = None, deterministic = None, batched = false))]
     fn filter(
         &self,
         predicate: &Bound<'_, PyAny>,
         num_parallel_calls: Option<i64>,
         deterministic: Option<bool>,
+        batched: bool,
     ) -> PyResult<Dataset> {
         let parallel = parallel(num_parallel_calls, deterministic)?;
         if let Ok(e) = predicate.cast::<Expr>() {
@@ -499,27 +570,23 @@ impl Dataset {
         if !predicate.is_callable() {
             return Err(PyTypeError::new_err("filter takes an expression or a function"));
         }
-        let (registered, name) = function_name(predicate);
-        let func: Py<PyAny> = predicate.clone().unbind();
-        let keep = FieldSpec::scalar("keep", flumen::DType::Bool);
-        let operator = format!("filter(python '{name}')");
-        let f = PredicateFunction::batch(Some(&registered), move |chunk| {
-            Python::attach(|py| {
-                let call = || -> PyResult<BooleanArray> {
-                    let result = func.call1(py, (numpy_dict(py, chunk)?,))?;
-                    let array = array_of(result.bind(py), &keep, Some(chunk.num_rows()))?;
-                    Ok(array.as_boolean().clone())
-                };
-                call().map_err(|e| flumen::Error::Udf { operator: operator.clone(), message: traceback(py, &e) })
-            })
-        });
+        let f = match batched {
+            true => chunk_predicate(predicate),
+            false => element_predicate(predicate, "filter", self.0.element_spec()),
+        };
         ok(self.0.filter_with(f.exclusive(), parallel))
     }
 
-    /// The elements up to (not including) the first for which `predicate` (an expression)
-    /// is false.
-    fn take_while(&self, predicate: &Expr) -> PyResult<Dataset> {
-        ok(self.0.take_while(predicate.0.clone()))
+    /// The elements up to (not including) the first for which `predicate` is false: an
+    /// expression, or a Python function of one element returning a bool.
+    fn take_while(&self, predicate: &Bound<'_, PyAny>) -> PyResult<Dataset> {
+        if let Ok(e) = predicate.cast::<Expr>() {
+            return ok(self.0.take_while(e.get().0.clone()));
+        }
+        if !predicate.is_callable() {
+            return Err(PyTypeError::new_err("take_while takes an expression or a function"));
+        }
+        ok(self.0.take_while(element_predicate(predicate, "take_while", self.0.element_spec()).exclusive()))
     }
 
     /// Elements grouped by the int64 expression `key`: each group is batched, a batch

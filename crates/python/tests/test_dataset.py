@@ -166,16 +166,29 @@ def test_cancel_from_another_thread():
         next(it)
 
 
-def test_python_functions_map_and_filter_chunks():
-    def double(columns):
-        return {"y": columns["value"] * 2.0}
+def test_python_functions_map_and_filter_elements_or_chunks():
+    def double(element):
+        assert element["value"].shape == ()  # one element, as tf.data calls it
+        return {"y": element["value"] * 2.0}
 
     ds = (flumen.Dataset.range(10)
           .map(double, output={"y": "float64"}, keep=False)
-          .filter(lambda c: c["y"] > 5)
+          .filter(lambda e: e["y"] > 5)
           .batch(4))
     assert [b["y"].tolist() for b in ds] == [[6.0, 8.0, 10.0, 12.0], [14.0, 16.0, 18.0]]
     assert "double" in ds.explain()
+
+    def double_columns(columns):
+        assert columns["value"].shape == (10,)  # a chunk's column
+        return {"y": columns["value"] * 2.0}
+
+    chunks = (flumen.Dataset.range(10)
+              .map(double_columns, output={"y": "float64"}, keep=False, batched=True)
+              .filter(lambda c: c["y"] > 5, batched=True)
+              .batch(4))
+    assert [b["y"].tolist() for b in chunks] == [[6.0, 8.0, 10.0, 12.0], [14.0, 16.0, 18.0]]
+    stops = flumen.Dataset.range(10).take_while(lambda e: e["value"] < 3)
+    assert [int(e["value"]) for e in stops] == [0, 1, 2]
 
 
 def test_a_python_exception_is_an_error_with_its_traceback():
@@ -185,7 +198,7 @@ def test_a_python_exception_is_an_error_with_its_traceback():
     ds = flumen.Dataset.range(3).map(broken, output={"y": "int64"})
     with pytest.raises(flumen.UdfError, match="(?s)broken.*KeyError.*no such thing"):
         list(ds)
-    wrong = flumen.Dataset.range(3).map(lambda c: {"y": [1]}, output={"y": "int64"})
+    wrong = flumen.Dataset.range(3).map(lambda c: {"y": [1]}, output={"y": "int64"}, batched=True)
     with pytest.raises(flumen.UdfError, match="1 values for [23] elements"):
         list(wrong)
 

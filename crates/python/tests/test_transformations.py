@@ -71,7 +71,7 @@ def test_cache_to_a_file_and_snapshot_are_read_back(tmp_path):
         return {"y": columns["value"] * 2}
 
     def pipeline():
-        return flumen.Dataset.range(50).map(double, output={"y": "int64"})
+        return flumen.Dataset.range(50).map(double, output={"y": "int64"}, batched=True)
 
     cached = pipeline().cache(str(tmp_path / "c.bin"))
     assert column(cached, "y") == [2 * v for v in range(50)]
