@@ -516,14 +516,14 @@ impl Dataset {
         self.then(Op::Repeat { count: count.map_or(-1, |c| c as i64) })
     }
 
-    /// The first `count` elements (`-1`: all).
+    /// The first `count` elements (a negative count, as tf.data's -1: all).
     pub fn take(&self, count: i64) -> Result<Dataset> {
-        self.then(Op::Take { count })
+        self.then(Op::Take { count: count.max(-1) })
     }
 
-    /// All but the first `count` elements (`-1`: none).
+    /// All but the first `count` elements (a negative count, as tf.data's -1: none).
     pub fn skip(&self, count: i64) -> Result<Dataset> {
-        self.then(Op::Skip { count })
+        self.then(Op::Skip { count: count.max(-1) })
     }
 
     /// Every `num_shards`-th element from `index`.

@@ -286,7 +286,6 @@ fn ill_typed_plans_are_rejected_where_they_are_written() {
         (r.unbatch(), "scalar"),
         (r.map(MapFunction::with_fields([("s", col("value").and(lit(true)))])), "takes bools"),
         (r.shuffle(0, None), "buffer_size must be > 0"),
-        (r.take(-2), "count must be >= -1"),
         (r.batch(2).unwrap().filter(col("value").gt(lit(1i64))), "not a scalar"),
         (r.bucket_by_sequence_length(col("value"), vec![3, 2], vec![1, 1, 1], BucketOptions::default()), "increasing"),
         (Dataset::sample_from_datasets(&[&r], vec![0.5, 0.5], None, false), "2 weights for 1 inputs"),

@@ -298,14 +298,34 @@ fn import_arrow(obj: &Bound<'_, PyAny>) -> PyResult<Vec<RecordBatch>> {
 impl Dataset {
     /// `range(stop)`, `range(start, stop)` or `range(start, stop, step)`: int64 elements in a
     /// field `value`.
+    /// `output_type` casts the values (tf.data's `output_type`, `"int64"` by default).
     #[staticmethod]
-    #[pyo3(signature = (start, stop = None, step = 1))]
-    fn range(start: i64, stop: Option<i64>, step: i64) -> PyResult<Dataset> {
+    #[pyo3(signature = (start, stop = None, step = 1, output_type = "int64"))]
+    fn range(start: i64, stop: Option<i64>, step: i64, output_type: &str) -> PyResult<Dataset> {
         let (start, stop) = match stop {
             Some(stop) => (start, stop),
             None => (0, start),
         };
-        ok(flumen::Dataset::range_step(start, stop, step))
+        let range = flumen::Dataset::range_step(start, stop, step).map_err(to_py)?;
+        match output_type {
+            "int64" => Ok(Dataset(range)),
+            other => {
+                let to = crate::expr::Expr(flumen::prelude::col("value")).cast(other)?;
+                ok(range.map(MapFunction::with_fields([("value", to.0)])))
+            }
+        }
+    }
+
+    /// One element whose fields are the given values (`{"name": array-like}`), as tf.data's
+    /// `from_tensors`: each field has the value's whole shape.
+    #[staticmethod]
+    fn from_tensors(tensors: &Bound<'_, PyDict>) -> PyResult<Dataset> {
+        let np = tensors.py().import("numpy")?;
+        let one = PyDict::new(tensors.py());
+        for (name, value) in tensors.iter() {
+            one.set_item(name, np.call_method1("expand_dims", (np.call_method1("asarray", (value,))?, 0))?)?;
+        }
+        Dataset::from_numpy(&one)
     }
 
     /// The rows of Arrow data (a pyarrow `Table` or `RecordBatch`, or anything with the
@@ -662,15 +682,17 @@ impl Dataset {
     fn padded_batch(
         &self,
         batch_size: u64,
-        padded_shapes: Option<BTreeMap<String, Vec<i64>>>,
+        padded_shapes: Option<BTreeMap<String, Vec<Option<i64>>>>,
         padding_values: Option<&Bound<'_, PyDict>>,
         drop_remainder: bool,
     ) -> PyResult<Dataset> {
-        let options = PaddedBatchOptions {
-            padded_shapes: padded_shapes.unwrap_or_default(),
-            padding_values: literals(padding_values)?,
-            drop_remainder,
-        };
+        // `None` (tf.data's unknown dimension) or -1: the batch's longest.
+        let padded_shapes = padded_shapes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, shape)| (name, shape.into_iter().map(|d| d.unwrap_or(-1)).collect()))
+            .collect();
+        let options = PaddedBatchOptions { padded_shapes, padding_values: literals(padding_values)?, drop_remainder };
         ok(self.0.padded_batch(batch_size, options))
     }
 

@@ -128,7 +128,7 @@ impl Expr {
 
     /// The expression converted to `dtype` (`"float32"`, `"int64"`, `"string"`,
     /// `"bfloat16"`, ...).
-    fn cast(&self, dtype: &str) -> PyResult<Expr> {
+    pub fn cast(&self, dtype: &str) -> PyResult<Expr> {
         let dtype = DType::from_name(dtype).ok_or_else(|| PyValueError::new_err(format!("unknown dtype {dtype:?}")))?;
         if dtype == DType::BFloat16 {
             // Arrow has no bfloat16 type for a cast to name.

@@ -127,3 +127,16 @@ def test_batch_needs_one_shape_and_padded_batches_are_dense():
     # A batch of batches is a dense [b, n] array too.
     nested = next(iter(flumen.Dataset.range(8).batch(2).batch(2)))["value"]
     assert nested.shape == (2, 2) and nested.tolist() == [[0, 1], [2, 3]]
+
+
+def test_small_tf_data_signatures():
+    # from_tensors: one element of the whole values; range(output_type=); padded_shapes with
+    # None; a negative take or skip count is tf.data's -1.
+    (element,) = list(flumen.Dataset.from_tensors({"m": [[1, 2], [3, 4]], "s": 5}))
+    assert element["m"].tolist() == [[1, 2], [3, 4]] and int(element["s"]) == 5
+    floats = flumen.Dataset.range(3, output_type="float32")
+    assert [e["value"].dtype for e in floats] == [np.dtype("float32")] * 3
+    padded = list(generated_lists([[5], [6, 7, 8]]).padded_batch(2, padded_shapes={"x": [None]}))[0]["x"]
+    assert padded.tolist() == [[5, 0, 0], [6, 7, 8]]
+    assert len(list(flumen.Dataset.range(4).take(-5))) == 4
+    assert len(list(flumen.Dataset.range(4).skip(-5))) == 0

@@ -101,7 +101,9 @@ class ArrowStream:
 
 class Dataset:
     @staticmethod
-    def range(start: int, stop: int | None = None, step: int = 1) -> Dataset: ...
+    def range(start: int, stop: int | None = None, step: int = 1, output_type: str = "int64") -> Dataset: ...
+    @staticmethod
+    def from_tensors(tensors: Mapping[str, Any]) -> Dataset: ...
     @staticmethod
     def from_arrow(data: Any) -> Dataset: ...
     @staticmethod
@@ -161,7 +163,7 @@ class Dataset:
     def padded_batch(
         self,
         batch_size: int,
-        padded_shapes: Mapping[str, Sequence[int]] | None = None,
+        padded_shapes: Mapping[str, Sequence[int | None]] | None = None,
         padding_values: Mapping[str, _Value] | None = None,
         drop_remainder: bool = False,
     ) -> Dataset: ...
