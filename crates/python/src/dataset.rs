@@ -233,6 +233,33 @@ fn chunk_predicate(f: &Bound<'_, PyAny>) -> PredicateFunction {
     })
 }
 
+fn py_none(py: Python<'_>) -> Bound<'_, PyAny> {
+    py.None().into_bound(py)
+}
+
+/// The window `group_by_window` hands its `reduce_func` to learn what it does: only
+/// `window.batch(n)` is understood.
+#[pyclass(module = "flumen", frozen)]
+pub struct WindowProbe;
+
+#[pymethods]
+impl WindowProbe {
+    /// The window batched whole.
+    #[pyo3(signature = (batch_size, drop_remainder = false))]
+    fn batch(&self, batch_size: u64, drop_remainder: bool) -> PyResult<BatchedWindow> {
+        if drop_remainder {
+            return Err(PyValueError::new_err("a group_by_window window's batch keeps its remainder"));
+        }
+        Ok(BatchedWindow { batch_size })
+    }
+}
+
+/// What `WindowProbe.batch` returns: the batch size the reducer asked for.
+#[pyclass(module = "flumen", frozen)]
+pub struct BatchedWindow {
+    batch_size: u64,
+}
+
 /// `None` (the default), `AUTOTUNE` or a number.
 fn tunable(value: Option<i64>) -> PyResult<Tunable> {
     match value {
@@ -609,11 +636,39 @@ impl Dataset {
         ok(self.0.take_while(element_predicate(predicate, "take_while", self.0.element_spec()).exclusive()))
     }
 
-    /// Elements grouped by the int64 expression `key`: each group is batched, a batch
-    /// emitted every `window_size` elements of that key and the rest at the end
-    /// (tf.data's `group_by_window` with a batching reducer).
-    fn group_by_window(&self, key: &Expr, window_size: u64) -> PyResult<Dataset> {
-        ok(self.0.group_by_window(key.0.clone(), window_size))
+    /// Elements grouped by the int64 expression `key_func`: each group is batched, a batch
+    /// emitted every `window_size` elements of that key and the rest at the end. tf.data's
+    /// `group_by_window(key_func, reduce_func, window_size)` with the reducer that batches a
+    /// window (`lambda key, window: window.batch(window_size)`, the default); another
+    /// reducer, or `window_size_func`, is refused, saying what flumen runs.
+    #[pyo3(signature = (key_func, reduce_func = None, window_size = None, window_size_func = None))]
+    fn group_by_window(
+        &self,
+        key_func: &Bound<'_, PyAny>,
+        reduce_func: Option<&Bound<'_, PyAny>>,
+        window_size: Option<u64>,
+        window_size_func: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Dataset> {
+        let key = key_func.cast::<Expr>().map_err(|_| {
+            PyTypeError::new_err(
+                "group_by_window's key_func is an int64 expression (flumen.col(...) % 2), not a function",
+            )
+        })?;
+        if window_size_func.is_some_and(|f| !f.is_none()) {
+            return Err(PyValueError::new_err("window_size_func is not supported: give window_size"));
+        }
+        let window_size = window_size.ok_or_else(|| PyValueError::new_err("group_by_window needs window_size"))?;
+        if let Some(reduce) = reduce_func.filter(|f| !f.is_none()) {
+            let batched = reduce.call1((py_none(reduce.py()), WindowProbe))?;
+            let batch_size = batched.cast::<BatchedWindow>().map(|b| b.get().batch_size);
+            if batch_size.ok() != Some(window_size) {
+                return Err(PyValueError::new_err(format!(
+                    "group_by_window runs the reducer that batches each window whole (lambda key, window: \
+                     window.batch({window_size})); this reduce_func is not that one"
+                )));
+            }
+        }
+        ok(self.0.group_by_window(key.get().0.clone(), window_size))
     }
 
     /// A running state, as tf.data's `scan`: `initial` gives each state field's first value
@@ -702,21 +757,37 @@ impl Dataset {
         ok(self.0.window(size, shift.unwrap_or(size), stride, drop_remainder))
     }
 
-    /// Elements grouped by length (`length`, an expression) into buckets with the given
-    /// `boundaries`, each batched by its `batch_sizes` entry and padded.
-    #[pyo3(signature = (length, boundaries, batch_sizes, padding_values = None, pad_to_bucket_boundary = false, drop_remainder = false))]
+    /// Elements grouped by length (`element_length_func`, an int64 expression such as
+    /// `flumen.length(col("tokens"))`) into buckets with the given `bucket_boundaries`, each
+    /// batched by its `bucket_batch_sizes` entry and padded: tf.data's signature and defaults.
+    /// `padded_shapes` and `no_padding=True` are refused, saying what flumen pads to.
+    #[pyo3(signature = (element_length_func, bucket_boundaries, bucket_batch_sizes, padded_shapes = None, padding_values = None, pad_to_bucket_boundary = false, no_padding = false, drop_remainder = false))]
+    #[allow(clippy::too_many_arguments)]
     fn bucket_by_sequence_length(
         &self,
-        length: &Expr,
-        boundaries: Vec<i64>,
-        batch_sizes: Vec<u64>,
+        element_length_func: &Bound<'_, PyAny>,
+        bucket_boundaries: Vec<i64>,
+        bucket_batch_sizes: Vec<u64>,
+        padded_shapes: Option<&Bound<'_, PyAny>>,
         padding_values: Option<&Bound<'_, PyDict>>,
         pad_to_bucket_boundary: bool,
+        no_padding: bool,
         drop_remainder: bool,
     ) -> PyResult<Dataset> {
+        let length = element_length_func.cast::<Expr>().map_err(|_| {
+            PyTypeError::new_err(
+                "element_length_func is an int64 expression (flumen.length(col(\"tokens\"))), not a function",
+            )
+        })?;
+        if padded_shapes.is_some_and(|p| !p.is_none()) || no_padding {
+            return Err(PyValueError::new_err(
+                "padded_shapes and no_padding are not supported: each batch pads to its longest element, or to \
+                 its bucket's boundary with pad_to_bucket_boundary=True",
+            ));
+        }
         let options =
             BucketOptions { padding_values: literals(padding_values)?, pad_to_bucket_boundary, drop_remainder };
-        ok(self.0.bucket_by_sequence_length(length.0.clone(), boundaries, batch_sizes, options))
+        ok(self.0.bucket_by_sequence_length(length.get().0.clone(), bucket_boundaries, bucket_batch_sizes, options))
     }
 
     /// The files named by field `field` of each element, read as `format` (`"csv"`,

@@ -41,6 +41,8 @@ fn _flumen(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<dataset::ArrowStream>()?;
     m.add_class::<dataset::Options>()?;
+    m.add_class::<dataset::WindowProbe>()?;
+    m.add_class::<dataset::BatchedWindow>()?;
     m.add_class::<expr::Expr>()?;
     m.add_class::<iterator::Iterator>()?;
     m.add_class::<batch::Batch>()?;

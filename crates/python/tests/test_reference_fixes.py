@@ -140,3 +140,18 @@ def test_small_tf_data_signatures():
     assert padded.tolist() == [[5, 0, 0], [6, 7, 8]]
     assert len(list(flumen.Dataset.range(4).take(-5))) == 4
     assert len(list(flumen.Dataset.range(4).skip(-5))) == 0
+
+
+def test_grouping_and_bucketing_take_tf_datas_arguments():
+    # tf.data: range(10).group_by_window(key_func=lambda x: x % 2,
+    #   reduce_func=lambda k, w: w.batch(5), window_size=5) -> [0 2 4 6 8], [1 3 5 7 9]
+    grouped = flumen.Dataset.range(10).group_by_window(
+        key_func=col("value") % 2, reduce_func=lambda key, window: window.batch(5), window_size=5)
+    assert [b["value"].tolist() for b in grouped] == [[0, 2, 4, 6, 8], [1, 3, 5, 7, 9]]
+    with pytest.raises(ValueError, match="batches each window whole"):
+        flumen.Dataset.range(10).group_by_window(col("value") % 2, lambda k, w: w.batch(2), 5)
+    bucketed = generated_lists([[1], [2, 3], [4]]).bucket_by_sequence_length(
+        element_length_func=flumen.length(col("x")), bucket_boundaries=[2], bucket_batch_sizes=[2, 2])
+    assert sorted(b["x"].tolist() for b in bucketed) == [[[1], [4]], [[2, 3]]]
+    with pytest.raises(ValueError, match="padded_shapes and no_padding"):
+        generated_lists([[1]]).bucket_by_sequence_length(flumen.length(col("x")), [2], [2, 2], no_padding=True)

@@ -44,7 +44,7 @@ def test_a_dataset_function_that_fails_or_returns_no_dataset_is_an_error():
 
 def test_take_while_group_by_window_scan_and_reduce():
     assert column(flumen.Dataset.range(10).take_while(col("value") < 4)) == [0, 1, 2, 3]
-    grouped = flumen.Dataset.range(10).group_by_window(col("value") % 2, 2)
+    grouped = flumen.Dataset.range(10).group_by_window(col("value") % 2, window_size=2)
     batches = sorted(e["value"].tolist() for e in grouped)
     assert batches == [[0, 2], [1, 3], [4, 6], [5, 7], [8], [9]]
     running = flumen.Dataset.range(1, 6).scan({"total": 0}, {"total": col("total") + col("value")}, {"s": col("total")})
