@@ -68,7 +68,19 @@ pub fn cardinality(plan: &Plan) -> Option<u64> {
         | Op::SampleFromDatasets { .. }
         | Op::GroupByWindow { .. }
         | Op::BucketBySequenceLength { .. } => match input() {
-            Some(INFINITE) if matches!(plan.op(), Op::Unbatch | Op::Rebatch { .. }) => Some(INFINITE),
+            // As tf.data counts them: these go on as long as an infinite input does.
+            Some(INFINITE)
+                if matches!(
+                    plan.op(),
+                    Op::Unbatch
+                        | Op::Rebatch { .. }
+                        | Op::Window { .. }
+                        | Op::GroupByWindow { .. }
+                        | Op::BucketBySequenceLength { .. }
+                ) =>
+            {
+                Some(INFINITE)
+            }
             _ => None,
         },
     }

@@ -29,7 +29,9 @@ pub enum ClosureKind {
 /// A reference to a registered Rust closure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClosureRef {
-    /// The name it is registered under.
+    /// The name it is registered under. A part from the last `#` on is an instance number
+    /// (the Python package registers each function it is given as `name#n`): fingerprints
+    /// leave it out, so a pipeline built again has the fingerprint it had.
     pub name: String,
     /// How it is called.
     pub kind: ClosureKind,

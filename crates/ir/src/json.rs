@@ -88,10 +88,21 @@ pub fn serialize(plan: &Plan) -> Result<String> {
     serde_json::to_string_pretty(&doc).map_err(|e| Error::Serde(e.to_string()))
 }
 
-/// The compact JSON used for fingerprints: anonymous closures allowed, seeds optional.
+/// The compact JSON used for fingerprints: anonymous closures allowed, seeds optional, and
+/// closure names without their instance number ([`crate::function::ClosureRef::name`]'s part from its last
+/// `#`): a pipeline built again, its functions registered again under new numbers, has the
+/// fingerprint it had, so its checkpoints restore.
 pub(crate) fn canonical(plan: &Plan, keep_seeds: bool) -> String {
-    let doc = document(plan, &|op| Ok(if keep_seeds { op.clone() } else { op.without_seeds() }))
-        .expect("canonical form never fails");
+    let doc = document(plan, &|op| {
+        let mut op = if keep_seeds { op.clone() } else { op.without_seeds() };
+        if let Some(closure) = op.closure_mut() {
+            if let Some((base, _)) = closure.name.rsplit_once('#') {
+                closure.name = base.to_string();
+            }
+        }
+        Ok(op)
+    })
+    .expect("canonical form never fails");
     serde_json::to_string(&doc).expect("plans always encode")
 }
 

@@ -445,6 +445,20 @@ impl Op {
         }
     }
 
+    /// [`Op::closure`], to change.
+    pub fn closure_mut(&mut self) -> Option<&mut crate::function::ClosureRef> {
+        match self {
+            Op::Map { func: MapFn::Closure { closure, .. }, .. }
+            | Op::MapAndBatch { func: MapFn::Closure { closure, .. }, .. } => Some(closure),
+            Op::Filter { predicate: Predicate::Closure { closure }, .. }
+            | Op::TakeWhile { predicate: Predicate::Closure { closure } } => Some(closure),
+            Op::FlatMap { func: DatasetFn::Closure { closure, .. } }
+            | Op::Interleave { func: DatasetFn::Closure { closure, .. }, .. } => Some(closure),
+            Op::Snapshot { options, .. } => options.reader.as_mut(),
+            _ => None,
+        }
+    }
+
     /// How many inputs the operator takes (`None`: one or more).
     pub fn arity(&self) -> Option<usize> {
         match self {

@@ -161,7 +161,10 @@ pub fn array_of(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>
         items.push(item);
     }
     for (&size, item) in inner.iter().rev().zip(items.iter().rev()) {
-        values = Arc::new(FixedSizeListArray::new(item.clone(), size as i32, values, None));
+        let list = FixedSizeListArray::try_new(item.clone(), size as i32, values, None).map_err(|e| {
+            PyValueError::new_err(format!("field {:?} does not fit its declared shape: {e}", field.name))
+        })?;
+        values = Arc::new(list);
     }
     if *values.data_type() != field.arrow_type() {
         return Err(PyValueError::new_err(format!(

@@ -1039,10 +1039,11 @@ impl Dataset {
         files
     }
 
-    /// The number of elements, or `None` when unknown or infinite.
+    /// The number of elements: -1 when infinite (tf.data's `INFINITE_CARDINALITY`), `None`
+    /// when unknown.
     #[getter]
-    fn cardinality(&self) -> Option<u64> {
-        self.0.cardinality()
+    fn cardinality(&self) -> Option<i64> {
+        self.0.cardinality().map(|n| i64::try_from(n).unwrap_or(-1))
     }
 
     /// The typed plan, as optimized.
