@@ -104,10 +104,10 @@ pub fn field_dict<'py>(
 /// One element (`chunk` as the dataset iterator gives it) as a dict of its fields with the
 /// shapes of the element spec `element`, as tf.data's iterators give them: a scalar field
 /// as a 0-d array (a `str`/`bytes`/`None` for text and nulls), a `[d0, ..]` field as an
-/// array of that shape, a ragged field of one element as a 1-D array, a sparse field as the
-/// COO triplet `(indices, values, dense_shape)`. A batch the runtime holds as rows (`batch`
-/// of scalars: `b` rows of a `[b]` field) is already in that shape and is given as
-/// `field_dict` gives it.
+/// array of that shape, a ragged field of one element as a 1-D array, a sparse field as a
+/// `flumen.SparseTensor` (the COO triplet `(indices, values, dense_shape)`). A batch the
+/// runtime holds as rows (`batch` of scalars: `b` rows of a `[b]` field) is already in that
+/// shape and is given as `field_dict` gives it.
 pub fn element_dict<'py>(
     py: Python<'py>,
     chunk: &RecordBatch,
@@ -180,7 +180,12 @@ fn sparse_element<'py>(
         convert.call1((Bound::new(py, vals)?,))?,
         convert.call1((dense,))?,
     ];
-    Ok(PyTuple::new(py, triplet)?.into_any())
+    sparse_tensor(py, triplet)
+}
+
+/// `flumen.SparseTensor(indices, values, dense_shape)`.
+fn sparse_tensor<'py>(py: Python<'py>, triplet: [Bound<'py, PyAny>; 3]) -> PyResult<Bound<'py, PyAny>> {
+    py.import("flumen")?.getattr("SparseTensor")?.call1(PyTuple::new(py, triplet)?)
 }
 
 /// A column as `field_dict` gives it.
@@ -241,7 +246,7 @@ fn sparse_rows<'py>(
         convert.call1((Bound::new(py, values)?,))?,
         convert.call1((np.call_method1("array", (dense, "int64"))?,))?,
     ];
-    Ok(Some(PyTuple::new(py, triplet)?.into_any()))
+    Ok(Some(sparse_tensor(py, triplet)?))
 }
 
 /// A column NumPy can view in place (`numpy.asarray(column)`).

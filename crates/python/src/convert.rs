@@ -10,7 +10,7 @@ use arrow::datatypes::{
     ArrowPrimitiveType, DataType, Field, Float16Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type,
     Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
-use flumen::{DType, ElementSpec, FieldSpec};
+use flumen::{DType, ElementSpec, FieldKind, FieldSpec};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
@@ -64,6 +64,9 @@ fn primitive<T: ArrowPrimitiveType>(bytes: &[u8]) -> ArrayRef {
 /// `rows` values, or of `rows` fixed-size tensors.
 pub fn array_of(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>) -> PyResult<ArrayRef> {
     let py = value.py();
+    if field.kind == FieldKind::Sparse {
+        return sparse(value, field, rows);
+    }
     match field.dtype {
         DType::Utf8 => {
             let mut b = StringBuilder::new();
@@ -160,10 +163,14 @@ pub fn array_of(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>
         declared_type = item.data_type().clone();
         items.push(item);
     }
-    for (&size, item) in inner.iter().rev().zip(items.iter().rev()) {
-        let list = FixedSizeListArray::try_new(item.clone(), size as i32, values, None).map_err(|e| {
-            PyValueError::new_err(format!("field {:?} does not fit its declared shape: {e}", field.name))
-        })?;
+    for (d, item) in items.iter().enumerate().rev().take(inner.len()) {
+        // The list count is the product of the outer dims, which a zero-size list cannot
+        // tell from its values (a `[5, 0]` tensor has no values).
+        let lists = shape[..=d].iter().product();
+        let list = FixedSizeListArray::try_new_with_length(item.clone(), inner[d] as i32, values, None, lists)
+            .map_err(|e| {
+                PyValueError::new_err(format!("field {:?} does not fit its declared shape: {e}", field.name))
+            })?;
         values = Arc::new(list);
     }
     if *values.data_type() != field.arrow_type() {
@@ -207,8 +214,9 @@ pub fn chunk_of(
 
 /// What a generator yielded, `item`, as a chunk of `spec`: one element when every field's
 /// value has the field's own dimensions (tf.data's `from_generator`: `{"x": 3.0}`,
-/// `{"v": np.arange(n)}` for a ragged `v`, `{"s": "text"}`), otherwise a dict of columns of
-/// one or more elements each (`{"x": [1.0, 2.0]}`), as `chunk_of` reads them.
+/// `{"v": np.arange(n)}` for a ragged `v`, `{"s": "text"}`, a `SparseTensor` for a sparse
+/// field), otherwise a dict of columns of one or more elements each (`{"x": [1.0, 2.0]}`),
+/// as `chunk_of` reads them.
 pub fn yielded(item: &Bound<'_, PyAny>, spec: &ElementSpec) -> PyResult<arrow::array::RecordBatch> {
     let py = item.py();
     let Ok(fields) = item.cast::<PyDict>() else { return chunk_of(item, spec, None) };
@@ -218,6 +226,7 @@ pub fn yielded(item: &Bound<'_, PyAny>, spec: &ElementSpec) -> PyResult<arrow::a
         let Some(value) = fields.get_item(&field.name)? else { return chunk_of(item, spec, None) };
         let text = matches!(field.dtype, DType::Utf8 | DType::Binary);
         let element = match text {
+            _ if field.kind == FieldKind::Sparse => is_sparse_value(&value)?,
             true => value.is_instance_of::<PyString>() || value.is_instance_of::<PyBytes>() || value.is_none(),
             false => ndim.call1((&value,))?.extract::<usize>()? == field.shape.len(),
         };
@@ -270,4 +279,111 @@ fn ragged(value: &Bound<'_, PyAny>, field: &FieldSpec, item: Arc<Field>) -> PyRe
     let list = arrow::array::ListArray::try_new(item, offsets, values, None)
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(Arc::new(list))
+}
+
+/// The parts of one sparse tensor value: a `flumen.SparseTensor` or anything else with
+/// `indices`, `values` and `dense_shape` (TensorFlow's `SparseTensor`), or a plain
+/// `(indices, values, dense_shape)` triple.
+fn sparse_parts<'py>(value: &Bound<'py, PyAny>) -> PyResult<[Bound<'py, PyAny>; 3]> {
+    if value.hasattr("dense_shape")? {
+        return Ok([value.getattr("indices")?, value.getattr("values")?, value.getattr("dense_shape")?]);
+    }
+    value.extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>)>().map(|(i, v, d)| [i, v, d])
+}
+
+/// Whether `value` is one sparse tensor (rather than a column of them).
+pub fn is_sparse_value(value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    value.hasattr("dense_shape")
+}
+
+/// `value`, a sequence of sparse tensors (see `sparse_parts`), as a column of the sparse
+/// `field`. An unknown dimension of the field is not stored per element (it is read back as
+/// the smallest that holds the entries), so a `dense_shape` larger than that is refused
+/// rather than lost.
+fn sparse(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>) -> PyResult<ArrayRef> {
+    let py = value.py();
+    let np = py.import("numpy")?;
+    let name = &field.name;
+    let rank = field.shape.len();
+    if rank == 0 {
+        return Err(PyValueError::new_err(format!("field {name:?}: a sparse tensor has rank 1 or more")));
+    }
+    let bad = |i: usize, what: String| PyValueError::new_err(format!("field {name:?}: sparse tensor {i}: {what}"));
+    let scalar = FieldSpec::scalar(name.clone(), field.dtype);
+    let (mut coords, mut parts, mut offsets) = (Vec::<i64>::new(), Vec::<ArrayRef>::new(), vec![0i32]);
+    for (i, item) in value.try_iter()?.enumerate() {
+        let [indices, values, dense_shape] = sparse_parts(&item?).map_err(|_| {
+            PyTypeError::new_err(format!(
+                "field {name:?}: a sparse field takes flumen.SparseTensor values (indices, values, dense_shape)"
+            ))
+        })?;
+        let dense: Vec<i64> = np.call_method1("asarray", (dense_shape, "int64"))?.call_method0("tolist")?.extract()?;
+        if dense.len() != rank {
+            return Err(bad(i, format!("dense_shape {dense:?} has rank {}, declared {:?}", dense.len(), field.shape)));
+        }
+        let indices = np.call_method1("asarray", (indices, "int64"))?;
+        let flat: Vec<i64> = indices.call_method1("reshape", (-1,))?.call_method0("tolist")?.extract()?;
+        let values = array_of(&np.call_method1("ravel", (values,))?, &scalar, None)?;
+        let nnz = arrow::array::Array::len(&values);
+        if flat.len() != nnz * rank {
+            return Err(bad(i, format!("{} coordinates for {nnz} values of rank {rank}", flat.len())));
+        }
+        for (d, (&size, &declared)) in dense.iter().zip(&field.shape).enumerate() {
+            let span = flat.iter().skip(d).step_by(rank).map(|&c| c + 1).max().unwrap_or(0);
+            if flat.iter().skip(d).step_by(rank).any(|&c| c < 0 || c >= size) {
+                return Err(bad(i, format!("an index in dimension {d} is outside dense_shape {dense:?}")));
+            }
+            if declared >= 0 && size != declared {
+                return Err(bad(i, format!("dense_shape {dense:?}, declared {:?}", field.shape)));
+            }
+            if declared < 0 && size != span {
+                return Err(bad(
+                    i,
+                    format!(
+                        "dense_shape {dense:?} is larger than its entries in dimension {d}, which the output spec \
+                         leaves unknown; flumen reads an unknown dimension back as the smallest that holds the \
+                         entries ({span}): declare its size"
+                    ),
+                ));
+            }
+        }
+        coords.extend_from_slice(&flat);
+        parts.push(values);
+        offsets.push(i32::try_from(coords.len() / rank).map_err(|_| bad(i, "too many entries".into()))?);
+    }
+    let count = offsets.len() - 1;
+    if let Some(rows) = rows.filter(|&rows| rows != count) {
+        return Err(PyValueError::new_err(format!("field {name:?}: {count} values for {rows} elements")));
+    }
+    let DataType::Struct(fields) = field.arrow_type() else { unreachable!("a sparse field is a struct") };
+    let (DataType::List(coord_item), DataType::List(value_item)) = (fields[0].data_type(), fields[1].data_type())
+    else {
+        unreachable!("a sparse field holds two lists")
+    };
+    let DataType::FixedSizeList(index_item, _) = coord_item.data_type() else {
+        unreachable!("coordinates are fixed-size lists")
+    };
+    let to_py = |e: arrow::error::ArrowError| PyValueError::new_err(format!("field {name:?}: {e}"));
+    let points = FixedSizeListArray::try_new_with_length(
+        index_item.clone(),
+        rank as i32,
+        Arc::new(arrow::array::Int64Array::from(coords)),
+        None,
+        *offsets.last().unwrap_or(&0) as usize,
+    )
+    .map_err(to_py)?;
+    let refs: Vec<&dyn arrow::array::Array> = parts.iter().map(|p| p.as_ref()).collect();
+    let values = match refs.is_empty() {
+        true => arrow::array::new_empty_array(value_item.data_type()),
+        false => arrow::compute::concat(&refs).map_err(to_py)?,
+    };
+    let offsets = arrow::buffer::OffsetBuffer::new(ScalarBuffer::from(offsets));
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(
+            arrow::array::ListArray::try_new(coord_item.clone(), offsets.clone(), Arc::new(points), None)
+                .map_err(to_py)?,
+        ),
+        Arc::new(arrow::array::ListArray::try_new(value_item.clone(), offsets, values, None).map_err(to_py)?),
+    ];
+    Ok(Arc::new(arrow::array::StructArray::try_new(fields, columns, None).map_err(to_py)?))
 }

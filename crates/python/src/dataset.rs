@@ -14,7 +14,7 @@ use flumen::{
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyDict};
+use pyo3::types::{PyCapsule, PyDict, PyList};
 
 use crate::batch::{element_dict, numpy_dict};
 use crate::convert::{array_of, chunk_of, spec_of, traceback, yielded};
@@ -185,6 +185,31 @@ fn dataset_function(
     }))
 }
 
+/// The flumen dtype of a NumPy array's values: text for str and object arrays, bytes for
+/// bytes arrays, otherwise the dtype of NumPy's name.
+fn numpy_dtype(array: &Bound<'_, PyAny>) -> PyResult<flumen::DType> {
+    let kind: String = array.getattr("dtype")?.getattr("kind")?.extract()?;
+    Ok(match kind.as_str() {
+        "U" | "O" => flumen::DType::Utf8,
+        "S" => flumen::DType::Binary,
+        _ => {
+            let name: String = array.getattr("dtype")?.getattr("name")?.extract()?;
+            flumen::DType::from_name(&name)
+                .ok_or_else(|| PyTypeError::new_err(format!("NumPy dtype {name} has no flumen dtype")))?
+        }
+    })
+}
+
+/// The field `name` whose column is the NumPy array `column`: its rows' shape and dtype.
+fn numpy_field(name: String, column: &Bound<'_, PyAny>) -> PyResult<FieldSpec> {
+    let shape: Vec<i64> = column.getattr("shape")?.extract::<Vec<i64>>()?.into_iter().skip(1).collect();
+    let dtype = numpy_dtype(column)?;
+    Ok(match shape.is_empty() {
+        true => FieldSpec::scalar(name, dtype),
+        false => FieldSpec::tensor(name, dtype, shape),
+    })
+}
+
 /// A Python function's result for one element (a dict of the declared `output` fields) as a
 /// one-row chunk.
 fn one_element(result: &Bound<'_, PyAny>, output: &flumen::ElementSpec) -> PyResult<RecordBatch> {
@@ -344,15 +369,32 @@ impl Dataset {
     }
 
     /// One element whose fields are the given values (`{"name": array-like}`), as tf.data's
-    /// `from_tensors`: each field has the value's whole shape.
+    /// `from_tensors`: each field has the value's whole shape; a `SparseTensor` value makes
+    /// a sparse field of its `dense_shape`.
     #[staticmethod]
     fn from_tensors(tensors: &Bound<'_, PyDict>) -> PyResult<Dataset> {
-        let np = tensors.py().import("numpy")?;
-        let one = PyDict::new(tensors.py());
+        let py = tensors.py();
+        let np = py.import("numpy")?;
+        let (one, mut fields) = (PyDict::new(py), Vec::with_capacity(tensors.len()));
         for (name, value) in tensors.iter() {
-            one.set_item(name, np.call_method1("expand_dims", (np.call_method1("asarray", (value,))?, 0))?)?;
+            let name: String = name.extract()?;
+            if crate::convert::is_sparse_value(&value)? {
+                let values = np.call_method1("asarray", (value.getattr("values")?,))?;
+                let dense_shape = np.call_method1("asarray", (value.getattr("dense_shape")?, "int64"))?;
+                fields.push(FieldSpec::sparse(
+                    &name,
+                    numpy_dtype(&values)?,
+                    dense_shape.call_method0("tolist")?.extract()?,
+                ));
+                one.set_item(&name, PyList::new(py, [value])?)?;
+            } else {
+                let column = np.call_method1("expand_dims", (np.call_method1("asarray", (value,))?, 0))?;
+                fields.push(numpy_field(name.clone(), &column)?);
+                one.set_item(&name, column)?;
+            }
         }
-        Dataset::from_numpy(&one)
+        let spec = flumen::ElementSpec::new(fields).map_err(to_py)?;
+        ok(flumen::Dataset::from_batches_with_spec(vec![chunk_of(one.as_any(), &spec, Some(1))?], spec))
     }
 
     /// The rows of Arrow data (a pyarrow `Table` or `RecordBatch`, or anything with the
@@ -369,23 +411,7 @@ impl Dataset {
         let np = columns.py().import("numpy")?;
         let mut fields = Vec::with_capacity(columns.len());
         for (name, value) in columns.iter() {
-            let array = np.call_method1("asarray", (value,))?;
-            let kind: String = array.getattr("dtype")?.getattr("kind")?.extract()?;
-            let dtype = match kind.as_str() {
-                "U" | "O" => flumen::DType::Utf8,
-                "S" => flumen::DType::Binary,
-                _ => {
-                    let name: String = array.getattr("dtype")?.getattr("name")?.extract()?;
-                    flumen::DType::from_name(&name)
-                        .ok_or_else(|| PyTypeError::new_err(format!("NumPy dtype {name} has no flumen dtype")))?
-                }
-            };
-            let shape: Vec<i64> = array.getattr("shape")?.extract::<Vec<i64>>()?.into_iter().skip(1).collect();
-            let name: String = name.extract()?;
-            fields.push(match shape.is_empty() {
-                true => FieldSpec::scalar(name, dtype),
-                false => FieldSpec::tensor(name, dtype, shape),
-            });
+            fields.push(numpy_field(name.extract()?, &np.call_method1("asarray", (value,))?)?);
         }
         let spec = flumen::ElementSpec::new(fields).map_err(to_py)?;
         ok(flumen::Dataset::from_batches_with_spec(vec![chunk_of(columns.as_any(), &spec, None)?], spec))

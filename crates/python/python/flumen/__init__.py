@@ -66,6 +66,7 @@ __all__ = [
     "lit",
     "when",
     "SparseFeature",
+    "SparseTensor",
     "serialize_example",
     "write_tfrecord",
     "abs",
@@ -401,6 +402,31 @@ def random_saturation(e, lower, upper, seed=0):
 
 def _axes(axis):
     return [int(axis)] if isinstance(axis, int) else [int(a) for a in axis]
+
+
+class SparseTensor(NamedTuple):
+    """A sparse tensor value, as ``tf.sparse.SparseTensor``: ``values[i]`` at the int64
+    coordinates ``indices[i]`` (``[nnz, rank]``) of a tensor of shape ``dense_shape``, zero
+    elsewhere. Iteration gives a sparse field as one; a Python function, a generator or
+    ``from_tensors`` returns one for a field declared ``(dtype, shape, "sparse")``
+    (TensorFlow's ``SparseTensor`` and ``SparseTensorValue`` are taken too). A dimension
+    the declared shape leaves unknown is not stored per element: it reads back as the
+    smallest that holds the entries."""
+
+    indices: object
+    values: object
+    dense_shape: object
+
+    def to_dense(self, default_value=0):
+        """The dense NumPy array, ``default_value`` where no entry is given (as
+        ``tf.sparse.to_dense``)."""
+        import numpy as np
+
+        values = np.asarray(self.values)
+        dense = np.full(tuple(np.asarray(self.dense_shape).tolist()), default_value, dtype=values.dtype)
+        indices = np.asarray(self.indices, dtype=np.int64).reshape(len(values), -1)
+        dense[tuple(indices.T)] = values
+        return dense
 
 
 class SparseFeature(NamedTuple):

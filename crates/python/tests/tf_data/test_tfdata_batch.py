@@ -60,32 +60,36 @@ def test_dataset():
     assert values(ds) == list(range(10))
 
 
-SPARSE_REASON = "flumen has no SparseTensor element values from map (only parse_example's SparseFeature)"
+def sparse(e):
+    i = int(e["value"])
+    return {"s": flumen.SparseTensor(indices=[[0]], values=[i], dense_shape=[1])}
 
 
-@pytest.mark.xfail(reason=SPARSE_REASON, strict=True)
+def sparse_of_size(e):
+    i = int(e["value"])
+    return {"s": flumen.SparseTensor(indices=np.arange(i).reshape(i, 1), values=np.full(i, i), dense_shape=[i])}
+
+
 def test_sparse():
-    ds = flumen.Dataset.range(10).map(
-        lambda e: {"s": flumen.SparseFeature("i", "v", "int64", 1)}, output={"s": ("sparse_int64", [1])}).batch(5)
-    got = values(ds, "s")
-    assert [g[1] for g in got] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
+    ds = flumen.Dataset.range(10).map(sparse, output={"s": ("int64", [1], "sparse")}).batch(5)
+    expected = [([[0, 0], [1, 0], [2, 0], [3, 0], [4, 0]], [i * 5 + j for j in range(5)], [5, 1]) for i in range(2)]
+    assert values(ds, "s") == expected
 
 
-@pytest.mark.xfail(reason=SPARSE_REASON, strict=True)
 def test_sparse_with_different_dense_shapes():
-    ds = flumen.Dataset.range(10).map(
-        lambda e: {"s": flumen.SparseFeature("i", "v", "int64", int(e["value"]))},
-        output={"s": ("sparse_int64", [None])}).batch(5)
-    got = values(ds, "s")
-    assert [g[2] for g in got] == [[5, 4], [5, 9]]
+    ds = flumen.Dataset.range(10).map(sparse_of_size, output={"s": ("int64", [None], "sparse")}).batch(5)
+    expected = []
+    for i in range(2):
+        indices = [[j, k] for j in range(5) for k in range(i * 5 + j)]
+        vals = [i * 5 + j for j in range(5) for _ in range(i * 5 + j)]
+        expected.append((indices, vals, [5, (i + 1) * 5 - 1]))
+    assert values(ds, "s") == expected
 
 
-@pytest.mark.xfail(reason=SPARSE_REASON, strict=True)
 def test_sparse_nested():
-    ds = flumen.Dataset.range(10).map(
-        lambda e: {"s": flumen.SparseFeature("i", "v", "int64", 1)}, output={"s": ("sparse_int64", [1])}).batch(5).batch(2)
-    got = values(ds, "s")
-    assert got[0][1] == list(range(10)) and got[0][2] == [2, 5, 1]
+    ds = flumen.Dataset.range(10).map(sparse, output={"s": ("int64", [1], "sparse")}).batch(5).batch(2)
+    indices = [[a, b, 0] for a in range(2) for b in range(5)]
+    assert values(ds, "s") == [(indices, list(range(10)), [2, 5, 1])]
 
 
 def test_shape_error():

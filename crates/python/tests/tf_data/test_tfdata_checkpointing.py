@@ -24,7 +24,6 @@ from tf_data_helpers import (VERIFY_FNS, VERIFY_IDS, CheckpointStore, fill, slic
 VERIFY = pytest.mark.parametrize("verify_fn", VERIFY_FNS, ids=VERIFY_IDS)
 SYMBOLIC = pytest.mark.parametrize("mode", ["full", "symbolic"])
 NUM_PARALLEL = pytest.mark.parametrize("num_parallel_calls", [None, 2])
-SPARSE_REASON = "flumen has no SparseTensor element values from map (only parse_example's SparseFeature)"
 STRING_TENSORS = "flumen cannot make a non-scalar string field from Python (map/from_generator/from_tensors)"
 STATEFUL = ("flumen saves iterators over Python functions without refusing stateful ones "
             "(tf.data: FailedPreconditionError), and has no random-number expression")
@@ -35,9 +34,24 @@ def components(n, multiplier):
     return {"x": r, "y": np.array([[1, 2, 3]]) * r[:, np.newaxis], "z": np.array(multiplier) * r}
 
 
-def sparse_dataset(n, shape):
-    return flumen.Dataset.range(n).map(lambda e: {"s": flumen.SparseFeature("i", "v", "int64", shape)},
-                                       output={"s": ("sparse_int64", shape)})
+def sparse_one(e):
+    # tf.data's _sparse: indices [[0]], values i * [1], dense_shape [1].
+    return {"s": flumen.SparseTensor([[0]], [int(e["value"])], [1])}
+
+
+def sparse_one_2d(e):
+    # indices [[0, 0]], values i * [1], dense_shape [1, 1].
+    return {"s": flumen.SparseTensor([[0, 0]], [int(e["value"])], [1, 1])}
+
+
+def sparse_diagonal(e):
+    # indices [[0, 0], [1, 1]], values i * [1, -1], dense_shape [2, 2].
+    i = int(e["value"])
+    return {"s": flumen.SparseTensor([[0, 0], [1, 1]], [i, -i], [2, 2])}
+
+
+def sparse_dataset(n, fn, shape):
+    return flumen.Dataset.range(n).map(fn, output={"s": ("int64", shape, "sparse")})
 
 
 def random_int(e):
@@ -52,16 +66,14 @@ def test_batch(verify_fn):
     verify_fn(lambda: flumen.Dataset.from_numpy(components(8, 15.0)).batch(2), 4)
 
 
-@pytest.mark.xfail(reason=SPARSE_REASON, strict=True)
 @VERIFY
 def test_batch_sparse(verify_fn):
-    verify_fn(lambda: sparse_dataset(10, [1]).batch(5), 2)
+    verify_fn(lambda: sparse_dataset(10, sparse_one, [1]).batch(5), 2)
 
 
-@pytest.mark.xfail(reason=SPARSE_REASON, strict=True)
 @VERIFY
 def test_batch_nested_sparse(verify_fn):
-    verify_fn(lambda: sparse_dataset(10, [1]).batch(5).batch(2), 1)
+    verify_fn(lambda: sparse_dataset(10, sparse_one, [1]).batch(5).batch(2), 1)
 
 
 # padded_batch_test.py: PaddedBatchCheckpointTest
@@ -261,14 +273,12 @@ def test_filter_dict(verify_fn):
     verify_fn(build, sum((x ** 2) % 2 == 0 for x in range(10)))
 
 
-@pytest.mark.xfail(reason=SPARSE_REASON, strict=True)
 @VERIFY
 def test_filter_sparse(verify_fn):
     def build():
-        ds = flumen.Dataset.range(10).map(lambda e: {"s": flumen.SparseFeature("i", "v", "int64", [1, 1]),
-                                                     "i": e["value"]},
-                                          output={"s": ("sparse_int64", [1, 1]), "i": "int64"})
-        return ds.filter(col("i") % 2 == 0).map({"s": col("s")}, keep=False)
+        ds = flumen.Dataset.range(10).map(lambda e: {**sparse_one_2d(e), "i": e["value"]},
+                                          output={"s": ("int64", [1, 1], "sparse"), "i": "int64"})
+        return ds.filter(col("i") % 2 == 0).map(lambda e: {"s": e["s"]}, output={"s": ("int64", [1, 1], "sparse")})
 
     verify_fn(build, 5)
 
@@ -337,13 +347,11 @@ def test_map_build_defun_in_map_fn(verify_fn, num_parallel_calls):
         {"value": lit(11000).cast("int32") + deep(col("value").cast("int32"))}, num_parallel_calls=num_parallel_calls), 10)
 
 
-@pytest.mark.xfail(reason=SPARSE_REASON, strict=True)
 @NUM_PARALLEL
 @VERIFY
 def test_map_sparse(verify_fn, num_parallel_calls):
     verify_fn(lambda: flumen.Dataset.range(10).map(
-        lambda e: {"s": flumen.SparseFeature("i", "v", "int64", [1, 1])}, output={"s": ("sparse_int64", [1, 1])},
-        num_parallel_calls=num_parallel_calls), 10)
+        sparse_one_2d, output={"s": ("int64", [1, 1], "sparse")}, num_parallel_calls=num_parallel_calls), 10)
 
 
 # flat_map_test.py: FlatMapCheckpointTest
@@ -398,12 +406,11 @@ def test_flat_map_disallow_capturing_stateful_ops():
     verify_error_on_save(build, 500, flumen.Error)
 
 
-@pytest.mark.xfail(reason=SPARSE_REASON, strict=True)
 @VERIFY
 def test_flat_map_sparse_core(verify_fn):
     def build():
-        return sparse_dataset(10, [2, 2]).flat_map(lambda e: flumen.Dataset.from_numpy({"value": e["s"]}),
-                                                   output={"value": ("int64", [2])})
+        return sparse_dataset(10, sparse_diagonal, [2, 2]).flat_map(
+            lambda e: flumen.Dataset.from_numpy({"value": e["s"].to_dense()}), output={"value": ("int64", [2])})
 
     verify_fn(build, 20)
 
@@ -438,12 +445,12 @@ def test_interleave_nested(verify_fn, num_parallel_calls):
     verify_fn(build, 100)
 
 
-@pytest.mark.xfail(reason=SPARSE_REASON, strict=True)
 @VERIFY
 def test_interleave_sparse(verify_fn):
     def build():
-        return sparse_dataset(10, [2, 2]).interleave(lambda e: flumen.Dataset.from_numpy({"value": e["s"]}),
-                                                     output={"value": ("int64", [2])}, cycle_length=1)
+        return sparse_dataset(10, sparse_diagonal, [2, 2]).interleave(
+            lambda e: flumen.Dataset.from_numpy({"value": e["s"].to_dense()}), output={"value": ("int64", [2])},
+            cycle_length=1)
 
     verify_fn(build, 20)
 

@@ -256,8 +256,12 @@ def test_from_generator_ragged_tensor():
     assert flat.tolist() == [1, 2, 3]
 
 
-@pytest.mark.xfail(reason="flumen has no SparseTensor values to yield from a generator", strict=True)
 def test_from_generator_sparse_tensor():
-    st = flumen.SparseFeature("i", "v", "int64", [3, 4])
-    ds = flumen.Dataset.from_generator(lambda: iter([{"s": st}]), output={"s": ("sparse_int64", [3, 4])})
-    next(ds.iter())
+    def generator():
+        yield {"s": flumen.SparseTensor(indices=[[0, 0], [1, 2]], values=np.array([1, 2], np.int64),
+                                        dense_shape=[3, 4])}
+
+    ds = flumen.Dataset.from_generator(generator, output={"s": ("int64", [3, 4], "sparse")})
+    ret = next(ds.iter())["s"]
+    assert isinstance(ret, flumen.SparseTensor)
+    assert ret.to_dense().tolist() == [[1, 0, 0, 0], [0, 0, 2, 0], [0, 0, 0, 0]]

@@ -22,7 +22,6 @@ from tf_data_helpers import check_determinism, rows, take, values
 # testCheckpointLargeBuffer (memory/performance). MapCheckpointTest is in test_tfdata_checkpointing.
 
 KINDS = ["expression", "python"]
-SPARSE_REASON = "flumen has no SparseTensor element values from map (only parse_example's SparseFeature)"
 RANDOM_REASON = "flumen has no seeded random-number expression for map (random_* exist only for images)"
 RUNS_AHEAD = "flumen runs a Python map ahead of the consumer, a chunk at a time: side effects are not in step with next()"
 
@@ -351,35 +350,52 @@ def test_multi_output_py_func():
     assert rows(ds, "x", "c") == [(i, 37.0) for i in range(10)]
 
 
-@pytest.mark.xfail(reason=SPARSE_REASON, strict=True)
+def sparse(e):
+    # tf.data's _sparse: indices [[0, 0]], values i * [1], dense_shape [1, 1].
+    return {"s": flumen.SparseTensor(np.array([[0, 0]]), int(e["value"]) * np.array([1]), np.array([1, 1]))}
+
+
+SPARSE_OUTPUT = {"s": ("int64", [1, 1], "sparse")}
+
+
 def test_sparse():
-    ds = flumen.Dataset.range(10).map(lambda e: {"s": flumen.SparseFeature("i", "v", "int64", [1, 1])},
-                                      output={"s": ("sparse_int64", [1, 1])})
-    assert [v[1] for v in values(ds, "s")] == [[i] for i in range(10)]
+    ds = flumen.Dataset.range(10).map(sparse, output=SPARSE_OUTPUT)
+    assert values(ds, "s") == [([[0, 0]], [i], [1, 1]) for i in range(10)]
 
 
-@pytest.mark.xfail(reason=SPARSE_REASON, strict=True)
 def test_sparse_chain():
-    ds = flumen.Dataset.range(10).map(lambda e: {"s": flumen.SparseFeature("i", "v", "int64", [1, 1])},
-                                      output={"s": ("sparse_int64", [1, 1])})
-    ds = ds.map(lambda e: {"s": e["s"]}, output={"s": ("sparse_int64", [2, 1])})
-    assert [v[1] for v in values(ds, "s")] == [[i, i] for i in range(10)]
+    def check(e):
+        st = e["s"]
+        assert isinstance(st, flumen.SparseTensor)
+        # sparse_concat(0, [st, st])
+        rows = int(st.dense_shape[0])
+        indices = np.concatenate([st.indices, st.indices + [rows, 0]])
+        return {"s": flumen.SparseTensor(indices, np.concatenate([st.values, st.values]), [2 * rows, 1])}
+
+    ds = flumen.Dataset.range(10).map(sparse, output=SPARSE_OUTPUT)
+    ds = ds.map(check, output={"s": ("int64", [2, 1], "sparse")})
+    assert values(ds, "s") == [([[0, 0], [1, 0]], [i, i], [2, 1]) for i in range(10)]
 
 
-@pytest.mark.xfail(reason=SPARSE_REASON, strict=True)
+def ragged_as_sparse():
+    # RaggedTensor.from_row_lengths(ones, row_lengths).to_sparse(), sliced by from_tensors + unbatch
+    # (from_tensor_slices).
+    row_lengths = np.random.default_rng(0).integers(0, 4, size=128)
+    indices = [[r, c] for r, n in enumerate(row_lengths) for c in range(n)]
+    st = flumen.SparseTensor(indices, np.ones(len(indices)), [128, int(row_lengths.max())])
+    return flumen.Dataset.from_tensors({"s": st}).unbatch()
+
+
 def test_sparse_map_shape_inference():
-    ds = flumen.Dataset.range(128).map(lambda e: {"s": flumen.SparseFeature("i", "v", "float64", 3)},
-                                       output={"s": ("sparse_float64", [3])})
-    ds = ds.batch(32, drop_remainder=True).map({"s": col("s")})
+    ds = ragged_as_sparse().batch(32, drop_remainder=True)
+    ds = ds.map(lambda e: e, output={"s": ("float64", ds.element_spec[0][2], "sparse")})
     assert ds.element_spec == [("s", "float64", [32, 3])]
 
 
-@pytest.mark.xfail(reason=SPARSE_REASON, strict=True)
 def test_sparse_map_shape_inference_partial():
-    ds = flumen.Dataset.range(128).map(lambda e: {"s": flumen.SparseFeature("i", "v", "float64", 3)},
-                                       output={"s": ("sparse_float64", [3])})
-    ds = ds.batch(32, drop_remainder=False).map({"s": col("s")})
+    ds = ragged_as_sparse().batch(32, drop_remainder=False)
     assert ds.element_spec == [("s", "float64", [None, 3])]
+    assert len(list(ds.map(lambda e: e, output={"s": ("float64", [None, 3], "sparse")}))) == 4
 
 
 def tensor_array(e):

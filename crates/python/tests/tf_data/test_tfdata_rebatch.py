@@ -110,7 +110,6 @@ def test_empty_last_splits(drop_remainder):
     assert values(ds) == [x for i in range(8) for x in ([i], [])]
 
 
-@pytest.mark.xfail(reason="a Python map cannot return a zero-size array ([5, 0]): 'returned 0 elements'", strict=True)
 @pytest.mark.parametrize("drop_remainder", [True, False])
 def test_empty_tensors(drop_remainder):
     new_batch_size = 4

@@ -11,7 +11,6 @@ from tf_data_helpers import elements, values
 
 # Out of scope: testName (name= argument). WindowCheckpointTest is in test_tfdata_checkpointing.
 
-SPARSE_REASON = "flumen has no SparseTensor element values from map (only parse_example's SparseFeature)"
 
 
 def components():
@@ -72,26 +71,42 @@ def test_window_different_nested_structures():
     next(iter(flumen.Dataset.from_numpy({"a": np.array([1, 2])}).window(2)))
 
 
-@pytest.mark.xfail(reason=SPARSE_REASON, strict=True)
+def sparse(e):
+    # indices [[0]], values i * [1], dense_shape [1]
+    return {"s": flumen.SparseTensor([[0]], [int(e["value"])], [1])}
+
+
+def sparse_of_size(e):
+    # indices range(i) as a column, values fill([i], i), dense_shape [i]
+    i = int(e["value"])
+    return {"s": flumen.SparseTensor(np.arange(i).reshape(i, 1), np.full(i, i), [i])}
+
+
 def test_window_sparse():
-    ds = flumen.Dataset.range(10).map(lambda e: {"s": flumen.SparseFeature("i", "v", "int64", 1)},
-                                      output={"s": ("sparse_int64", [1])}).window(5, shift=3, drop_remainder=True)
-    assert [v[1] for v in values(ds, "s")] == [[i * 3 + j for j in range(5)] for i in range(2)]
+    # window(5, shift=3, drop_remainder=True).flat_map(lambda x: x.batch(5))
+    ds = flumen.Dataset.range(10).map(sparse, output={"s": ("int64", [1], "sparse")})
+    ds = ds.window(5, shift=3, drop_remainder=True)
+    expected = [([[j, 0] for j in range(5)], [i * 3 + j for j in range(5)], [5, 1]) for i in range((10 - 5) // 3 + 1)]
+    assert values(ds, "s") == expected
 
 
-@pytest.mark.xfail(reason=SPARSE_REASON, strict=True)
 def test_window_sparse_with_different_dense_shapes():
-    ds = flumen.Dataset.range(10).map(lambda e: {"s": flumen.SparseFeature("i", "v", "int64", int(e["value"]))},
-                                      output={"s": ("sparse_int64", [None])}).window(5, shift=3, drop_remainder=True)
-    assert [v[2] for v in values(ds, "s")] == [[5, i * 3 + 4] for i in range(2)]
+    ds = flumen.Dataset.range(10).map(sparse_of_size, output={"s": ("int64", [None], "sparse")})
+    ds = ds.window(5, shift=3, drop_remainder=True)
+    expected = []
+    for i in range((10 - 5) // 3 + 1):
+        indices = [[j, k] for j in range(5) for k in range(i * 3 + j)]
+        vals = [i * 3 + j for j in range(5) for _ in range(i * 3 + j)]
+        expected.append((indices, vals, [5, i * 3 + 5 - 1]))
+    assert values(ds, "s") == expected
 
 
-@pytest.mark.xfail(reason=SPARSE_REASON, strict=True)
 def test_nested_window_sparse():
-    ds = flumen.Dataset.range(10).map(lambda e: {"s": flumen.SparseFeature("i", "v", "int64", 1)},
-                                      output={"s": ("sparse_int64", [1])})
+    ds = flumen.Dataset.range(10).map(sparse, output={"s": ("int64", [1], "sparse")})
     ds = ds.window(4, shift=2, drop_remainder=True).window(3, shift=1, drop_remainder=True)
-    assert [v[1] for v in values(ds, "s")] == [[0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7], [2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9]]
+    indices = [[a, b, 0] for a in range(3) for b in range(4)]
+    assert values(ds, "s") == [(indices, [0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7], [3, 4, 1]),
+                               (indices, [2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9], [3, 4, 1])]
 
 
 def test_window_shape_error():
