@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, FixedSizeListArray, Float32Array, Float64Array, Int32Array,
-    Int64Array, ListArray, StringArray, StructArray, UInt8Array,
+    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, ListArray,
+    StringArray, UInt8Array,
 };
 use arrow::buffer::OffsetBuffer;
 use arrow::datatypes::{DataType, Float32Type, Int64Type, UInt8Type};
@@ -375,19 +375,13 @@ fn w3_avro_atds() {
             let emb = Float32Array::from_iter_values(rows.iter().flat_map(|&i| (0..64).map(move |k| (i * k) as f32)));
             // sparse_f: three entries per record, at indices i, i + 1000 and i + 2000.
             let DataType::Struct(parts) = &sparse_type else { panic!("sparse is a struct") };
-            let (DataType::List(index_item), DataType::List(value_item)) = (parts[0].data_type(), parts[1].data_type())
-            else {
-                panic!("sparse parts are lists")
+            let sparse = flumen_ir::sparse::SparseParts {
+                offsets: OffsetBuffer::from_lengths(std::iter::repeat_n(3, n)),
+                coords: rows.iter().flat_map(|&i| [i, i + 1000, i + 2000].map(|x| x as i64)).collect(),
+                values: Arc::new(Float32Array::from_iter_values(rows.iter().flat_map(|&i| [1.0, 0.5, i as f32]))),
+                dense_shapes: vec![50001; n],
             };
-            let DataType::FixedSizeList(coord, _) = index_item.data_type() else { panic!("coordinates") };
-            let coords =
-                Int64Array::from_iter_values(rows.iter().flat_map(|&i| [i, i + 1000, i + 2000].map(|x| x as i64)));
-            let coords = FixedSizeListArray::new(coord.clone(), 1, Arc::new(coords), None);
-            let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(3, n));
-            let indices = ListArray::new(index_item.clone(), offsets.clone(), Arc::new(coords), None);
-            let values = Float32Array::from_iter_values(rows.iter().flat_map(|&i| [1.0, 0.5, i as f32]));
-            let values = ListArray::new(value_item.clone(), offsets, Arc::new(values), None);
-            let sparse = StructArray::new(parts.clone(), vec![Arc::new(indices), Arc::new(values)], None);
+            let sparse = flumen_ir::sparse::build(parts, sparse, None).unwrap();
             let tokens = ListArray::from_iter_primitive::<Int64Type, _, _>(
                 rows.iter().map(|&i| Some((0..(i % 5) as i64).map(|t| Some(t + 1)))),
             );

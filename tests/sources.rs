@@ -426,18 +426,20 @@ fn sparse_features_parse_from_tfrecords_and_batch() {
         .collect::<Vec<_>>()
         .concat();
     assert_eq!(batches, vec![(vec![0, 0, 0, 2], vec![0.5, 2.0]), (vec![0, 1], vec![3.0])]);
-    // The element iterator gives each batch as one row (its entries do not say how many
-    // elements the batch holds), the same entries.
+    // The element iterator gives each batch as one row, the same entries, and each batch's
+    // dense shape: its element count before the feature's size.
     let elements: Vec<(Vec<i64>, Vec<f32>)> = batched.iter().map(|e| entry(&e.unwrap())).collect();
     assert_eq!(elements, batches);
-    // Unbatched back into the elements: where a batch's element count is known. A sparse
-    // field alone does not record it (tf.data's dense_shape[0]) unless the batch size is fixed.
-    let err = batched.unbatch().unwrap_err().to_string();
-    assert!(err.contains("all sparse with an unknown leading dimension"), "{err}");
-    let fixed = ds.ignore_errors().unwrap().batch_with(2, true).unwrap().unbatch().unwrap();
-    assert_eq!(fixed.element_spec().to_string(), "{s: sparse float32[4]}");
-    let unbatched: Vec<(Vec<i64>, Vec<f32>)> = fixed.iter().map(|e| entry(&e.unwrap())).collect();
-    assert_eq!(unbatched, vec![(vec![0, 2], vec![0.5, 2.0]), (vec![], vec![])]);
+    let shapes: Vec<Vec<i64>> = batched
+        .iter()
+        .map(|e| flumen::crates::ir::sparse::dense_shape(e.unwrap().column(0).as_struct(), 0).unwrap())
+        .collect();
+    assert_eq!(shapes, vec![vec![2, 4], vec![1, 4]]);
+    // Unbatched back into the elements, as many as each batch's dense_shape[0] says.
+    let unbatched = batched.unbatch().unwrap();
+    assert_eq!(unbatched.element_spec().to_string(), "{s: sparse float32[4]}");
+    let unbatched: Vec<(Vec<i64>, Vec<f32>)> = unbatched.iter().map(|e| entry(&e.unwrap())).collect();
+    assert_eq!(unbatched, entries);
 }
 
 /// Avro files of `rows` records each (`id` long, `score` nullable double, `name` string,

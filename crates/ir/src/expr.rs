@@ -628,8 +628,8 @@ impl Expr {
         out
     }
 
-    /// The fields this expression reads other than through a reduction (whose value is one
-    /// per element whatever it reads), sorted.
+    /// The fields this expression reads other than through a reduction or `length(field)`
+    /// (whose value is one per element whatever the field's shape), sorted.
     pub fn columns_outside_reductions(&self) -> BTreeSet<String> {
         fn walk(e: &Expr, out: &mut BTreeSet<String>) {
             match e {
@@ -637,6 +637,7 @@ impl Expr {
                     out.insert(c.clone());
                 }
                 Expr::Call { func, .. } if func.is_reduction() => {}
+                Expr::Call { func: Func::Length, args } if matches!(args[..], [Expr::Column(_)]) => {}
                 _ => e.children().into_iter().for_each(|c| walk(c, out)),
             }
         }
@@ -701,11 +702,13 @@ impl Expr {
     }
 
     /// The type and tensor shape of this expression as a `map` output: besides scalar
-    /// fields it may read fixed-shape tensor fields (every dim known) of unbatched elements,
-    /// and then applies elementwise over the tensor's values, a scalar (a per-element field
-    /// or a literal) standing for every value (`features * weight`). The shapes of the tensor
-    /// fields it reads broadcast together as NumPy's do ([`crate::broadcast`]: `[33]` with
-    /// `[1]`, `[4, 1]` with `[3]`), and that shape is the result's; it is empty otherwise.
+    /// fields it may read tensor fields of unbatched elements, and then applies elementwise
+    /// over the tensor's values, a scalar (a per-element field or a literal) standing for
+    /// every value (`features * weight`). The shapes of the fixed-shape tensor fields (every
+    /// dim known) it reads broadcast together as NumPy's do ([`crate::broadcast`]: `[33]`
+    /// with `[1]`, `[4, 1]` with `[3]`), and that shape is the result's; tensor fields of
+    /// unknown dims (ragged, variable-length: `t * 3` over `int64[?]`) must all have one
+    /// shape, which is the result's; it is empty otherwise.
     ///
     /// A tensor function ([`Func::is_tensor_function`]: `one_hot`, an axis reduction,
     /// `normalize`) counts as a tensor field of the shape it gives (`one_hot(k, 3) * w` has
@@ -732,10 +735,29 @@ impl Expr {
             return expr.value_type(&with_fields);
         }
         let mut shape: Option<(String, Vec<i64>)> = None;
+        let mut variable: Option<(String, Vec<i64>)> = None;
         let mut elements = spec.clone();
         for name in self.columns_outside_reductions() {
             let Some(i) = spec.fields.iter().position(|f| f.name == name) else { continue };
             let field = &spec.fields[i];
+            if field.kind != crate::spec::FieldKind::Sparse && spec.batch_dims == 0 && !field.is_static() {
+                // A tensor of unknown dims (a ragged or variable-length field): elementwise
+                // over its values when every such field it reads has the same shape; each
+                // element's values must then agree in number, which evaluation checks.
+                match &variable {
+                    Some((other, dims)) if *dims != field.shape => {
+                        return Err(Error::Expr(format!(
+                            "fields '{other}' {dims:?} and '{name}' {:?} have different shapes; elementwise \
+                             operations over tensors of unknown dims take fields of one shape, in {self}",
+                            field.shape
+                        )))
+                    }
+                    Some(_) => {}
+                    None => variable = Some((name.clone(), field.shape.clone())),
+                }
+                elements.fields[i].shape = Vec::new();
+                continue;
+            }
             if !field.is_fixed_tensor(spec.batch_dims) {
                 continue;
             }
@@ -761,7 +783,14 @@ impl Expr {
             // Typed as one of its values.
             elements.fields[i].shape = Vec::new();
         }
-        Ok((self.data_type(&elements)?, shape.map(|(_, dims)| dims).unwrap_or_default()))
+        if let (Some((fixed, dims)), Some((other, unknown))) = (&shape, &variable) {
+            return Err(Error::Expr(format!(
+                "tensor fields '{fixed}' {dims:?} and '{other}' {unknown:?}: a fixed-shape tensor does not \
+                 broadcast with one of unknown dims, in {self}"
+            )));
+        }
+        let dims = variable.or(shape).map(|(_, dims)| dims).unwrap_or_default();
+        Ok((self.data_type(&elements)?, dims))
     }
 
     /// This expression with each outermost tensor function replaced by a field of its type
@@ -1453,6 +1482,34 @@ mod tests {
 
     fn axes(func: Func, arg: Expr, axes: &[i64]) -> Expr {
         call(func, std::iter::once(arg).chain(axes.iter().map(|a| int(*a))).collect())
+    }
+
+    #[test]
+    fn tensors_of_unknown_dims_type_elementwise_when_their_shapes_agree() {
+        let spec = ElementSpec::new(vec![
+            FieldSpec::scalar("w", DType::Float32),
+            FieldSpec::ragged("r", DType::Int64, vec![-1]),
+            FieldSpec::ragged("q", DType::Int64, vec![-1]),
+            FieldSpec::tensor("v", DType::Int32, vec![-1, 2]),
+            FieldSpec::tensor("t", DType::Float32, vec![2]),
+        ])
+        .unwrap();
+        let typed = |e: Expr| e.value_type(&spec);
+        let mul = |a, b| Expr::binary(BinaryOp::Mul, a, b);
+        assert_eq!(typed(mul(c("r"), int(3))).unwrap(), (DType::Int64, vec![-1]));
+        assert_eq!(typed(mul(c("r"), c("q"))).unwrap(), (DType::Int64, vec![-1]));
+        // A per-element scalar stands for every value, in the joint type.
+        assert_eq!(typed(mul(c("r"), c("w"))).unwrap(), (DType::Float64, vec![-1]));
+        assert_eq!(typed(mul(c("v"), int(2))).unwrap(), (DType::Int32, vec![-1, 2]));
+        let msg = typed(mul(c("r"), c("v"))).unwrap_err().to_string();
+        assert!(msg.contains("have different shapes") && msg.contains("one shape"), "{msg}");
+        let msg = typed(mul(c("r"), c("t"))).unwrap_err().to_string();
+        assert!(msg.contains("does not broadcast with one of unknown dims"), "{msg}");
+        // Only as map outputs: a filter or key still takes scalars.
+        assert!(Expr::binary(BinaryOp::Gt, c("r"), int(0)).data_type(&spec).is_err());
+        // Batched elements keep their batch dims as the elementwise ones.
+        let batched = ElementSpec { batch_dims: 1, ..spec.clone() };
+        assert!(typed(mul(c("v"), int(2))).is_ok() && mul(c("v"), int(2)).value_type(&batched).is_err());
     }
 
     #[test]

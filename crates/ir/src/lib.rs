@@ -2,7 +2,8 @@
 //!
 //! The typed intermediate representation every other flumen crate speaks:
 //!
-//! - [`spec`]: element specs (fields with dtype, shape, dense/ragged/sparse; batch dims).
+//! - [`spec`]: element specs (fields with dtype, shape, dense/ragged/sparse; batch dims);
+//!   [`sparse`]: the column layout of sparse fields.
 //! - [`expr`]: the typed expression IR that expression UDFs are lowered into.
 //! - [`function`], [`source`]: descriptors of user functions and data sources.
 //! - [`op`], [`plan`]: plan operators with their typing rules, and DAGs of them.
@@ -28,6 +29,7 @@ pub mod json;
 pub mod op;
 pub mod plan;
 pub mod source;
+pub mod sparse;
 pub mod spec;
 
 pub use dtype::DType;

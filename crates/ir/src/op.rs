@@ -715,8 +715,14 @@ fn map_output(func: &MapFn, input: &ElementSpec) -> Result<ElementSpec> {
                             .expr
                             .value_type(input)
                             .map_err(|e| Error::plan("map", format!("field '{}': {e}", o.name)))?;
+                        // Elementwise over a ragged field, the result is ragged too.
+                        let ragged = !tensor.is_empty()
+                            && o.expr.columns_outside_reductions().iter().any(|c| {
+                                input.field(c).is_some_and(|f| f.kind == FieldKind::Ragged && !f.shape.is_empty())
+                            });
+                        let kind = if ragged { FieldKind::Ragged } else { FieldKind::Dense };
                         let shape = if tensor.is_empty() { expr_shape(&o.expr, input) } else { tensor };
-                        FieldSpec { name: o.name.clone(), dtype: t, shape, kind: FieldKind::Dense }
+                        FieldSpec { name: o.name.clone(), dtype: t, shape, kind }
                     }
                 };
                 match fields.iter_mut().find(|f| f.name == o.name) {
@@ -803,9 +809,7 @@ fn dataset_fn_output(func: &DatasetFn, input: &ElementSpec, operator: &str) -> R
 
 /// The elements `unbatch` makes of `input`'s. A sparse field's elements are its slices
 /// along the leading dimension, so it needs rank 2 or more (a sparse tensor has rank 1 or
-/// more, as in TensorFlow). A sparse field does not record how many elements it holds
-/// (tf.data's `dense_shape[0]`): a dense or ragged field says it, or else the sparse
-/// fields' leading dimension must be known.
+/// more, as in TensorFlow).
 fn unbatched_elements(input: &ElementSpec, operator: &str) -> Result<ElementSpec> {
     let sparse = |f: &&FieldSpec| f.kind == FieldKind::Sparse;
     if let Some(f) = input.fields.iter().filter(sparse).find(|f| f.shape.len() < 2) {
@@ -815,17 +819,6 @@ fn unbatched_elements(input: &ElementSpec, operator: &str) -> Result<ElementSpec
                 "sparse field '{}' has rank {}: its slices would be sparse tensors of rank 0",
                 f.name,
                 f.shape.len()
-            ),
-        ));
-    }
-    let all_sparse = !input.fields.is_empty() && input.fields.iter().all(|f| sparse(&f));
-    if all_sparse && input.fields.iter().all(|f| f.shape[0] < 0) {
-        let names: Vec<&str> = input.fields.iter().map(|f| f.name.as_str()).collect();
-        return Err(Error::plan(
-            operator,
-            format!(
-                "the fields {names:?} are all sparse with an unknown leading dimension: how many elements each \
-                 holds is not recorded (batch them with drop_remainder, or with a dense field)"
             ),
         ));
     }

@@ -79,7 +79,9 @@ impl FieldSpec {
         FieldSpec { name: name.into(), dtype, shape, kind: FieldKind::Ragged }
     }
 
-    /// A sparse tensor field with dense shape `shape`.
+    /// A sparse tensor field with dense shape `shape`. Its column holds, per element, the parts
+    /// of a `tf.SparseTensor`: `indices` (a list of rank-long coordinates), `values` (a list)
+    /// and `dense_shape` (rank sizes, where `shape` leaves a dimension unknown the element's own).
     pub fn sparse(name: impl Into<String>, dtype: DType, shape: Vec<i64>) -> Self {
         FieldSpec { name: name.into(), dtype, shape, kind: FieldKind::Sparse }
     }
@@ -104,7 +106,7 @@ impl FieldSpec {
         if self.kind == FieldKind::Sparse {
             let rank = self.shape.len() as i32;
             let index = Field::new("item", DataType::Int64, false);
-            let coords = DataType::FixedSizeList(Arc::new(index), rank);
+            let coords = DataType::FixedSizeList(Arc::new(index.clone()), rank);
             return DataType::Struct(
                 vec![
                     Field::new("indices", DataType::List(Arc::new(Field::new("item", coords, false))), false),
@@ -113,6 +115,7 @@ impl FieldSpec {
                         DataType::List(Arc::new(Field::new("item", self.dtype.to_arrow(), true))),
                         false,
                     ),
+                    Field::new("dense_shape", DataType::FixedSizeList(Arc::new(index), rank), false),
                 ]
                 .into(),
             );

@@ -126,7 +126,7 @@ pub fn element_dict<'py>(
         } else if batch_rows {
             one_field(py, array, convert)?
         } else if declared.kind == FieldKind::Sparse {
-            sparse_element(py, array, &declared.shape, convert)?
+            sparse_element(py, array, convert)?
         } else if let Some(mut c) = Column::view(array) {
             c.shape.remove(0);
             convert.call1((Bound::new(py, c)?,))?
@@ -147,34 +147,18 @@ pub fn element_dict<'py>(
     Ok(out)
 }
 
-/// The sparse column `array` (one row: `indices`, a list of coordinate tuples, and `values`,
-/// a list) as `(indices, values, dense_shape)`: `[nnz, rank]` int64 coordinates and `[nnz]`
-/// values viewed in place, and the dense shape `declared` gives, its unknown dims the
-/// smallest that hold the entries.
-fn sparse_element<'py>(
-    py: Python<'py>,
-    array: &ArrayRef,
-    declared: &[i64],
-    convert: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
+/// The sparse column `array` (one row, see `flumen_ir::sparse`) as a `flumen.SparseTensor`:
+/// `[nnz, rank]` int64 coordinates and `[nnz]` values viewed in place, and its dense shape.
+fn sparse_element<'py>(py: Python<'py>, array: &ArrayRef, convert: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let parts = array.as_struct();
     let indices = parts.column(0).as_list::<i32>().value(0);
     let values = parts.column(1).as_list::<i32>().value(0);
-    let (Some(coords), Some(vals)) = (Column::view(&indices), Column::view(&values)) else {
+    let (Some(coords), Some(vals), Some(dense)) =
+        (Column::view(&indices), Column::view(&values), flumen::crates::ir::sparse::dense_shape(parts, 0))
+    else {
         return self::values(py, array)?.get_item(0);
     };
-    let rank = declared.len();
-    let flat =
-        indices.as_fixed_size_list().values().slice(indices.as_fixed_size_list().offset() * rank, indices.len() * rank);
-    let flat = flat.as_primitive::<Int64Type>().values();
-    let dense: Vec<i64> = (0..rank)
-        .map(|d| match declared[d] {
-            known if known >= 0 => known,
-            _ => flat.iter().skip(d).step_by(rank.max(1)).map(|&c| c + 1).max().unwrap_or(0),
-        })
-        .collect();
-    let np = py.import("numpy")?;
-    let dense = np.call_method1("array", (dense, "int64"))?;
+    let dense = py.import("numpy")?.call_method1("array", (dense, "int64"))?;
     let triplet = [
         convert.call1((Bound::new(py, coords)?,))?,
         convert.call1((Bound::new(py, vals)?,))?,
@@ -205,7 +189,8 @@ fn one_field<'py>(py: Python<'py>, array: &ArrayRef, convert: &Bound<'py, PyAny>
 }
 
 /// A sparse column of several elements as one COO triplet with the element's position as
-/// the first coordinate (as tf.data batches `SparseTensor`s): a copy. `None` where `array`
+/// the first coordinate and the largest of the elements' dense shapes after the count (as
+/// tf.data batches `SparseTensor`s): a copy. `None` where `array`
 /// is not a sparse column of int64 coordinates and primitive values.
 fn sparse_rows<'py>(
     py: Python<'py>,
@@ -213,7 +198,7 @@ fn sparse_rows<'py>(
     convert: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let DataType::Struct(parts) = array.data_type() else { return Ok(None) };
-    if parts.len() != 2 || parts[0].name() != "indices" || parts[1].name() != "values" || array.null_count() > 0 {
+    if parts.len() != 3 || parts[0].name() != "indices" || parts[1].name() != "values" || array.null_count() > 0 {
         return Ok(None);
     }
     let parts = array.as_struct();
@@ -230,9 +215,10 @@ fn sparse_rows<'py>(
         for tuple in flat.as_primitive::<Int64Type>().values().chunks(rank.max(1)).take(tuples.len()) {
             coords.push(row as i64);
             coords.extend_from_slice(tuple);
-            for (d, &c) in tuple.iter().enumerate() {
-                dense[d + 1] = dense[d + 1].max(c + 1);
-            }
+        }
+        let Some(shape) = flumen::crates::ir::sparse::dense_shape(parts, row) else { return Ok(None) };
+        for (d, size) in shape.into_iter().enumerate() {
+            dense[d + 1] = dense[d + 1].max(size);
         }
     }
     let starts = values.value_offsets();

@@ -282,13 +282,9 @@ fn ragged(value: &Bound<'_, PyAny>, field: &FieldSpec, item: Arc<Field>) -> PyRe
 }
 
 /// The parts of one sparse tensor value: a `flumen.SparseTensor` or anything else with
-/// `indices`, `values` and `dense_shape` (TensorFlow's `SparseTensor`), or a plain
-/// `(indices, values, dense_shape)` triple.
+/// `indices`, `values` and `dense_shape` (TensorFlow's `SparseTensor`).
 fn sparse_parts<'py>(value: &Bound<'py, PyAny>) -> PyResult<[Bound<'py, PyAny>; 3]> {
-    if value.hasattr("dense_shape")? {
-        return Ok([value.getattr("indices")?, value.getattr("values")?, value.getattr("dense_shape")?]);
-    }
-    value.extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>)>().map(|(i, v, d)| [i, v, d])
+    Ok([value.getattr("indices")?, value.getattr("values")?, value.getattr("dense_shape")?])
 }
 
 /// Whether `value` is one sparse tensor (rather than a column of them).
@@ -297,9 +293,7 @@ pub fn is_sparse_value(value: &Bound<'_, PyAny>) -> PyResult<bool> {
 }
 
 /// `value`, a sequence of sparse tensors (see `sparse_parts`), as a column of the sparse
-/// `field`. An unknown dimension of the field is not stored per element (it is read back as
-/// the smallest that holds the entries), so a `dense_shape` larger than that is refused
-/// rather than lost.
+/// `field` (see `flumen_ir::sparse`).
 fn sparse(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>) -> PyResult<ArrayRef> {
     let py = value.py();
     let np = py.import("numpy")?;
@@ -310,7 +304,7 @@ fn sparse(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>) -> P
     }
     let bad = |i: usize, what: String| PyValueError::new_err(format!("field {name:?}: sparse tensor {i}: {what}"));
     let scalar = FieldSpec::scalar(name.clone(), field.dtype);
-    let (mut coords, mut parts, mut offsets) = (Vec::<i64>::new(), Vec::<ArrayRef>::new(), vec![0i32]);
+    let (mut coords, mut parts, mut offsets, mut dense_shapes) = (Vec::new(), Vec::new(), vec![0i32], Vec::new());
     for (i, item) in value.try_iter()?.enumerate() {
         let [indices, values, dense_shape] = sparse_parts(&item?).map_err(|_| {
             PyTypeError::new_err(format!(
@@ -321,6 +315,9 @@ fn sparse(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>) -> P
         if dense.len() != rank {
             return Err(bad(i, format!("dense_shape {dense:?} has rank {}, declared {:?}", dense.len(), field.shape)));
         }
+        if dense.iter().zip(&field.shape).any(|(&size, &declared)| size < 0 || (declared >= 0 && size != declared)) {
+            return Err(bad(i, format!("dense_shape {dense:?}, declared {:?}", field.shape)));
+        }
         let indices = np.call_method1("asarray", (indices, "int64"))?;
         let flat: Vec<i64> = indices.call_method1("reshape", (-1,))?.call_method0("tolist")?.extract()?;
         let values = array_of(&np.call_method1("ravel", (values,))?, &scalar, None)?;
@@ -328,26 +325,13 @@ fn sparse(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>) -> P
         if flat.len() != nnz * rank {
             return Err(bad(i, format!("{} coordinates for {nnz} values of rank {rank}", flat.len())));
         }
-        for (d, (&size, &declared)) in dense.iter().zip(&field.shape).enumerate() {
-            let span = flat.iter().skip(d).step_by(rank).map(|&c| c + 1).max().unwrap_or(0);
+        for (d, &size) in dense.iter().enumerate() {
             if flat.iter().skip(d).step_by(rank).any(|&c| c < 0 || c >= size) {
                 return Err(bad(i, format!("an index in dimension {d} is outside dense_shape {dense:?}")));
             }
-            if declared >= 0 && size != declared {
-                return Err(bad(i, format!("dense_shape {dense:?}, declared {:?}", field.shape)));
-            }
-            if declared < 0 && size != span {
-                return Err(bad(
-                    i,
-                    format!(
-                        "dense_shape {dense:?} is larger than its entries in dimension {d}, which the output spec \
-                         leaves unknown; flumen reads an unknown dimension back as the smallest that holds the \
-                         entries ({span}): declare its size"
-                    ),
-                ));
-            }
         }
         coords.extend_from_slice(&flat);
+        dense_shapes.extend_from_slice(&dense);
         parts.push(values);
         offsets.push(i32::try_from(coords.len() / rank).map_err(|_| bad(i, "too many entries".into()))?);
     }
@@ -356,34 +340,18 @@ fn sparse(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>) -> P
         return Err(PyValueError::new_err(format!("field {name:?}: {count} values for {rows} elements")));
     }
     let DataType::Struct(fields) = field.arrow_type() else { unreachable!("a sparse field is a struct") };
-    let (DataType::List(coord_item), DataType::List(value_item)) = (fields[0].data_type(), fields[1].data_type())
-    else {
-        unreachable!("a sparse field holds two lists")
-    };
-    let DataType::FixedSizeList(index_item, _) = coord_item.data_type() else {
-        unreachable!("coordinates are fixed-size lists")
-    };
+    let DataType::List(value_item) = fields[1].data_type() else { unreachable!("a sparse field's values") };
     let to_py = |e: arrow::error::ArrowError| PyValueError::new_err(format!("field {name:?}: {e}"));
-    let points = FixedSizeListArray::try_new_with_length(
-        index_item.clone(),
-        rank as i32,
-        Arc::new(arrow::array::Int64Array::from(coords)),
-        None,
-        *offsets.last().unwrap_or(&0) as usize,
-    )
-    .map_err(to_py)?;
-    let refs: Vec<&dyn arrow::array::Array> = parts.iter().map(|p| p.as_ref()).collect();
+    let refs: Vec<&dyn arrow::array::Array> = parts.iter().map(|p: &ArrayRef| p.as_ref()).collect();
     let values = match refs.is_empty() {
         true => arrow::array::new_empty_array(value_item.data_type()),
         false => arrow::compute::concat(&refs).map_err(to_py)?,
     };
-    let offsets = arrow::buffer::OffsetBuffer::new(ScalarBuffer::from(offsets));
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(
-            arrow::array::ListArray::try_new(coord_item.clone(), offsets.clone(), Arc::new(points), None)
-                .map_err(to_py)?,
-        ),
-        Arc::new(arrow::array::ListArray::try_new(value_item.clone(), offsets, values, None).map_err(to_py)?),
-    ];
-    Ok(Arc::new(arrow::array::StructArray::try_new(fields, columns, None).map_err(to_py)?))
+    let parts = flumen::crates::ir::sparse::SparseParts {
+        offsets: arrow::buffer::OffsetBuffer::new(ScalarBuffer::from(offsets)),
+        coords,
+        values,
+        dense_shapes,
+    };
+    Ok(Arc::new(flumen::crates::ir::sparse::build(&fields, parts, None).map_err(to_py)?))
 }

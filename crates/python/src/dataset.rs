@@ -864,7 +864,8 @@ impl Dataset {
     /// one field per feature of `features`, `{"name": (dtype, shape)}` for a required
     /// fixed-length feature, `{"name": (dtype, None)}` for a variable-length one (dtype
     /// `int64`, `float32` or `bytes`), or `{"name": flumen.SparseFeature(...)}` for a
-    /// sparse one (iterated as `(indices, values, dense_shape)`). The plan function the optimizer vectorizes and fuses.
+    /// sparse one (iterated as a `flumen.SparseTensor`). The plan function the optimizer
+    /// vectorizes and fuses.
     #[pyo3(signature = (field, features, num_parallel_calls = None, deterministic = None))]
     fn parse_example(
         &self,

@@ -325,7 +325,7 @@ fn interleave(plan: &Plan, ctx: &ExecContext) -> Result<InterleaveOp> {
         Tunable::Default | Tunable::Autotune => ctx.options.cores,
     };
     let opened = ctx.metrics.stats(StatsKey::Opened(plan.node_id()));
-    let datasets = ElementDatasets::new(func, ctx, plan.input().spec(), plan.spec().arrow_schema())?.counted(opened);
+    let datasets = ElementDatasets::new(func, ctx, plan.spec().arrow_schema())?.counted(opened);
     let op = InterleaveOp::new(build(plan.input(), ctx)?, datasets, cycle, *block_length, gathered_rows(plan, ctx));
     if !is_parallel(num_parallel_calls) {
         return Ok(op);
@@ -461,10 +461,7 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         }
         Op::FlatMap { func } => {
             let opened = ctx.metrics.stats(StatsKey::Opened(plan.node_id()));
-            Box::new(FlatMapOp::new(
-                input()?,
-                ElementDatasets::new(func, ctx, plan.input().spec(), schema)?.counted(opened),
-            ))
+            Box::new(FlatMapOp::new(input()?, ElementDatasets::new(func, ctx, schema)?.counted(opened)))
         }
         Op::Interleave { .. } => Box::new(interleave(plan, ctx)?),
         // Parallel: workers gather each batch's rows into one chunk (the copy of a batch
@@ -491,9 +488,9 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
             plan.input().spec(),
             plan.spec(),
         )?),
-        Op::Unbatch => Box::new(UnbatchOp::new(input()?, plan.input().spec(), schema)),
+        Op::Unbatch => Box::new(UnbatchOp::new(input()?, schema)),
         Op::Rebatch { batch_size, drop_remainder } => {
-            Box::new(RebatchOp::new(input()?, plan.input().spec(), *batch_size, *drop_remainder, schema)?)
+            Box::new(RebatchOp::new(input()?, *batch_size, *drop_remainder, schema)?)
         }
         Op::Shuffle { buffer_size, seed, reshuffle_each_iteration } => {
             let seed = ctx.seed(plan, *seed, *reshuffle_each_iteration);

@@ -678,7 +678,15 @@ fn evaluate_at(expr: &Expr, batch: &RecordBatch, batch_dims: Option<usize>) -> R
     let mut columns = HashMap::new();
     let mut lengths = HashMap::new();
     let mut fields = Vec::new();
+    // Per-element scalars beside tensors of unknown dims (`t * weight`, unbatched elements):
+    // each value stands for every value of its element's tensor, repeated once the tensors'
+    // structure is known.
+    let mut broadcast: Vec<&str> = Vec::new();
     for (name, counted, array) in &refs {
+        if dims > 0 && !counted && list_depth(array.data_type()) == 0 {
+            broadcast.push(name);
+            continue;
+        }
         let (levels, leaf) = peel(array, dims).ok_or_else(|| {
             Error::Expr(format!(
                 "field '{name}' has type {} with fewer than {dims} batch dimension(s) in {expr}",
@@ -689,7 +697,8 @@ fn evaluate_at(expr: &Expr, batch: &RecordBatch, batch_dims: Option<usize>) -> R
             None => structure = Some((*name, levels, leaf.len())),
             Some((first, s, _)) if !same_levels(s, &levels) => {
                 return Err(Error::Expr(format!(
-                    "fields '{first}' and '{name}' are batched differently (their list lengths differ) in {expr}"
+                    "fields '{first}' and '{name}' differ in shape (their list lengths differ; elementwise \
+                     operations over batches and tensors of unknown dims take values of one shape) in {expr}"
                 )))
             }
             Some(_) => {}
@@ -727,6 +736,20 @@ fn evaluate_at(expr: &Expr, batch: &RecordBatch, batch_dims: Option<usize>) -> R
                     array.data_type()
                 )))
             }
+        }
+    }
+    if !broadcast.is_empty() {
+        let Some((_, levels, len)) = &structure else {
+            return Err(Error::Expr(format!("no field of {expr} has {dims} dimension(s) to broadcast over")));
+        };
+        let index = UInt32Array::from(leaf_owners(levels, batch.num_rows(), *len).map_err(|e| at(e, expr))?);
+        for name in broadcast {
+            let array = batch.column_by_name(name).expect("a column the expression reads");
+            let dtype = DType::from_arrow(array.data_type()).map_err(|e| at(format!("field '{name}': {e}"), expr))?;
+            let dtype = batch.schema().field_with_name(name).map_or(dtype, |f| tagged_dtype(dtype, f));
+            let array = cast_with_options(array, &dtype.to_arrow(), &strict()).map_err(|e| at(e, expr))?;
+            fields.push(FieldSpec::scalar(name, dtype));
+            columns.insert(name.to_string(), take(&array, &index, None).map_err(|e| at(e, expr))?);
         }
     }
     let (levels, len) = match structure {
@@ -833,6 +856,26 @@ fn same_levels(a: &[Level], b: &[Level]) -> bool {
             (Level::Fixed { size: x, len: m, .. }, Level::Fixed { size: y, len: n, .. }) => x == y && m == n,
             _ => false,
         })
+}
+
+/// For each of the `leaves` values below `levels` (peeled off a column of `rows` rows), the
+/// row it belongs to.
+fn leaf_owners(levels: &[Level], rows: usize, leaves: usize) -> Result<Vec<u32>, String> {
+    let mut ranges: Vec<(usize, usize)> = (0..rows).map(|r| (r, r + 1)).collect();
+    for level in levels {
+        for range in &mut ranges {
+            *range = match level {
+                Level::List { offsets, .. } => (offsets[range.0] as usize, offsets[range.1] as usize),
+                Level::Fixed { size, .. } => (range.0 * *size as usize, range.1 * *size as usize),
+            };
+        }
+    }
+    let mut owners = Vec::with_capacity(leaves);
+    for (row, (start, end)) in ranges.into_iter().enumerate() {
+        let row = u32::try_from(row).map_err(|_| "a chunk of more than 2^32 rows".to_string())?;
+        owners.extend(std::iter::repeat_n(row, end - start));
+    }
+    Ok(owners)
 }
 
 /// Wraps `leaf` in `levels` again, with the item fields the spec layout uses.
@@ -1841,6 +1884,28 @@ mod tests {
     }
 
     #[test]
+    fn scalars_broadcast_over_tensors_of_unknown_dims() {
+        let r = ListArray::from_iter_primitive::<Int64Type, _, _>(vec![
+            Some(vec![Some(1), Some(2)]),
+            Some(vec![]),
+            None,
+            Some(vec![Some(4), Some(5), Some(6)]),
+        ]);
+        let batch = chunk(vec![
+            ("r", Arc::new(r) as ArrayRef),
+            ("w", Arc::new(Int64Array::from(vec![Some(10), Some(20), Some(30), None]))),
+        ]);
+        let out = evaluate_with_batch_dims(&bin(BinaryOp::Mul, c("r"), c("w")), &batch, 1).unwrap();
+        let rows: Vec<Option<Vec<Option<i64>>>> = out
+            .as_list::<i32>()
+            .iter()
+            .map(|row| row.map(|v| v.as_primitive::<Int64Type>().iter().collect()))
+            .collect();
+        // A null list stays null; a null scalar makes its element's values null.
+        assert_eq!(rows, vec![Some(vec![Some(10), Some(20)]), Some(vec![]), None, Some(vec![None, None, None])]);
+    }
+
+    #[test]
     fn length_of_strings_and_lists() {
         let tokens = ListArray::from_iter_primitive::<Int64Type, _, _>(vec![
             Some(vec![Some(1), Some(2), Some(3)]),
@@ -1924,7 +1989,7 @@ mod tests {
         let out = eval_batched(&bin(BinaryOp::Mul, c("y"), i(2)), &sliced);
         assert_eq!(out.as_list::<i32>(), &list(vec![vec![], vec![60]]));
         let msg = err(&bin(BinaryOp::Add, c("x"), c("z")), &batch);
-        assert!(msg.contains("batched differently") && msg.contains("(x + z)"), "{msg}");
+        assert!(msg.contains("differ in shape") && msg.contains("(x + z)"), "{msg}");
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayBuilder, ArrayRef, AsArray, BinaryArray, BinaryBuilder, BinaryViewArray, ByteView, FixedSizeListArray,
-    Float32Array, Int64Array, ListArray, StructArray, UInt32Array,
+    Float32Array, Int64Array, ListArray, UInt32Array,
 };
 use arrow::buffer::{MutableBuffer, OffsetBuffer};
 use arrow::datatypes::{DataType, Field, Int64Type};
@@ -934,7 +934,7 @@ impl Sparse {
     }
 
     /// The sparse tensors of the parsed records: per record its coordinates (sorted unless
-    /// `already_sorted`) and values.
+    /// `already_sorted`), values and dense shape (the feature's size).
     fn array(&self, parsed: &[ArrayRef]) -> ArrayRef {
         let values = parsed[self.values].as_list::<i32>();
         let offsets = values.offsets().clone();
@@ -966,22 +966,11 @@ impl Sparse {
             Some(order) => arrow::compute::take(&flat, &UInt32Array::from(order), None).expect("indices in range"),
             None => flat,
         };
-        let DataType::Struct(fields) = self.spec.field().arrow_type() else {
-            unreachable!("a sparse field is a struct")
-        };
-        let (DataType::List(coord_item), DataType::List(value_item)) = (fields[0].data_type(), fields[1].data_type())
-        else {
-            unreachable!("a sparse field holds two lists")
-        };
-        let DataType::FixedSizeList(index_item, _) = coord_item.data_type() else {
-            unreachable!("coordinates are fixed-size lists")
-        };
-        let coords = FixedSizeListArray::new(index_item.clone(), rank as i32, Arc::new(Int64Array::from(coords)), None);
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(ListArray::new(coord_item.clone(), offsets.clone(), Arc::new(coords), None)),
-            Arc::new(ListArray::new(value_item.clone(), offsets, flat, None)),
-        ];
-        Arc::new(StructArray::new(fields, columns, None))
+        let field = self.spec.field();
+        let DataType::Struct(fields) = field.arrow_type() else { unreachable!("a sparse field is a struct") };
+        let dense_shapes = flumen_ir::sparse::smallest_dense_shapes(&field.shape, &offsets, &coords);
+        let parts = flumen_ir::sparse::SparseParts { offsets, coords, values: flat, dense_shapes };
+        Arc::new(flumen_ir::sparse::build(&fields, parts, None).expect("checked coordinates of a sparse feature"))
     }
 }
 

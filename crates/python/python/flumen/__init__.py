@@ -409,9 +409,9 @@ class SparseTensor(NamedTuple):
     coordinates ``indices[i]`` (``[nnz, rank]``) of a tensor of shape ``dense_shape``, zero
     elsewhere. Iteration gives a sparse field as one; a Python function, a generator or
     ``from_tensors`` returns one for a field declared ``(dtype, shape, "sparse")``
-    (TensorFlow's ``SparseTensor`` and ``SparseTensorValue`` are taken too). A dimension
-    the declared shape leaves unknown is not stored per element: it reads back as the
-    smallest that holds the entries."""
+    (TensorFlow's ``SparseTensor`` and ``SparseTensorValue`` are taken too). Each value
+    keeps its ``dense_shape``; a batch's is the batch's length before the largest of its
+    elements', as in tf.data."""
 
     indices: object
     values: object

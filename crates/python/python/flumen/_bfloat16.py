@@ -28,10 +28,10 @@ def _view(array):
 
 def view(value):
     """``value``, a field as the iterator gives it, with its uint16 bits viewed as bfloat16:
-    an array, a ragged field's ``(values, offsets)`` or a sparse field's ``(indices,
-    values, dense_shape)``. Python lists (fields with nulls) are left as they are."""
+    an array, a ragged field's ``(values, offsets)`` or a sparse field's ``SparseTensor``.
+    Python lists (fields with nulls) are left as they are."""
     if isinstance(value, tuple) and len(value) == 2:
         return (_view(value[0]), value[1])
     if isinstance(value, tuple) and len(value) == 3:
-        return (value[0], _view(value[1]), value[2])
+        return type(value)(value[0], _view(value[1]), value[2])
     return _view(value)

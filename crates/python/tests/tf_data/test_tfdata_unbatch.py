@@ -11,10 +11,6 @@ from tf_data_helpers import elements, rows, values
 # Out of scope: testName (name= argument), UnbatchRandomAccessTest (tf.data.experimental
 # random_access.at). UnbatchCheckpointTest is in test_tfdata_checkpointing.
 
-SPARSE_COUNT = ("flumen keeps no dense_shape per element: a sparse field batched without drop_remainder has an "
-                "unknown leading dimension, and unbatch refuses it where no dense field gives the count")
-
-
 def dtypes(ds):
     return [dtype for _, dtype, _ in ds.element_spec]
 
@@ -53,7 +49,6 @@ def diagonal_sparse():
     return flumen.SparseTensor(indices=[[i, i] for i in range(10)], values=list(range(10)), dense_shape=[10, 10])
 
 
-@pytest.mark.xfail(reason=SPARSE_COUNT, strict=True)
 def test_unbatch_dataset_with_sparse_tensor():
     data = flumen.Dataset.from_tensors({"st": diagonal_sparse()}).unbatch().batch(5).unbatch()
     assert values(data, "st") == [([[i]], [i], [10]) for i in range(10)]

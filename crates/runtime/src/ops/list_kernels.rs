@@ -18,7 +18,7 @@ use std::sync::Arc;
 use arrow::array::{make_array, ArrayData, MutableArrayData, UInt32Array};
 use arrow::array::{
     new_empty_array, new_null_array, Array, ArrayRef, AsArray, BinaryArray, BooleanArray, FixedSizeListArray,
-    Float64Array, Int64Array, LargeListArray, ListArray, PrimitiveArray, StringArray, StructArray, UInt64Array,
+    Float64Array, Int64Array, LargeListArray, ListArray, PrimitiveArray, StringArray, UInt64Array,
 };
 use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::compute::{cast_with_options, interleave, take, CastOptions};
@@ -143,35 +143,34 @@ pub fn wrap(list_type: &DataType, values: ArrayRef, runs: &[Run]) -> Result<Arra
     }
 }
 
-/// Batches sparse elements (per element, a list of coordinates and a list of values) into
-/// sparse tensors of one more dimension, as tf.data batches `SparseTensor`s: each element's
-/// coordinates get its position in the batch in front, and a batch's values are its
-/// elements' values in order (a zero-copy slice, since a batch's elements are consecutive).
+/// Batches sparse elements into sparse tensors of one more dimension, as tf.data batches
+/// `SparseTensor`s: each element's coordinates get its position in the batch in front, a
+/// batch's values are its elements' values in order (a zero-copy slice, since a batch's
+/// elements are consecutive), and its dense shape is the batch's length before the largest of
+/// its elements' dense shapes.
 fn wrap_sparse(fields: &Fields, values: &ArrayRef, runs: &[Run]) -> Result<ArrayRef> {
     let not_sparse = || Error::execution("batch", format!("cannot batch {} as sparse tensors", values.data_type()));
-    let elements = values.as_struct_opt().filter(|s| s.num_columns() == 2).ok_or_else(not_sparse)?;
-    let (coords, vals) = (elements.column(0).as_list_opt::<i32>(), elements.column(1).as_list_opt::<i32>());
-    let (Some(coords), Some(vals)) = (coords, vals) else { return Err(not_sparse()) };
-    let points = coords.values().as_fixed_size_list_opt().ok_or_else(not_sparse)?;
-    let rank = points.value_length() as usize;
-    let flat = points.values().as_primitive_opt::<Int64Type>().ok_or_else(not_sparse)?;
-    let (DataType::List(coord_item), DataType::List(value_item)) = (fields[0].data_type(), fields[1].data_type())
-    else {
+    let elements = SparseRows::of(values).ok_or_else(not_sparse)?;
+    let rank = elements.rank;
+    let (DataType::List(value_item), Some(out_rank)) = (fields[1].data_type(), flumen_ir::sparse::rank(fields)) else {
         return Err(not_sparse());
     };
-    let DataType::FixedSizeList(index_item, out_rank) = coord_item.data_type() else { return Err(not_sparse()) };
-    if *out_rank as usize != rank + 1 {
+    if out_rank != rank + 1 {
         return Err(Error::execution(
             "batch",
             format!("internal: batching rank-{rank} sparse elements into rank {out_rank}"),
         ));
     }
-    let (c_off, v_off) = (coords.value_offsets(), vals.value_offsets());
+    let (c_off, v_off) = (elements.coords.value_offsets(), elements.values.value_offsets());
     let mut out = Vec::with_capacity((c_off[c_off.len() - 1] - c_off[0]) as usize * (rank + 1));
     let mut offsets = vec![0i32];
+    let mut dense_shapes = Vec::new();
     let mut element = 0;
     for run in runs {
         for _ in 0..run.count {
+            let at = dense_shapes.len();
+            dense_shapes.push(run.len as i64);
+            dense_shapes.extend(std::iter::repeat_n(0, rank));
             for position in 0..run.len {
                 let e = element + position;
                 let (s, end) = (c_off[e] as usize, c_off[e + 1] as usize);
@@ -183,43 +182,56 @@ fn wrap_sparse(fields: &Fields, values: &ArrayRef, runs: &[Run]) -> Result<Array
                 }
                 for j in s..end {
                     out.push(position as i64);
-                    out.extend_from_slice(&flat.values()[j * rank..(j + 1) * rank]);
+                    out.extend_from_slice(&elements.flat[j * rank..(j + 1) * rank]);
+                }
+                for (d, &size) in elements.dense_shape(e).iter().enumerate() {
+                    dense_shapes[at + 1 + d] = dense_shapes[at + 1 + d].max(size);
                 }
             }
             element += run.len;
             offsets.push(c_off[element] - c_off[0]);
         }
     }
-    let coords = FixedSizeListArray::new(index_item.clone(), *out_rank, Arc::new(Int64Array::from(out)), None);
-    let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
     let start = v_off[0] as usize;
-    let batch_values = vals.values().slice(start, (v_off[element] - v_off[0]) as usize);
-    let batch_values = conform_array(batch_values, value_item.data_type())?;
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(ListArray::try_new(coord_item.clone(), offsets.clone(), Arc::new(coords), None)?),
-        Arc::new(ListArray::try_new(value_item.clone(), offsets, batch_values, None)?),
-    ];
-    Ok(Arc::new(StructArray::try_new(fields.clone(), columns, None)?))
+    let batch_values = elements.values.values().slice(start, (v_off[element] - v_off[0]) as usize);
+    let parts = flumen_ir::sparse::SparseParts {
+        offsets: OffsetBuffer::new(ScalarBuffer::from(offsets)),
+        coords: out,
+        values: conform_array(batch_values, value_item.data_type())?,
+        dense_shapes,
+    };
+    Ok(Arc::new(flumen_ir::sparse::build(fields, parts, None)?))
 }
 
-/// A column of sparse tensors (per element, a list of coordinates and a list of values), read
-/// along its leading dimension for `unbatch`.
+/// A column of sparse tensors (see [`flumen_ir::sparse`]), read along its leading dimension
+/// for `unbatch` and `batch`.
 pub struct SparseRows<'a> {
     coords: &'a ListArray,
     /// Every coordinate of the column, `rank` per point.
     flat: &'a [i64],
     rank: usize,
     values: &'a ListArray,
+    /// Every element's dense shape, `rank` per element.
+    dense_shapes: &'a [i64],
 }
 
 impl<'a> SparseRows<'a> {
     /// The sparse tensors of `column`; `None` when it holds none.
     pub fn of(column: &'a ArrayRef) -> Option<SparseRows<'a>> {
-        let elements = column.as_struct_opt().filter(|s| s.num_columns() == 2)?;
+        let elements = column.as_struct_opt().filter(|s| s.num_columns() == 3)?;
         let (coords, values) = (elements.column(0).as_list_opt::<i32>()?, elements.column(1).as_list_opt::<i32>()?);
         let points = coords.values().as_fixed_size_list_opt()?;
         let flat = points.values().as_primitive_opt::<Int64Type>()?.values();
-        Some(SparseRows { coords, flat, rank: points.value_length() as usize, values })
+        let shapes = elements.column(2).as_fixed_size_list_opt()?;
+        let dense_shapes = shapes.values().as_primitive_opt::<Int64Type>()?.values();
+        let rank = points.value_length() as usize;
+        Some(SparseRows { coords, flat, rank, values, dense_shapes })
+    }
+
+    /// Element `row`'s dense shape.
+    pub fn dense_shape(&self, row: usize) -> &'a [i64] {
+        let at = row * self.rank;
+        &self.dense_shapes[at..at + self.rank]
     }
 
     /// Row `row`'s points, as a range of point numbers, and the value number of its first.
@@ -228,19 +240,22 @@ impl<'a> SparseRows<'a> {
         (c[row] as usize, c[row + 1] as usize, self.values.value_offsets()[row] as usize)
     }
 
-    /// Whether row `row` splits into `count` elements: one value per point, and every
-    /// point's leading coordinate in `[0, count)`.
+    /// Whether row `row` splits into `count` elements: one value per point, a dense shape
+    /// `count` long in its leading dimension, and every point's leading coordinate in
+    /// `[0, count)`.
     pub fn fits(&self, row: usize, count: usize) -> bool {
         let (start, end, _) = self.points(row);
         let v = self.values.value_offsets();
         end - start == (v[row + 1] - v[row]) as usize
+            && self.dense_shape(row).first() == Some(&(count as i64))
             && (start..end).all(|j| usize::try_from(self.flat[j * self.rank]).is_ok_and(|c| c < count))
     }
 
     /// Rows `rows` (each [`fits`](Self::fits) its `count`) as their elements, in order, a
     /// column of `out_type`: element `e` of a row holds the row's points whose leading
-    /// coordinate is `e`, without that coordinate, in the row's order, as tf.data slices a
-    /// batched `SparseTensor`. Values are a zero-copy slice unless points need reordering.
+    /// coordinate is `e`, without that coordinate, in the row's order, and the row's dense
+    /// shape without its leading dimension, as tf.data slices a batched `SparseTensor`.
+    /// Values are a zero-copy slice unless points need reordering.
     pub fn unbatch(
         &self,
         rows: std::ops::Range<usize>,
@@ -249,16 +264,13 @@ impl<'a> SparseRows<'a> {
     ) -> Result<ArrayRef> {
         let bad = || Error::execution("unbatch", format!("cannot unbatch sparse tensors into {out_type}"));
         let DataType::Struct(fields) = out_type else { return Err(bad()) };
-        let (DataType::List(coord_item), DataType::List(value_item)) = (fields[0].data_type(), fields[1].data_type())
-        else {
-            return Err(bad());
-        };
-        let DataType::FixedSizeList(index_item, out_rank) = coord_item.data_type() else { return Err(bad()) };
-        if *out_rank as usize + 1 != self.rank {
+        let DataType::List(value_item) = fields[1].data_type() else { return Err(bad()) };
+        if flumen_ir::sparse::rank(fields).map(|r| r + 1) != Some(self.rank) {
             return Err(bad());
         }
         let r = self.rank;
         let (mut coords, mut order, mut offsets) = (Vec::new(), Vec::new(), vec![0i32]);
+        let mut dense_shapes = Vec::new();
         let mut points: Vec<usize> = Vec::new();
         for row in rows {
             let (start, end, first_value) = self.points(row);
@@ -274,6 +286,7 @@ impl<'a> SparseRows<'a> {
                     at += 1;
                 }
                 offsets.push(i32::try_from(order.len()).map_err(|_| too_large(order.len()))?);
+                dense_shapes.extend_from_slice(&self.dense_shape(row)[1..]);
             }
         }
         let child = self.values.values();
@@ -282,19 +295,13 @@ impl<'a> SparseRows<'a> {
             Some(&first) if order.windows(2).all(|w| w[1] == w[0] + 1) => child.slice(first as usize, order.len()),
             Some(_) => take(child, &UInt32Array::from(order), None)?,
         };
-        let coords =
-            FixedSizeListArray::try_new(index_item.clone(), *out_rank, Arc::new(Int64Array::from(coords)), None)?;
-        let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(ListArray::try_new(coord_item.clone(), offsets.clone(), Arc::new(coords), None)?),
-            Arc::new(ListArray::try_new(
-                value_item.clone(),
-                offsets,
-                conform_array(values, value_item.data_type())?,
-                None,
-            )?),
-        ];
-        Ok(Arc::new(StructArray::try_new(fields.clone(), columns, None)?))
+        let parts = flumen_ir::sparse::SparseParts {
+            offsets: OffsetBuffer::new(ScalarBuffer::from(offsets)),
+            coords,
+            values: conform_array(values, value_item.data_type())?,
+            dense_shapes,
+        };
+        Ok(Arc::new(flumen_ir::sparse::build(fields, parts, None)?))
     }
 }
 

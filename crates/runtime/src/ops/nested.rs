@@ -6,7 +6,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, Int64Array, StringArray};
 use arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use flumen_ir::{DatasetFn, ElementSpec, Error, Result};
+use flumen_ir::{DatasetFn, Error, Result};
 use flumen_sources::split::Split;
 use flumen_udf::closure::{guarded, DatasetFactory};
 
@@ -32,7 +32,7 @@ pub struct ElementDatasets {
 enum Opener {
     ReadFile { field: String, format: flumen_ir::FileFormat },
     ReadSplit { format: flumen_ir::FileFormat },
-    FromTensorSlices { elements: ElementSpec },
+    FromTensorSlices,
     Closure { name: String, factory: DatasetFactory, output: flumen_ir::ElementSpec },
 }
 
@@ -110,13 +110,12 @@ impl Operator for LazyOpen {
 }
 
 impl ElementDatasets {
-    /// The opener of `func` over elements of `elements`, producing datasets whose chunks have
-    /// `schema`.
-    pub fn new(func: &DatasetFn, ctx: &ExecContext, elements: &ElementSpec, schema: SchemaRef) -> Result<Self> {
+    /// The opener of `func`, producing datasets whose chunks have `schema`.
+    pub fn new(func: &DatasetFn, ctx: &ExecContext, schema: SchemaRef) -> Result<Self> {
         let func = match func {
             DatasetFn::ReadFile { field, format } => Opener::ReadFile { field: field.clone(), format: format.clone() },
             DatasetFn::ReadSplit { format } => Opener::ReadSplit { format: format.clone() },
-            DatasetFn::FromTensorSlices => Opener::FromTensorSlices { elements: elements.clone() },
+            DatasetFn::FromTensorSlices => Opener::FromTensorSlices,
             DatasetFn::Closure { closure, output } => Opener::Closure {
                 name: closure.name.clone(),
                 factory: ctx.registry.dataset_fn(&closure.name)?,
@@ -168,9 +167,9 @@ impl ElementDatasets {
                 let reader = flumen_sources::split::open_split(&split, format, self.ctx.options.read())?;
                 Ok(Box::new(ReaderOp::unconformed(reader)))
             }
-            Opener::FromTensorSlices { elements } => {
+            Opener::FromTensorSlices => {
                 let one = Box::new(SingleChunk(Some(element.clone())));
-                Ok(Box::new(UnbatchOp::new(one, elements, self.schema.clone())))
+                Ok(Box::new(UnbatchOp::new(one, self.schema.clone())))
             }
             Opener::Closure { name, factory, output } => {
                 let operator = format!("closure '{name}'");

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use arrow::array::ArrayRef;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use flumen_ir::{ElementSpec, Error, FieldKind, Result};
+use flumen_ir::{Error, Result};
 
 use super::batch::BatchOp;
 use super::list_kernels::{item_type, outer_level, Nest, SparseRows};
@@ -30,8 +30,6 @@ enum Leading<'a> {
 pub struct UnbatchOp {
     input: BoxOperator,
     schema: SchemaRef,
-    /// Elements per input element when every field is sparse: their known leading dimension.
-    sparse_elements: Option<usize>,
     /// A chunk being read and the first element not yet unbatched.
     pending: Option<(RecordBatch, usize)>,
     /// Input elements before the current chunk (for error messages).
@@ -44,15 +42,8 @@ pub struct UnbatchOp {
 
 impl UnbatchOp {
     /// Unbatches `input`, of elements of `input_spec`; `schema` is the output schema.
-    pub fn new(input: BoxOperator, input_spec: &ElementSpec, schema: SchemaRef) -> Self {
-        // A sparse field does not record its leading dimension per element (plans check that
-        // a dense or ragged field gives it where the spec does not).
-        let sparse_elements = input_spec
-            .fields
-            .iter()
-            .filter(|f| f.kind == FieldKind::Sparse)
-            .find_map(|f| f.shape.first().and_then(|&d| usize::try_from(d).ok()));
-        UnbatchOp { input, schema, sparse_elements, pending: None, seen: 0, before: PrePull::default(), base: 0 }
+    pub fn new(input: BoxOperator, schema: SchemaRef) -> Self {
+        UnbatchOp { input, schema, pending: None, seen: 0, before: PrePull::default(), base: 0 }
     }
 }
 
@@ -101,10 +92,16 @@ impl Operator for UnbatchOp {
                     Leading::Sparse(_) => None,
                 })
                 .collect();
-            let sparse_elements = self.sparse_elements;
-            // Elements per input element: a list field's length, else the sparse fields' known
-            // leading dimension.
-            let count = |i: usize| lists.first().map(|nest| nest.len(i)).or(sparse_elements).unwrap_or(0);
+            let sparse = levels.iter().find_map(|l| match l {
+                Leading::Sparse(sparse) => Some(sparse),
+                Leading::List(..) => None,
+            });
+            // Elements per input element: a list field's length, else a sparse field's leading
+            // dense dimension.
+            let count = |i: usize| {
+                let sparse_count = || sparse.and_then(|s| s.dense_shape(i).first().map(|&d| d.max(0) as usize));
+                lists.first().map(|nest| nest.len(i)).or_else(sparse_count).unwrap_or(0)
+            };
             // The first element whose fields disagree on their leading length.
             let bad = (from..n).find(|&i| {
                 levels.iter().any(|l| match l {
@@ -130,11 +127,12 @@ impl Operator for UnbatchOp {
                         Leading::Sparse(sparse) if sparse.fits(i, count(i)) => {
                             format!("'{}' splits into {}", f.name(), count(i))
                         }
-                        Leading::Sparse(_) => format!(
-                            "sparse '{}' does not split into {} (a point's leading index is outside [0, {}) or \
-                             its values do not match its points)",
+                        Leading::Sparse(sparse) => format!(
+                            "sparse '{}' does not split into {} (dense_shape {:?}; or a point's leading index \
+                             is outside [0, {}), or its values do not match its points)",
                             f.name(),
                             count(i),
+                            sparse.dense_shape(i),
                             count(i)
                         ),
                     })
@@ -204,15 +202,8 @@ pub struct RebatchOp {
 }
 
 impl RebatchOp {
-    /// Rebatches `input`, of elements of `input_spec`, into batches of `batch_size` (> 0);
-    /// `schema` is the output schema.
-    pub fn new(
-        input: BoxOperator,
-        input_spec: &ElementSpec,
-        batch_size: u64,
-        drop_remainder: bool,
-        schema: SchemaRef,
-    ) -> Result<Self> {
+    /// Rebatches `input` into batches of `batch_size` (> 0); `schema` is the output schema.
+    pub fn new(input: BoxOperator, batch_size: u64, drop_remainder: bool, schema: SchemaRef) -> Result<Self> {
         let fields = schema
             .fields()
             .iter()
@@ -227,7 +218,7 @@ impl RebatchOp {
             })
             .collect::<Result<Vec<_>>>()?;
         let unbatched: SchemaRef = Arc::new(Schema::new(fields));
-        let unbatch = UnbatchOp::new(input, input_spec, unbatched);
+        let unbatch = UnbatchOp::new(input, unbatched);
         Ok(RebatchOp { inner: BatchOp::new(Box::new(unbatch), batch_size, drop_remainder, schema) })
     }
 }
@@ -275,7 +266,7 @@ mod tests {
         let child_ptr =
             batched[0].column(0).as_fixed_size_list().values().as_primitive::<Int64Type>().values().as_ptr();
         let schema = int_spec("x").arrow_schema();
-        let mut op = UnbatchOp::new(source(batched), &int_spec("x").batched(2), schema.clone());
+        let mut op = UnbatchOp::new(source(batched), schema.clone());
         let out = collect(&mut op, &schema).unwrap();
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].column(0).as_primitive::<Int64Type>().values().as_ptr(), child_ptr);
@@ -310,7 +301,7 @@ mod tests {
         let empty = c.slice(0, 1);
         let out_spec = Op::Unbatch.output_spec(&[&in_spec]).unwrap();
         let schema = out_spec.arrow_schema();
-        let mut op = UnbatchOp::new(source(vec![empty, c.slice(1, 2), c.slice(3, 1)]), &in_spec, schema.clone());
+        let mut op = UnbatchOp::new(source(vec![empty, c.slice(1, 2), c.slice(3, 1)]), schema.clone());
         let out = collect(&mut op, &schema).unwrap();
         assert_eq!(rows(&out, "x"), strs(&["1", "2", "3"]));
         assert_eq!(rows(&out, "s"), strs(&["a", "b", "c"]));
@@ -326,7 +317,7 @@ mod tests {
         let a = list_col(vec![Some(vec![1]), Some(vec![2, 3]), Some(vec![4])], &spec.fields[0].arrow_type());
         let b = list_col(vec![Some(vec![10]), Some(vec![20]), Some(vec![40])], &spec.fields[1].arrow_type());
         let schema = spec.unbatched("unbatch").unwrap().arrow_schema();
-        let mut op = UnbatchOp::new(source(vec![chunk(&spec, vec![a, b])]), &spec, schema.clone());
+        let mut op = UnbatchOp::new(source(vec![chunk(&spec, vec![a, b])]), schema.clone());
         let first = op.next_chunk().unwrap().unwrap();
         assert_eq!(rows(&[first], "a"), strs(&["1"]));
         let err = op.next_chunk().unwrap_err().to_string();
@@ -343,42 +334,40 @@ mod tests {
         let batch = BatchOp::new(source(int_chunks("x", &values, &[3, 5, 2])), 3, false, batched_schema.clone());
         let op = Op::Rebatch { batch_size: 4, drop_remainder: false };
         let schema = op.output_spec(&[&int_spec("x").batched(-1)]).unwrap().arrow_schema();
-        let in_spec = int_spec("x").batched(-1);
-        let mut rebatch = RebatchOp::new(Box::new(batch), &in_spec, 4, false, schema.clone()).unwrap();
+        let mut rebatch = RebatchOp::new(Box::new(batch), 4, false, schema.clone()).unwrap();
         let out = collect(&mut rebatch, &schema).unwrap();
         assert_eq!(rows(&out, "x"), strs(&["[0, 1, 2, 3]", "[4, 5, 6, 7]", "[8, 9]"]));
 
         let batch = BatchOp::new(source(int_chunks("x", &values, &[3, 5, 2])), 3, false, batched_schema);
         let schema = int_spec("x").batched(4).arrow_schema();
-        let mut rebatch = RebatchOp::new(Box::new(batch), &in_spec, 4, true, schema.clone()).unwrap();
+        let mut rebatch = RebatchOp::new(Box::new(batch), 4, true, schema.clone()).unwrap();
         let out = collect(&mut rebatch, &schema).unwrap();
         assert_eq!(rows(&out, "x"), strs(&["[0, 1, 2, 3]", "[4, 5, 6, 7]"]));
         assert_eq!(out[0].column(0).len(), out[0].num_rows());
     }
 
     /// A column of sparse tensors of `spec`'s field `f`: per row, its points (`rank`
-    /// coordinates each) and their values.
-    fn sparse_col(spec: &ElementSpec, f: usize, rows: &[Vec<(Vec<i64>, i64)>]) -> ArrayRef {
-        use arrow::array::{FixedSizeListArray, Int64Array, StructArray};
+    /// coordinates each) with their values, and its dense shape.
+    fn sparse_col(spec: &ElementSpec, f: usize, rows: &[(Vec<(Vec<i64>, i64)>, Vec<i64>)]) -> ArrayRef {
+        use arrow::array::Int64Array;
         use arrow::buffer::OffsetBuffer;
         let arrow::datatypes::DataType::Struct(fields) = spec.fields[f].arrow_type() else { unreachable!() };
-        let (arrow::datatypes::DataType::List(coord_item), arrow::datatypes::DataType::List(value_item)) =
-            (fields[0].data_type(), fields[1].data_type())
-        else {
-            unreachable!()
+        let parts = flumen_ir::sparse::SparseParts {
+            offsets: OffsetBuffer::from_lengths(rows.iter().map(|(points, _)| points.len())),
+            coords: rows.iter().flat_map(|(points, _)| points.iter().flat_map(|(c, _)| c.clone())).collect(),
+            values: Arc::new(Int64Array::from_iter_values(rows.iter().flat_map(|(p, _)| p.iter().map(|(_, v)| *v)))),
+            dense_shapes: rows.iter().flat_map(|(_, shape)| shape.clone()).collect(),
         };
-        let arrow::datatypes::DataType::FixedSizeList(index_item, rank) = coord_item.data_type() else {
-            unreachable!()
-        };
-        let coords: Vec<i64> = rows.iter().flatten().flat_map(|(c, _)| c.clone()).collect();
-        let values: Vec<i64> = rows.iter().flatten().map(|(_, v)| *v).collect();
-        let offsets = OffsetBuffer::from_lengths(rows.iter().map(Vec::len));
-        let coords = FixedSizeListArray::new(index_item.clone(), *rank, Arc::new(Int64Array::from(coords)), None);
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(ListArray::new(coord_item.clone(), offsets.clone(), Arc::new(coords), None)),
-            Arc::new(ListArray::new(value_item.clone(), offsets, Arc::new(Int64Array::from(values)), None)),
-        ];
-        Arc::new(StructArray::new(fields, columns, None))
+        Arc::new(flumen_ir::sparse::build(&fields, parts, None).unwrap())
+    }
+
+    /// Each element's dense shape of sparse field `name`.
+    fn dense_shapes(chunks: &[RecordBatch], name: &str) -> Vec<Vec<i64>> {
+        let column = |c: &RecordBatch| c.column_by_name(name).unwrap().as_struct().clone();
+        chunks
+            .iter()
+            .flat_map(|c| (0..c.num_rows()).map(move |r| flumen_ir::sparse::dense_shape(&column(c), r).unwrap()))
+            .collect()
     }
 
     /// Each element's points of sparse field `name` as `(coordinates, value)`.
@@ -406,7 +395,7 @@ mod tests {
     fn sparse_tensors_unbatch_into_their_slices_along_the_leading_dimension() {
         let spec = ElementSpec::new(vec![
             FieldSpec::tensor("id", DType::Int64, vec![-1]),
-            FieldSpec::sparse("s", DType::Int64, vec![-1, 4]),
+            FieldSpec::sparse("s", DType::Int64, vec![-1, -1]),
         ])
         .unwrap();
         // Row 0 holds 3 elements, its points out of order; row 1 two empty ones; row 2 one
@@ -419,22 +408,24 @@ mod tests {
             &spec,
             1,
             &[
-                vec![(vec![1, 0], 10), (vec![0, 2], 20), (vec![2, 1], 30), (vec![0, 0], 40)],
-                vec![],
-                vec![(vec![1, 3], 50)],
-                vec![(vec![0, 3], 60)],
+                (vec![(vec![1, 0], 10), (vec![0, 2], 20), (vec![2, 1], 30), (vec![0, 0], 40)], vec![3, 4]),
+                (vec![], vec![2, 5]),
+                (vec![(vec![1, 3], 50)], vec![1, 4]),
+                (vec![(vec![0, 3], 60)], vec![1, 4]),
             ],
         );
         let out_spec = Op::Unbatch.output_spec(&[&spec]).unwrap();
-        assert_eq!(out_spec.to_string(), "{id: int64[], s: sparse int64[4]}");
+        assert_eq!(out_spec.to_string(), "{id: int64[], s: sparse int64[?]}");
         let schema = out_spec.arrow_schema();
-        let mut op = UnbatchOp::new(source(vec![chunk(&spec, vec![ids, s])]), &spec, schema.clone());
+        let mut op = UnbatchOp::new(source(vec![chunk(&spec, vec![ids, s])]), schema.clone());
         let first = op.next_chunk().unwrap().unwrap();
         assert_eq!(rows(std::slice::from_ref(&first), "id"), strs(&["7", "8", "9", "5", "6"]));
-        // Element e of a row holds the points with leading index e, in the row's order.
+        // Element e of a row holds the points with leading index e, in the row's order, and
+        // the row's dense shape after its leading dimension.
         let expected: Vec<Vec<(Vec<i64>, i64)>> =
             vec![vec![(vec![2], 20), (vec![0], 40)], vec![(vec![0], 10)], vec![(vec![1], 30)], vec![], vec![]];
-        assert_eq!(sparse_rows(&[first], "s"), expected);
+        assert_eq!(sparse_rows(std::slice::from_ref(&first), "s"), expected);
+        assert_eq!(dense_shapes(&[first], "s"), vec![vec![4], vec![4], vec![4], vec![5], vec![5]]);
         let err = op.next_chunk().unwrap_err().to_string();
         assert!(err.contains("element 2") && err.contains("sparse 's' does not split into 1"), "{err}");
         let rest = collect(&mut op, &schema).unwrap();
@@ -443,17 +434,17 @@ mod tests {
     }
 
     #[test]
-    fn sparse_fields_unbatch_only_where_the_element_count_is_known() {
+    fn sparse_fields_alone_unbatch_into_as_many_elements_as_their_dense_shape_says() {
         let alone = ElementSpec::new(vec![FieldSpec::sparse("s", DType::Int64, vec![-1, 4])]).unwrap();
-        let err = Op::Unbatch.output_spec(&[&alone]).unwrap_err().to_string();
-        assert!(err.contains("all sparse with an unknown leading dimension"), "{err}");
-        let known = ElementSpec::new(vec![FieldSpec::sparse("s", DType::Int64, vec![2, 4])]).unwrap();
-        let out_spec = Op::Unbatch.output_spec(&[&known]).unwrap();
-        let s = sparse_col(&known, 0, &[vec![(vec![1, 2], 10)], vec![]]);
+        let out_spec = Op::Unbatch.output_spec(&[&alone]).unwrap();
+        // Two tensors of 2 and 3 slices, the last slices empty: tf.data's dense_shape[0].
+        let s = sparse_col(&alone, 0, &[(vec![(vec![0, 2], 10)], vec![2, 4]), (vec![(vec![1, 1], 20)], vec![3, 4])]);
         let schema = out_spec.arrow_schema();
-        let mut op = UnbatchOp::new(source(vec![chunk(&known, vec![s])]), &known, schema.clone());
+        let mut op = UnbatchOp::new(source(vec![chunk(&alone, vec![s])]), schema.clone());
         let out = collect(&mut op, &schema).unwrap();
-        assert_eq!(sparse_rows(&out, "s"), vec![vec![], vec![(vec![2], 10)], vec![], vec![]]);
+        let expected = vec![vec![(vec![2], 10)], vec![], vec![], vec![(vec![1], 20)], vec![]];
+        assert_eq!(sparse_rows(&out, "s"), expected);
+        assert_eq!(dense_shapes(&out, "s"), vec![vec![4]; 5]);
         let rank1 = ElementSpec::new(vec![FieldSpec::sparse("s", DType::Int64, vec![4])]).unwrap();
         let err = Op::Unbatch.output_spec(&[&rank1]).unwrap_err().to_string();
         assert!(err.contains("has rank 1"), "{err}");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow::array::BooleanBufferBuilder;
 use arrow::array::{
     ArrayRef, BinaryArray, BooleanArray, FixedSizeListArray, ListArray, NullBufferBuilder, PrimitiveArray, RecordBatch,
-    RecordBatchOptions, StringArray, StructArray,
+    RecordBatchOptions, StringArray,
 };
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{
@@ -788,22 +788,18 @@ impl Sparse {
         Ok(())
     }
 
-    /// The column as flumen's sparse layout: a struct of per-element `indices` (coordinate
-    /// tuples) and `values` lists.
+    /// The column in flumen's sparse layout ([`flumen_ir::sparse`]); a dense shape the field
+    /// leaves unknown is the smallest that holds the element's entries.
     fn finish(self, parts: &arrow::datatypes::Fields, nulls: Option<arrow::buffer::NullBuffer>) -> ArrayRef {
-        let (DataType::List(index_item), DataType::List(value_item)) = (parts[0].data_type(), parts[1].data_type())
-        else {
-            unreachable!("a sparse column is a struct of two lists")
+        let DataType::List(value_item) = parts[1].data_type() else { unreachable!("a sparse column's values") };
+        let dense_shapes = flumen_ir::sparse::smallest_dense_shapes(&self.shape, &self.entries, &self.coords);
+        let sparse = flumen_ir::sparse::SparseParts {
+            offsets: OffsetBuffer::new(ScalarBuffer::from(self.entries)),
+            coords: self.coords,
+            values: self.values.finish(value_item.data_type()),
+            dense_shapes,
         };
-        let DataType::FixedSizeList(coord, rank) = index_item.data_type() else {
-            unreachable!("coordinates are tuples")
-        };
-        let coords: ArrayRef = Arc::new(PrimitiveArray::<Int64Type>::new(ScalarBuffer::from(self.coords), None));
-        let tuples: ArrayRef = Arc::new(FixedSizeListArray::new(coord.clone(), *rank, coords, None));
-        let offsets = OffsetBuffer::new(ScalarBuffer::from(self.entries));
-        let indices = ListArray::new(index_item.clone(), offsets.clone(), tuples, None);
-        let values = ListArray::new(value_item.clone(), offsets, self.values.finish(value_item.data_type()), None);
-        Arc::new(StructArray::new(parts.clone(), vec![Arc::new(indices), Arc::new(values)], nulls))
+        Arc::new(flumen_ir::sparse::build(parts, sparse, nulls).expect("the parts of a checked sparse column"))
     }
 }
 
