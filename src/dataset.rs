@@ -556,6 +556,26 @@ impl Dataset {
         Dataset::combine(datasets, Op::SampleFromDatasets { weights, seed, stop_on_empty_dataset })
     }
 
+    /// tf.data's `choose_from_datasets`: for each element `i` of `choices` (one int64 scalar
+    /// field), the next element of `datasets[i]`. With `stop_on_empty_dataset` the result
+    /// ends when a chosen dataset has ended; otherwise that choice is skipped. A choice
+    /// outside `datasets` is an error in its place.
+    pub fn choose_from_datasets(
+        datasets: &[&Dataset],
+        choices: &Dataset,
+        stop_on_empty_dataset: bool,
+    ) -> Result<Dataset> {
+        let inputs: Vec<&Dataset> = std::iter::once(choices).chain(datasets.iter().copied()).collect();
+        Dataset::combine(&inputs, Op::ChooseFromDatasets { stop_on_empty_dataset })
+    }
+
+    /// tf.data's `unique`: the elements not seen before, in order, for elements of scalar
+    /// integer, string or bool fields. It remembers every distinct element (and its
+    /// checkpoints hold them), as tf.data's does.
+    pub fn unique(&self) -> Result<Dataset> {
+        self.then(Op::Unique)
+    }
+
     /// Produces ahead of the consumer (`buffer_size` elements or autotuned).
     pub fn prefetch(&self, buffer_size: Tunable) -> Result<Dataset> {
         self.then(Op::Prefetch { buffer_size })
@@ -580,7 +600,28 @@ impl Dataset {
         output: &[(String, DfExpr)],
     ) -> Result<Dataset> {
         let initial = initial.iter().map(|(n, e)| Ok((n.clone(), literal(e, "scan")?))).collect::<Result<_>>()?;
-        self.then(Op::Scan { initial, update: named(update)?, output: named(output)? })
+        self.then(Op::Scan { initial, update: named(update)?, output: named(output)?, function: None })
+    }
+
+    /// tf.data's `scan` with a function: `f` is called once per element, in order, with one
+    /// row holding the state's fields (from `initial`, literals) then the element's, and
+    /// returns one row of the new state's fields (the same names and types) then the output
+    /// element's, whose spec `f` declares ([`MapFunction::element`]). A failing call is an
+    /// error in that element's place and leaves the state as it was. The state is saved in
+    /// checkpoints, so `f` itself keeps none.
+    pub fn scan_with(&self, initial: &[(String, DfExpr)], f: MapFunction) -> Result<Dataset> {
+        let initial = initial.iter().map(|(n, e)| Ok((n.clone(), literal(e, "scan")?))).collect::<Result<_>>()?;
+        let MapFunction::Closure(c, output) = f else {
+            return Err(Error::plan("scan", "scan_with takes a closure (MapFunction::element)"));
+        };
+        let mut registry = self.registry.clone();
+        let closure = c.register(&mut registry, "scan")?;
+        if closure.kind != flumen_ir::ClosureKind::PerElement {
+            return Err(Error::plan("scan", "a scan function is called per element (MapFunction::element)"));
+        }
+        let function = Some(MapFn::Closure { closure, output });
+        let op = Op::Scan { initial, update: Vec::new(), output: Vec::new(), function };
+        Ok(self.over(Plan::new(op, vec![self.plan.clone()])?, registry))
     }
 
     /// Folds every element into a state and returns the final state (one row).

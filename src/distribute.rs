@@ -108,9 +108,9 @@ fn unsplittable(plan: &Plan) -> Option<String> {
     plan.nodes_topological().into_iter().find_map(|node| {
         let why = match node.op() {
             Op::Take { .. } | Op::Skip { .. } | Op::TakeWhile { .. } => "counts or stops the stream",
-            Op::Enumerate { .. } | Op::Scan { .. } | Op::Reduce { .. } => "depends on elements before it",
+            Op::Enumerate { .. } | Op::Scan { .. } | Op::Reduce { .. } | Op::Unique => "depends on elements before it",
             Op::Window { .. } | Op::Shard { .. } => "picks elements by position",
-            Op::Zip => "pairs elements by position",
+            Op::Zip | Op::ChooseFromDatasets { .. } => "pairs elements by position",
             Op::Batch { drop_remainder: true, .. }
             | Op::RaggedBatch { drop_remainder: true, .. }
             | Op::PaddedBatch { drop_remainder: true, .. }

@@ -89,6 +89,8 @@ fn element_wise_operators_resume_exactly() {
     assert_resumes("map with an error", failing(0, 17));
     assert_resumes("filter", failing(0, 30).filter(col("value").gt(lit(3i64))).unwrap());
     assert_resumes("ignore_errors", failing(0, 12).ignore_errors().unwrap());
+    let repeating = failing(0, 40).map(MapFunction::select([("value", col("value") % lit(7i64))])).unwrap();
+    assert_resumes("unique", repeating.unique().unwrap());
     assert_resumes("take_while", failing(0, 20).take_while(col("value").lt(lit(14i64))).unwrap());
     let odd = PredicateFunction::element(Some("odd"), |row| Ok(column_i64(row, "value")[0] % 2 == 1));
     assert_resumes("filter closure", range(0, 20).filter(odd).unwrap());
@@ -99,6 +101,17 @@ fn element_wise_operators_resume_exactly() {
             .scan(&[("s".into(), lit(0i64))], &[("s".into(), col("s") + col("y"))], &[("running".into(), col("s"))])
             .unwrap(),
     );
+    // A scan function's state is the operator's, saved with it.
+    let running = MapFunction::element(Some("running"), spec("running"), |scope| {
+        let s = column_i64(scope, "s")[0] + column_i64(scope, "y")[0];
+        let schema = arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("s", arrow::datatypes::DataType::Int64, true),
+            arrow::datatypes::Field::new("running", arrow::datatypes::DataType::Int64, true),
+        ]);
+        let columns = vec![int_batch("s", vec![s]).column(0).clone(), int_batch("running", vec![s]).column(0).clone()];
+        Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
+    });
+    assert_resumes("scan closure", failing(0, 15).scan_with(&[("s".into(), lit(0i64))], running).unwrap());
 }
 
 #[test]
@@ -200,6 +213,17 @@ fn reordering_operators_resume_exactly() {
     assert_resumes(
         "sample_from_datasets stop on empty",
         Dataset::sample_from_datasets(&[&a, &b], vec![0.5, 0.5], Some(6), true).unwrap(),
+    );
+    // Choices (with one out of range, an error in its place) from inputs with an error.
+    let choices = range(0, 80).map(MapFunction::select([("c", (col("value") * lit(7i64)) % lit(3i64))])).unwrap();
+    assert_resumes(
+        "choose_from_datasets",
+        Dataset::choose_from_datasets(
+            &[&failing(0, 20), &b.map(MapFunction::with_fields([("y", col("value"))])).unwrap()],
+            &choices,
+            false,
+        )
+        .unwrap(),
     );
 }
 

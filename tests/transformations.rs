@@ -334,6 +334,48 @@ fn scan_and_reduce() {
     assert_eq!(column_i64(&state, "sum"), vec![10]);
 }
 
+/// tf.data's `scan_func` as a closure: `(state, element) -> (new state, output)` over the
+/// one-row scope of the state's fields then the element's.
+fn running_total(fail_at: i64) -> MapFunction {
+    let output = ElementSpec::new(vec![FieldSpec::scalar("running", DType::Int64)]).unwrap();
+    MapFunction::element(Some("running_total"), output, move |scope| {
+        let (s, v) = (column_i64(scope, "s")[0], column_i64(scope, "value")[0]);
+        if v == fail_at {
+            return Err(Error::execution("running_total", format!("refuses {v}")));
+        }
+        let s = s + v;
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("s", arrow::datatypes::DataType::Int64, true),
+            arrow::datatypes::Field::new("running", arrow::datatypes::DataType::Int64, true),
+        ]));
+        let column = |v: i64| Arc::new(arrow::array::Int64Array::from(vec![v])) as arrow::array::ArrayRef;
+        Ok(arrow::record_batch::RecordBatch::try_new(schema, vec![column(s), column(s * 10)])?)
+    })
+}
+
+#[test]
+fn scan_with_a_closure_threads_its_state_and_keeps_it_on_failure() {
+    // tf.data: range(6).scan(0, lambda s, i: (s + i, 10 * (s + i))) -> 0 10 30 60 100 150
+    let ds = small_chunks(range(0, 6)).scan_with(&[("s".into(), lit(0i64))], running_total(-1)).unwrap();
+    assert_eq!(ds.element_spec().to_string(), "{running: int64[]}");
+    assert_eq!(ints(&ds, "running"), vec![0, 10, 30, 60, 100, 150]);
+    // Element 3 fails: its place is an error, and the state goes on from before it.
+    let failing = small_chunks(range(0, 6)).scan_with(&[("s".into(), lit(0i64))], running_total(3)).unwrap();
+    let items: Vec<std::result::Result<i64, String>> =
+        failing.iter().map(|e| e.map(|e| column_i64(&e, "running")[0]).map_err(|e| e.to_string())).collect();
+    assert_eq!(items[..3], [Ok(0), Ok(10), Ok(30)]);
+    assert!(items[3].as_ref().is_err_and(|e| e.contains("refuses 3")), "{:?}", items[3]);
+    assert_eq!(items[4..], [Ok(70), Ok(120)]);
+    // A second pass starts from the initial state again, as a new tf.data iterator does.
+    assert_eq!(ints(&ds, "running"), vec![0, 10, 30, 60, 100, 150]);
+    let explain = ds.explain();
+    assert!(explain.contains("scan(state s = 0; closure 'running_total"), "{explain}");
+    assert!(explain.contains("prefetch"), "{explain}");
+    // A function whose calls take a process-wide lock (Python's) gets no prefetch after it.
+    let locked = range(0, 6).scan_with(&[("s".into(), lit(0i64))], running_total(-1).exclusive()).unwrap();
+    assert!(!locked.explain().contains("prefetch"), "{}", locked.explain());
+}
+
 #[test]
 fn take_while_stops_at_the_first_failure() {
     let ds = small_chunks(range(0, 10)).take_while(col("value").lt(lit(5i64))).unwrap();
@@ -375,6 +417,27 @@ fn bucket_by_sequence_length_matches_tf_data_example() {
             vec![vec![0, 0], vec![21, 22]],
         ]
     );
+}
+
+#[test]
+fn choose_from_datasets_follows_its_choices() {
+    let (a, b) = (range(0, 3), range(100, 200));
+    let choices = |c: Vec<i64>| Dataset::from_batches(vec![int_batch("value", c)]).unwrap();
+    // tf.data: choose_from_datasets([range(3), range(100, 200)], [1, 0, 0, 1, 0, 0, 1])
+    let ds = Dataset::choose_from_datasets(&[&a, &b], &choices(vec![1, 0, 0, 1, 0, 0, 1]), true).unwrap();
+    assert_eq!(ints(&ds, "value"), vec![100, 0, 1, 101, 2]);
+    let skipping = Dataset::choose_from_datasets(&[&a, &b], &choices(vec![1, 0, 0, 1, 0, 0, 1]), false).unwrap();
+    assert_eq!(ints(&skipping, "value"), vec![100, 0, 1, 101, 2, 102]);
+    // A choice outside the inputs is an error in its place.
+    let bad = Dataset::choose_from_datasets(&[&a, &b], &choices(vec![0, 2, 1]), true).unwrap();
+    let items: Vec<_> = bad.iter().map(|e| e.map(|e| column_i64(&e, "value")[0]).map_err(|e| e.to_string())).collect();
+    assert_eq!(items[0], Ok(0));
+    assert!(items[1].as_ref().is_err_and(|e| e.contains("choice 2 is outside [0, 2)")), "{items:?}");
+    assert_eq!(items[2], Ok(100));
+    // The choices are one int64 scalar field.
+    let two = Dataset::from_batches(vec![int_batch("a", vec![0])]).unwrap().enumerate(0).unwrap();
+    let err = Dataset::choose_from_datasets(&[&a], &two, true).unwrap_err().to_string();
+    assert!(err.contains("the choice dataset has one int64 field"), "{err}");
 }
 
 #[test]

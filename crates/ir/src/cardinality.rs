@@ -65,7 +65,9 @@ pub fn cardinality(plan: &Plan) -> Option<u64> {
         | Op::Window { .. }
         | Op::TakeWhile { .. }
         | Op::IgnoreErrors
+        | Op::Unique
         | Op::SampleFromDatasets { .. }
+        | Op::ChooseFromDatasets { .. }
         | Op::GroupByWindow { .. }
         | Op::BucketBySequenceLength { .. } => match input() {
             // As tf.data counts them: these go on as long as an infinite input does.

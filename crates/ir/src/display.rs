@@ -129,7 +129,7 @@ pub fn describe(op: &Op) -> String {
             if padded_shapes.is_empty() { String::new() } else { format!(", shapes {padded_shapes:?}") },
             if *drop_remainder { ", drop_remainder" } else { "" }
         ),
-        Op::Unbatch | Op::Zip | Op::Concatenate | Op::IgnoreErrors => String::new(),
+        Op::Unbatch | Op::Zip | Op::Concatenate | Op::IgnoreErrors | Op::Unique => String::new(),
         Op::ElementPositions { offset, stride } => format!("{offset} + {stride} * position"),
         Op::Shuffle { buffer_size, seed, reshuffle_each_iteration } => format!(
             "buffer {buffer_size}, seed {}{}",
@@ -157,6 +157,11 @@ pub fn describe(op: &Op) -> String {
         Op::Reduce { update, .. } => {
             update.iter().map(|u| format!("{} := {}", u.name, u.expr)).collect::<Vec<_>>().join(", ")
         }
+        Op::Scan { initial, function: Some(MapFn::Closure { closure, .. }), .. } => format!(
+            "state {}; closure '{}'",
+            initial.iter().map(|(n, v)| format!("{n} = {v}")).collect::<Vec<_>>().join(", "),
+            closure.name
+        ),
         Op::Scan { update, output, .. } => format!(
             "state {}; out {}",
             update.iter().map(|u| format!("{} := {}", u.name, u.expr)).collect::<Vec<_>>().join(", "),
@@ -168,6 +173,9 @@ pub fn describe(op: &Op) -> String {
         ),
         Op::SampleFromDatasets { weights, seed, .. } => {
             format!("weights {weights:?}, seed {}", seed.map_or("random".to_string(), |s| s.to_string()))
+        }
+        Op::ChooseFromDatasets { stop_on_empty_dataset } => {
+            format!("by the first input{}", if *stop_on_empty_dataset { ", stop on empty dataset" } else { "" })
         }
         Op::GroupByWindow { key, window_size } => format!("key {key}, window {window_size}"),
         Op::BucketBySequenceLength { length, bucket_boundaries, bucket_batch_sizes, .. } => {

@@ -322,6 +322,12 @@ pub enum Op {
         update: Vec<NamedExpr>,
         /// The output element's fields, over the *new* state and the element's fields.
         output: Vec<NamedExpr>,
+        /// A closure computing each step instead of `update` and `output` (which are then
+        /// empty), as tf.data's `scan_func`: called once per element with the state's
+        /// fields then the element's, it returns the new state's fields then the output
+        /// element's (`MapFn::Closure`, whose `output` is the output element's spec).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        function: Option<MapFn>,
     },
     /// Sliding windows of `size` elements every `shift` elements, taking every `stride`-th;
     /// each window is emitted batched (tf.data's `window` followed by `batch` on each window).
@@ -342,6 +348,10 @@ pub enum Op {
     },
     /// Skip elements whose computation failed.
     IgnoreErrors,
+    /// The elements not seen before (tf.data's `unique`): elements of scalar integer, string
+    /// or bool fields, the first of each distinct value kept, in order. It remembers every
+    /// distinct element, as tf.data's does.
+    Unique,
     /// The identity on elements, which says where they came from for the map above it that
     /// draws random numbers: its input's element `p` is element `offset + stride * p` of the
     /// dataset below the `shard`s and `skip`s under it, as written. That map keys its draws
@@ -361,6 +371,14 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         seed: Option<u64>,
         /// End when any input ends (otherwise continue with the others).
+        stop_on_empty_dataset: bool,
+    },
+    /// tf.data's `choose_from_datasets`: the first input is the choice dataset (one int64
+    /// scalar field), and each of its elements `i` is followed by the next element of input
+    /// `i + 1` (the datasets chosen from). A choice outside the datasets is an error in its
+    /// place.
+    ChooseFromDatasets {
+        /// End when a chosen input has ended (otherwise skip that choice and go on).
         stop_on_empty_dataset: bool,
     },
     /// Group elements by an int64 key; emit a group batched when it has `window_size`
@@ -422,8 +440,10 @@ impl Op {
             Op::Window { .. } => "window",
             Op::TakeWhile { .. } => "take_while",
             Op::IgnoreErrors => "ignore_errors",
+            Op::Unique => "unique",
             Op::ElementPositions { .. } => "element_positions",
             Op::SampleFromDatasets { .. } => "sample_from_datasets",
+            Op::ChooseFromDatasets { .. } => "choose_from_datasets",
             Op::GroupByWindow { .. } => "group_by_window",
             Op::BucketBySequenceLength { .. } => "bucket_by_sequence_length",
         };
@@ -441,6 +461,7 @@ impl Op {
             Op::FlatMap { func: DatasetFn::Closure { closure, .. } }
             | Op::Interleave { func: DatasetFn::Closure { closure, .. }, .. } => Some(closure),
             Op::Snapshot { options, .. } => options.reader.as_ref(),
+            Op::Scan { function: Some(MapFn::Closure { closure, .. }), .. } => Some(closure),
             _ => None,
         }
     }
@@ -455,6 +476,7 @@ impl Op {
             Op::FlatMap { func: DatasetFn::Closure { closure, .. } }
             | Op::Interleave { func: DatasetFn::Closure { closure, .. }, .. } => Some(closure),
             Op::Snapshot { options, .. } => options.reader.as_mut(),
+            Op::Scan { function: Some(MapFn::Closure { closure, .. }), .. } => Some(closure),
             _ => None,
         }
     }
@@ -463,7 +485,7 @@ impl Op {
     pub fn arity(&self) -> Option<usize> {
         match self {
             Op::Source(_) => Some(0),
-            Op::Zip | Op::SampleFromDatasets { .. } => None,
+            Op::Zip | Op::SampleFromDatasets { .. } | Op::ChooseFromDatasets { .. } => None,
             Op::Concatenate => Some(2),
             _ => Some(1),
         }
@@ -581,6 +603,23 @@ impl Op {
                 Error::plan(&name, format!("the inputs' elements differ: {}", inputs[0].difference(inputs[1])))
             }),
             Op::Prefetch { .. } | Op::IgnoreErrors => Ok(input().clone()),
+            Op::Unique => {
+                let keyable = |f: &FieldSpec| {
+                    f.kind == FieldKind::Dense
+                        && f.shape.is_empty()
+                        && (f.dtype.is_integer() || matches!(f.dtype, DType::Utf8 | DType::Binary | DType::Bool))
+                };
+                match input().fields.iter().find(|f| !keyable(f)) {
+                    _ if input().batch_dims > 0 => {
+                        Err(Error::plan(&name, "takes unbatched elements (unique before batch)"))
+                    }
+                    Some(f) => Err(Error::plan(
+                        &name,
+                        format!("takes scalar integer, string or bool fields, as tf.data's does; {f} is not one"),
+                    )),
+                    None => Ok(input().clone()),
+                }
+            }
             Op::ElementPositions { stride, .. } => {
                 positive("stride", *stride)?;
                 Ok(input().clone())
@@ -597,7 +636,21 @@ impl Op {
                 let state = state_spec(initial, update, input(), &name)?;
                 Ok(state)
             }
-            Op::Scan { initial, update, output } => {
+            Op::Scan { initial, update, function: Some(function), output } => {
+                let state = state_spec(initial, update, input(), &name)?;
+                scope_spec(&state, input(), &name)?;
+                match function {
+                    MapFn::Closure { output: out, .. } if update.is_empty() && output.is_empty() => {
+                        out.check_unique(&name)?;
+                        if let Some(f) = out.fields.iter().find(|f| state.field(&f.name).is_some()) {
+                            return Err(Error::plan(&name, format!("output field '{}' is also a state field", f.name)));
+                        }
+                        Ok(out.clone())
+                    }
+                    _ => Err(Error::plan(&name, "a scan function is a closure, without update or output expressions")),
+                }
+            }
+            Op::Scan { initial, update, output, function: None } => {
                 let state = state_spec(initial, update, input(), &name)?;
                 let scope = scope_spec(&state, input(), &name)?;
                 let fields = output
@@ -628,6 +681,28 @@ impl Op {
                 for other in &inputs[1..] {
                     spec = spec.most_specific_common(other).ok_or_else(|| {
                         Error::plan(&name, format!("the inputs' elements differ: {}", inputs[0].difference(other)))
+                    })?;
+                }
+                Ok(spec)
+            }
+            Op::ChooseFromDatasets { .. } => {
+                let [choices, datasets @ ..] = inputs else { unreachable!("an operator has inputs") };
+                let [choice] = &choices.fields[..] else {
+                    return Err(Error::plan(&name, format!("the choice dataset has one int64 field, not {choices}")));
+                };
+                if choice.dtype != DType::Int64 || !choice.shape.is_empty() || choices.batch_dims > 0 {
+                    return Err(Error::plan(
+                        &name,
+                        format!("the choice dataset's element is an int64 scalar, not {choice}"),
+                    ));
+                }
+                let Some((first, rest)) = datasets.split_first() else {
+                    return Err(Error::plan(&name, "needs datasets to choose from"));
+                };
+                let mut spec = (*first).clone();
+                for other in rest {
+                    spec = spec.most_specific_common(other).ok_or_else(|| {
+                        Error::plan(&name, format!("the inputs' elements differ: {}", first.difference(other)))
                     })?;
                 }
                 Ok(spec)

@@ -289,6 +289,19 @@ fn plans() -> Vec<Plan> {
                 initial: vec![("s".into(), Scalar::Int(0, DType::Int64))],
                 update: vec![NamedExpr { name: "s".into(), expr: Expr::binary(BinaryOp::Add, col("s"), col("value")) }],
                 output: vec![NamedExpr { name: "t".into(), expr: col("s") }],
+                function: None,
+            },
+            &r,
+        ),
+        on(
+            Op::Scan {
+                initial: vec![("s".into(), Scalar::Int(0, DType::Int64))],
+                update: vec![],
+                output: vec![],
+                function: Some(MapFn::Closure {
+                    closure: closure("running_total", ClosureKind::PerElement, true),
+                    output: ElementSpec::new(vec![FieldSpec::scalar("t", DType::Int64)]).unwrap(),
+                }),
             },
             &r,
         ),

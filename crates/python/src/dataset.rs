@@ -185,6 +185,96 @@ fn dataset_function(
     }))
 }
 
+/// A scan's initial state as `(name, literal)` fields and their spec: the dict's entries, or
+/// one field `state` for a bare scalar.
+fn scan_state(initial: &Bound<'_, PyAny>) -> PyResult<(Vec<(String, datafusion_expr::Expr)>, flumen::ElementSpec)> {
+    let entries: Vec<(String, Bound<'_, PyAny>)> = match initial.cast::<PyDict>() {
+        Ok(d) => d.iter().map(|(k, v)| Ok((k.extract::<String>()?, v))).collect::<PyResult<_>>()?,
+        Err(_) => vec![("state".to_string(), initial.clone())],
+    };
+    let mut fields = Vec::with_capacity(entries.len());
+    let mut literals = Vec::with_capacity(entries.len());
+    for (name, value) in entries {
+        // As `expr::literal` reads a Python value: bool, then int, float, str.
+        let dtype = if value.extract::<bool>().is_ok() {
+            flumen::DType::Bool
+        } else if value.extract::<i64>().is_ok() {
+            flumen::DType::Int64
+        } else if value.extract::<f64>().is_ok() {
+            flumen::DType::Float64
+        } else if value.extract::<String>().is_ok() {
+            flumen::DType::Utf8
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "scan state '{name}' is a {}: a scan function's state fields are bool, int, float or str scalars",
+                value.get_type().name()?
+            )));
+        };
+        fields.push(FieldSpec::scalar(name.clone(), dtype));
+        literals.push((name, crate::expr::expr_of(&value)?));
+    }
+    Ok((literals, flumen::ElementSpec::new(fields).map_err(to_py)?))
+}
+
+/// tf.data's `scan_func(state, element) -> (new_state, output)` as a scan closure: called
+/// with the state's fields then the element's, it returns the new state's then the output's.
+fn scan_function(
+    f: &Bound<'_, PyAny>,
+    initial: &Bound<'_, PyAny>,
+    output: &Bound<'_, PyDict>,
+    input: &Dataset,
+) -> PyResult<MapFunction> {
+    let (_, state) = scan_state(initial)?;
+    let bare_state = initial.cast::<PyDict>().is_err();
+    let out = spec_of(output)?;
+    let scope = flumen::ElementSpec::new(state.fields.iter().chain(&input.0.element_spec().fields).cloned().collect())
+        .map_err(|_| PyValueError::new_err("scan state names must differ from the element's field names"))?;
+    let returns = flumen::ElementSpec::new(state.fields.iter().chain(&out.fields).cloned().collect())
+        .map_err(|_| PyValueError::new_err("scan output names must differ from its state names"))?;
+    let (registered, name) = function_name(f);
+    let func: Py<PyAny> = f.clone().unbind();
+    let operator = format!("scan(python '{name}')");
+    let state_names: Vec<String> = state.fields.iter().map(|f| f.name.clone()).collect();
+    let single_output = (out.fields.len() == 1).then(|| out.fields[0].name.clone());
+    Ok(MapFunction::element(Some(&registered), out, move |row| {
+        Python::attach(|py| {
+            let call = || -> PyResult<RecordBatch> {
+                let asarray = py.import("numpy")?.getattr("asarray")?;
+                let fields = element_dict(py, row, &scope, &asarray)?;
+                let state = PyDict::new(py);
+                for name in &state_names {
+                    let value = fields.get_item(name)?.expect("a state field of the scope");
+                    let value = if value.hasattr("item")? { value.call_method0("item")? } else { value };
+                    state.set_item(name, value)?;
+                    fields.del_item(name)?;
+                }
+                let state_arg = match bare_state {
+                    true => state.get_item("state")?.expect("the bare state's field"),
+                    false => state.into_any(),
+                };
+                let result = func.call1(py, (state_arg, fields))?;
+                let (new_state, output) = result
+                    .extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>(py)
+                    .map_err(|_| PyTypeError::new_err("a scan function returns (new_state, output)"))?;
+                let both = PyDict::new(py);
+                match new_state.cast::<PyDict>() {
+                    Ok(d) if !bare_state => both.update(d.as_mapping())?,
+                    _ if bare_state => both.set_item("state", new_state)?,
+                    _ => return Err(PyTypeError::new_err("the new state is a dict of the initial state's fields")),
+                }
+                match (output.cast::<PyDict>(), &single_output) {
+                    (Ok(d), _) => both.update(d.as_mapping())?,
+                    (Err(_), Some(name)) => both.set_item(name, output)?,
+                    (Err(_), None) => return Err(PyTypeError::new_err("the output is a dict of the declared fields")),
+                }
+                one_element(both.as_any(), &returns)
+            };
+            call().map_err(|e| flumen::Error::Udf { operator: operator.clone(), message: traceback(py, &e) })
+        })
+    })
+    .exclusive())
+}
+
 /// The flumen dtype of a NumPy array's values: text for str and object arrays, bytes for
 /// bytes arrays, otherwise the dtype of NumPy's name.
 fn numpy_dtype(array: &Bound<'_, PyAny>) -> PyResult<flumen::DType> {
@@ -366,6 +456,23 @@ impl Dataset {
                 ok(range.map(MapFunction::with_fields([("value", to.0)])))
             }
         }
+    }
+
+    /// tf.data's `counter`: `start`, `start + step`, ... forever (infinite cardinality), in
+    /// field `value` of `dtype`.
+    #[staticmethod]
+    #[pyo3(signature = (start = 0, step = 1, dtype = "int64"))]
+    fn counter(start: i64, step: i64, dtype: &str) -> PyResult<Dataset> {
+        use flumen::prelude::{col, lit};
+        // Numbers of an endless enumerate, whose cardinality (infinite) is tf.data's.
+        let counts =
+            flumen::Dataset::range(0, 1024).and_then(|r| r.repeat(None)).and_then(|r| r.enumerate(0)).map_err(to_py)?;
+        let value = crate::expr::Expr(lit(start) + col("index") * lit(step));
+        let value = match dtype {
+            "int64" => value,
+            other => value.cast(other)?,
+        };
+        ok(counts.map(MapFunction::select([("value", value.0)])))
     }
 
     /// One element whose fields are the given values (`{"name": array-like}`), as tf.data's
@@ -697,31 +804,66 @@ impl Dataset {
         ok(self.0.group_by_window(key.get().0.clone(), window_size))
     }
 
-    /// A running state, as tf.data's `scan`: `initial` gives each state field's first value
-    /// (`{"name": literal}`), `update` its next value from the state and the element
-    /// (`{"name": expr}`, state fields by name), and `output` the fields each element
-    /// becomes, computed from the new state and the element.
+    /// A running state, as tf.data's `scan`. With a function, tf.data's signature:
+    /// `scan_func(state, element)` returns `(new_state, output)`, where `initial_state` is a
+    /// scalar (bool, int, float or str) or a dict of them, `state` and `new_state` have its
+    /// form, the element is a dict of its fields and `output` a dict of the fields `output`
+    /// declares (a single declared field may be returned bare). With expressions,
+    /// `initial_state` is a dict of literals, `scan_func` a dict giving each state field's
+    /// next value (`{"name": expr}` over the state and the element's fields), and `output`
+    /// a dict of the fields each element becomes, computed from the new state.
+    #[pyo3(signature = (initial_state, scan_func, output = None))]
     fn scan(
         &self,
-        initial: &Bound<'_, PyDict>,
-        update: &Bound<'_, PyDict>,
-        output: &Bound<'_, PyDict>,
+        initial_state: &Bound<'_, PyAny>,
+        scan_func: &Bound<'_, PyAny>,
+        output: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Dataset> {
-        ok(self.0.scan(&named_exprs(initial)?, &named_exprs(update)?, &named_exprs(output)?))
+        if let Ok(update) = scan_func.cast::<PyDict>() {
+            let initial = initial_state.cast::<PyDict>().map_err(|_| {
+                PyTypeError::new_err("a scan of expressions takes its initial state as a dict of literals")
+            })?;
+            let output =
+                output.ok_or_else(|| PyTypeError::new_err("a scan of expressions needs its output expressions"))?;
+            return ok(self.0.scan(&named_exprs(initial)?, &named_exprs(update)?, &named_exprs(output)?));
+        }
+        if !scan_func.is_callable() {
+            return Err(PyTypeError::new_err("scan takes a function (state, element) -> (state, output)"));
+        }
+        let output = output.ok_or_else(|| PyValueError::new_err("a Python function's scan needs its output spec"))?;
+        ok(self.0.scan_with(&scan_state(initial_state)?.0, scan_function(scan_func, initial_state, output, self)?))
     }
 
-    /// Folds every element into a state (`initial` and `update` as in `scan`) and returns
-    /// the final state as a dict of NumPy arrays in the fields' shapes (tf.data's `reduce`).
+    /// Folds every element into a state and returns the final state (tf.data's `reduce`).
+    /// With a function, tf.data's signature: `reduce_func(state, element)` returns the new
+    /// state, starting from `initial_state` (any Python value); the elements are dicts of
+    /// their fields, as iteration gives them. With expressions (`initial_state` a dict of
+    /// literals, `reduce_func` a dict of update expressions, as in `scan`), the final state
+    /// is a dict of NumPy arrays in the fields' shapes.
     fn reduce<'py>(
-        &self,
-        py: Python<'py>,
-        initial: &Bound<'py, PyDict>,
-        update: &Bound<'py, PyDict>,
-    ) -> PyResult<Bound<'py, PyDict>> {
+        slf: &Bound<'py, Self>,
+        initial_state: &Bound<'py, PyAny>,
+        reduce_func: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let Ok(update) = reduce_func.cast::<PyDict>() else {
+            if !reduce_func.is_callable() {
+                return Err(PyTypeError::new_err("reduce takes a function (state, element) -> state"));
+            }
+            let mut state = initial_state.clone();
+            for element in slf.as_any().try_iter()? {
+                state = reduce_func.call1((state, element?))?;
+            }
+            return Ok(state);
+        };
+        let initial = initial_state.cast::<PyDict>().map_err(|_| {
+            PyTypeError::new_err("a reduce of expressions takes its initial state as a dict of literals")
+        })?;
+        let this = slf.get();
         let (initial, update) = (named_exprs(initial)?, named_exprs(update)?);
-        let state = py.detach(|| self.0.reduce(&initial, &update)).map_err(to_py)?;
+        let state = py.detach(|| this.0.reduce(&initial, &update)).map_err(to_py)?;
         let spec = flumen::ElementSpec::from_arrow_schema(&state.schema()).map_err(to_py)?;
-        element_dict(py, &state, &spec, &py.import("numpy")?.getattr("asarray")?)
+        Ok(element_dict(py, &state, &spec, &py.import("numpy")?.getattr("asarray")?)?.into_any())
     }
 
     /// Groups of `batch_size` consecutive elements, each one element whose fields gain a
@@ -909,6 +1051,21 @@ impl Dataset {
         ok(flumen::Dataset::sample_from_datasets(&refs, weights, seed, stop_on_empty_dataset))
     }
 
+    /// tf.data's `choose_from_datasets`: for each element `i` of `choice_dataset` (one int64
+    /// field), the next element of `datasets[i]`. With `stop_on_empty_dataset` (the default)
+    /// the result ends when a chosen dataset has ended; otherwise that choice is skipped. A
+    /// choice outside `datasets` is a `DataError` in its place.
+    #[staticmethod]
+    #[pyo3(signature = (datasets, choice_dataset, stop_on_empty_dataset = true))]
+    fn choose_from_datasets(
+        datasets: Vec<PyRef<'_, Dataset>>,
+        choice_dataset: &Dataset,
+        stop_on_empty_dataset: bool,
+    ) -> PyResult<Dataset> {
+        let refs: Vec<&flumen::Dataset> = datasets.iter().map(|d| &d.0).collect();
+        ok(flumen::Dataset::choose_from_datasets(&refs, &choice_dataset.0, stop_on_empty_dataset))
+    }
+
     /// Elements of several datasets side by side: their fields together (names must
     /// differ), as many as the shortest has.
     #[staticmethod]
@@ -966,6 +1123,12 @@ impl Dataset {
     #[pyo3(signature = (start = 0))]
     fn enumerate(&self, start: i64) -> PyResult<Dataset> {
         ok(self.0.enumerate(start))
+    }
+
+    /// tf.data's `unique`: the elements not seen before, in order, for elements of scalar
+    /// integer, string or bool fields. It remembers every distinct element.
+    fn unique(&self) -> PyResult<Dataset> {
+        ok(self.0.unique())
     }
 
     /// This dataset's elements, then `other`'s.

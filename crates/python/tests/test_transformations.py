@@ -53,6 +53,40 @@ def test_take_while_group_by_window_scan_and_reduce():
     assert state["total"].shape == () and int(state["total"]) == 15 and int(state["count"]) == 5
 
 
+def test_scan_and_reduce_with_python_functions_as_tf_data_writes_them():
+    # tf.data: range(1, 6).scan(0, lambda s, x: (s + x, s * 10))
+    ds = flumen.Dataset.range(1, 6).scan(0, lambda s, e: (s + int(e["value"]), s * 10), output={"before": "int64"})
+    assert column(ds, "before") == [0, 10, 30, 60, 100]
+    # A dict state, a dict output; each iteration starts from the initial state again.
+    ds = flumen.Dataset.range(4).scan({"n": 0, "text": ""}, lambda s, e: (
+        {"n": s["n"] + 1, "text": s["text"] + str(int(e["value"]))}, {"prefix": s["text"] + "."}),
+        output={"prefix": "string"})
+    assert [e["prefix"] for e in ds] == [".", "0.", "01.", "012."]
+    assert [e["prefix"] for e in ds] == [".", "0.", "01.", "012."]
+    # A failing call is an error in its element's place; the state goes on from before it.
+    def inverse(s, e):
+        return s + 1, 12 // (int(e["value"]) - 2)
+
+    failing = flumen.Dataset.range(4).scan(0, inverse, output={"q": "int64"})
+    with pytest.raises(flumen.UdfError, match="ZeroDivisionError"):
+        list(failing)
+    assert column(failing.ignore_errors(), "q") == [-6, -12, 12]
+    # A state of another kind than a scalar is refused when built.
+    with pytest.raises(TypeError, match="bool, int, float or str"):
+        flumen.Dataset.range(3).scan([0], lambda s, e: (s, s), output={"x": "int64"})
+    # reduce: the final state, whatever Python value it is.
+    total = flumen.Dataset.range(1, 6).reduce(0, lambda s, e: s + int(e["value"]))
+    assert total == 15
+    assert flumen.Dataset.range(3).reduce([], lambda s, e: s + [int(e["value"])]) == [0, 1, 2]
+
+
+def test_counter_counts_forever():
+    counts = flumen.Dataset.counter(start=5, step=-3)
+    assert counts.cardinality == -1
+    assert column(counts.take(4)) == [5, 2, -1, -4]
+    assert flumen.Dataset.counter(dtype="int32").element_spec == [("value", "int32", [])]
+
+
 def test_sample_from_datasets_is_seeded_and_complete():
     evens = flumen.Dataset.range(0, 100, 2)
     odds = flumen.Dataset.range(1, 100, 2)

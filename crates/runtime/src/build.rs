@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use flumen_ir::{Expr, MapFn, NamedExpr, Op, Plan, Predicate, Result, Tunable};
+use flumen_ir::{Error, Expr, MapFn, NamedExpr, Op, Plan, Predicate, Result, Tunable};
 
 use crate::autotune::tuner::Tuned;
 use crate::context::ExecContext;
@@ -19,6 +19,7 @@ use crate::operator::BoxOperator;
 use crate::ops::batch::BatchOp;
 use crate::ops::bucket::BucketBySequenceLengthOp;
 use crate::ops::cache::CacheOp;
+use crate::ops::choose_from_datasets::ChooseOp;
 use crate::ops::concatenate::ConcatenateOp;
 use crate::ops::count::{EnumerateOp, ShardOp, SkipOp, TakeOp, TakeWhileOp};
 use crate::ops::element_key::ElementKeyOp;
@@ -38,6 +39,7 @@ use crate::ops::shuffle::ShuffleOp;
 use crate::ops::snapshot::SnapshotOp;
 use crate::ops::source::{avro_source, build_source, is_avro_source};
 use crate::ops::unbatch::{RebatchOp, UnbatchOp};
+use crate::ops::unique::UniqueOp;
 use crate::ops::window::WindowOp;
 use crate::ops::zip::ZipOp;
 use crate::rows::OneRow;
@@ -515,11 +517,24 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         Op::Snapshot { path, options } => Box::new(SnapshotOp::new(plan, path, options, ctx)?),
         Op::Cache { path: None, .. } => Box::new(CacheOp::new(plan, ctx)?),
         Op::Reduce { initial, update } => Box::new(ReduceOp::new(input()?, initial, update)?),
-        Op::Scan { initial, update, output } => Box::new(ScanOp::new(input()?, initial, update, output, schema)?),
+        Op::Scan { initial, function: Some(MapFn::Closure { closure, .. }), .. } => Box::new(ScanOp::with_closure(
+            input()?,
+            initial,
+            ctx.registry.element_fn(&closure.name)?,
+            &closure.name,
+            schema,
+        )?),
+        Op::Scan { function: Some(_), .. } => {
+            return Err(Error::plan("scan", "a scan function is a per-element closure"));
+        }
+        Op::Scan { initial, update, output, function: None } => {
+            Box::new(ScanOp::new(input()?, initial, update, output, schema)?)
+        }
         Op::Window { size, shift, stride, drop_remainder } => {
             Box::new(WindowOp::new(input()?, *size, *shift, *stride, *drop_remainder, schema))
         }
         Op::IgnoreErrors => Box::new(IgnoreErrorsOp::new(input()?)),
+        Op::Unique => Box::new(UniqueOp::new(input()?, schema)?),
         // Read by the map above it (`keyed`); the elements pass as they are.
         Op::ElementPositions { .. } => input()?,
         Op::SampleFromDatasets { weights, seed, stop_on_empty_dataset } => Box::new(SampleOp::new(
@@ -530,6 +545,9 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
             chunk_rows,
             schema,
         )),
+        Op::ChooseFromDatasets { stop_on_empty_dataset } => {
+            Box::new(ChooseOp::new(build_all(plan, ctx)?, *stop_on_empty_dataset, chunk_rows, schema))
+        }
         Op::GroupByWindow { .. } | Op::BucketBySequenceLength { .. } => build_grouping(plan, input()?, None, ctx)?,
     })
 }

@@ -232,17 +232,23 @@ fn as_written(op: &Op) -> String {
             format!("SnapshotOp[{path:?}, {} shards] (read, write or pass through, decided each pass)", options.shards)
         }
         Op::Reduce { .. } => "ReduceOp[per-row expressions]".to_string(),
+        Op::Scan { function: Some(_), .. } => "ScanOp[per-row closure]".to_string(),
         Op::Scan { .. } => "ScanOp[per-row expressions]".to_string(),
         Op::Window { size, shift, stride, drop_remainder } => {
             format!("WindowOp(size {size}, shift {shift}, stride {stride}{})", drop(*drop_remainder))
         }
         Op::IgnoreErrors => "IgnoreErrorsOp".to_string(),
+        Op::Unique => "UniqueOp(remembers every distinct element)".to_string(),
         Op::ElementPositions { offset, stride } => {
             format!("(passes elements; the map above keys its draws at {offset} + {stride} * position)")
         }
         Op::SampleFromDatasets { weights, seed, stop_on_empty_dataset } => format!(
             "SampleOp(weights {weights:?}, seed {}{})",
             seed_text(*seed),
+            if *stop_on_empty_dataset { ", stop on empty dataset" } else { "" }
+        ),
+        Op::ChooseFromDatasets { stop_on_empty_dataset } => format!(
+            "ChooseOp(by the first input{})",
             if *stop_on_empty_dataset { ", stop on empty dataset" } else { "" }
         ),
         Op::GroupByWindow { key, window_size } => format!("GroupByWindowOp(key {key}, window {window_size})"),

@@ -124,6 +124,12 @@ fn reads_ahead_safely(m: &Match) -> Option<()> {
 fn exclusive(egraph: &Graph, node: &Node) -> bool {
     match node {
         Node::Map([f, ..]) | Node::Filter([f, ..]) | Node::MapAndBatch([f, ..]) => egraph[*f].data.exclusive(),
+        // An operator no rule rewrites (a scan function, a dataset function) holds its
+        // closure in the operator.
+        Node::Other(_, children) => match children.first().map(|a| &egraph[*a].data.value) {
+            Some(Value::Opaque(OpaqueValue::Op(op))) => op.closure().is_some_and(|c| c.exclusive),
+            _ => false,
+        },
         _ => false,
     }
 }

@@ -473,12 +473,16 @@ def test_group_by_window(verify_fn):
 # scan_test.py: ScanCheckpointTest
 
 
+@pytest.mark.parametrize("kind", ["function", "expressions"])
 @SYMBOLIC
 @VERIFY
-def test_scan(verify_fn, mode):
+def test_scan(verify_fn, mode, kind):
     def build():
-        return flumen.Dataset.from_tensors({"value": 1}).repeat(10).scan(
-            {"a": 0, "b": 1}, {"a": col("b"), "b": col("a") + col("b")}, {"value": col("a")})
+        ones = flumen.Dataset.from_tensors({"value": 1}).repeat(10)
+        if kind == "function":
+            return ones.scan({"a": 0, "b": 1}, lambda a, _: ({"a": a["b"], "b": a["a"] + a["b"]}, a["b"]),
+                             output={"value": "int64"})
+        return ones.scan({"a": 0, "b": 1}, {"a": col("b"), "b": col("a") + col("b")}, {"value": col("a")})
 
     verify_fn(build, 10, mode=mode)
 

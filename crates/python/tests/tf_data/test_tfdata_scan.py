@@ -1,7 +1,8 @@
-"""tf.data's scan_test.py, ported to flumen: Dataset.scan. flumen's scan is written with
-expressions: `initial` state literals, `update` (the next state, from the state and the
-element) and `output` (each element, from the new state and the element). tf.data's
-`(new_state, output_of_old_state)` is written with the old state kept in the output."""
+"""tf.data's scan_test.py, ported to flumen: Dataset.scan. With a Python function, as
+tf.data writes it: `scan(initial_state, scan_func, output=...)`, `scan_func(state, element)`
+returning `(new_state, output)`. Each case also runs written with expressions (`initial`
+state literals, `update` from the state and the element, and `output` from the new state),
+where tf.data's `(new_state, output_of_old_state)` keeps the old state in the output."""
 
 import itertools
 
@@ -18,25 +19,36 @@ from tf_data_helpers import take, values
 TENSOR_STATE = "flumen's scan state is scalar literals: no growing or reshaped tensor (TensorArray) state"
 
 
-def counting_dataset(start, step):
-    # state -> (state + step, state): the output is the state before the update.
+def counting_dataset(start, step, kind):
     zeros = flumen.Dataset.from_tensors({"value": 0}).repeat()
+    if kind == "function":
+        return zeros.scan(start, lambda state, _: (state + step, state), output={"value": "int64"})
+    # state -> (state + step, state): the output is the state before the update.
     return zeros.scan({"s": start}, {"s": col("s") + step}, {"value": col("s") - step})
 
 
+KINDS = ["function", "expressions"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("start,step,count", [(0, 1, 10), (0, 1, 0), (10, 1, 10), (10, 2, 10), (10, -1, 10),
                                                (10, -2, 10)])
-def test_count(start, step, count):
-    it = counting_dataset(start, step).take(count).iter()
+def test_count(start, step, count, kind):
+    it = counting_dataset(start, step, kind).take(count).iter()
     for expected, _ in zip(itertools.count(start, step), range(count)):
         assert int(next(it)["value"]) == expected
     with pytest.raises(StopIteration):
         next(it)
 
 
-def test_fibonacci():
-    ds = flumen.Dataset.from_tensors({"value": 1}).repeat(None).scan(
-        {"a": 0, "b": 1}, {"a": col("b"), "b": col("a") + col("b")}, {"value": col("a")})
+@pytest.mark.parametrize("kind", KINDS)
+def test_fibonacci(kind):
+    ones = flumen.Dataset.from_tensors({"value": 1}).repeat(None)
+    if kind == "function":
+        ds = ones.scan({"a": 0, "b": 1}, lambda s, _: ({"a": s["b"], "b": s["a"] + s["b"]}, s["b"]),
+                       output={"value": "int64"})
+    else:
+        ds = ones.scan({"a": 0, "b": 1}, {"a": col("b"), "b": col("a") + col("b")}, {"value": col("a")})
     assert [e["value"] for e in take(ds.iter(), 6)] == [1, 1, 2, 3, 5, 8]
 
 
@@ -90,11 +102,10 @@ def test_incorrect_return_type():
         flumen.Dataset.range(10).scan({"s": 1}, {"s": lit(1)}, None)
 
 
-@pytest.mark.xfail(reason="flumen's scan runs expressions only: no Python function that can raise StopIteration", strict=True)
 def test_preserve_cardinality():
-    def py_fn(_):
+    def py_fn(_state, _element):
         raise StopIteration()
 
-    ds = flumen.Dataset.from_tensors({"value": 0}).scan({"s": 1}, {"s": col("s")}, {"value": py_fn})
+    ds = flumen.Dataset.from_tensors({"value": 0}).scan(1, py_fn, output={"value": "int64"})
     with pytest.raises(flumen.Error):
         next(ds.iter())

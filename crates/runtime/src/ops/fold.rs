@@ -1,7 +1,9 @@
-//! `reduce` and `scan`: a state threaded through the elements by expressions.
+//! `reduce` and `scan`: a state threaded through the elements by expressions, or for `scan`
+//! by a closure (tf.data's `scan_func`).
 //!
-//! Each step evaluates the update expressions over a one-row batch holding the state fields
-//! followed by the element's fields, which is exactly the scope the plan type-checked.
+//! Each step evaluates the update expressions (or calls the closure) over a one-row batch
+//! holding the state fields followed by the element's fields, which is exactly the scope the
+//! plan type-checked.
 
 use std::sync::Arc;
 
@@ -9,6 +11,7 @@ use arrow::array::{Array, ArrayRef};
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{ElementSpec, FieldSpec, NamedExpr, Result, Scalar};
+use flumen_udf::closure::{guarded, ElementFn};
 use flumen_udf::eval::{evaluate, scalar_array};
 
 use crate::checkpoint::{OpState, SaveMode};
@@ -128,8 +131,16 @@ impl Operator for ReduceOp {
 pub struct ScanOp {
     input: Resumable,
     state: State,
-    output: Vec<NamedExpr>,
+    step: ScanStep,
     schema: SchemaRef,
+}
+
+/// How a scan computes a step.
+enum ScanStep {
+    /// Output expressions over the new state and the element (the state by `State::update`).
+    Exprs(Vec<NamedExpr>),
+    /// A closure returning the new state's fields then the output's, as one row of `returns`.
+    Closure { f: ElementFn, operator: String, returns: SchemaRef },
 }
 
 impl ScanOp {
@@ -144,9 +155,26 @@ impl ScanOp {
         Ok(ScanOp {
             input: Resumable::new(input),
             state: State::new(initial, update, "scan")?,
-            output: output.to_vec(),
+            step: ScanStep::Exprs(output.to_vec()),
             schema,
         })
+    }
+
+    /// Scans `input` from `initial` with the closure `f` (named `name` in errors), which
+    /// takes the state's fields then the element's and returns the new state's fields then
+    /// the output element's (output `schema`).
+    pub fn with_closure(
+        input: BoxOperator,
+        initial: &[(String, Scalar)],
+        f: ElementFn,
+        name: &str,
+        schema: SchemaRef,
+    ) -> Result<Self> {
+        let state = State::new(initial, &[], "scan")?;
+        let fields: Vec<_> = state.schema.fields().iter().chain(schema.fields().iter()).cloned().collect();
+        let returns = Arc::new(Schema::new(fields));
+        let operator = format!("scan(closure '{name}')");
+        Ok(ScanOp { input: Resumable::new(input), state, step: ScanStep::Closure { f, operator, returns }, schema })
     }
 
     /// Steps the state over one element and computes its output; on failure the state is
@@ -161,15 +189,26 @@ impl ScanOp {
     }
 
     fn step_and_output(&mut self, element: &RecordBatch) -> Result<RecordBatch> {
+        let output = match &self.step {
+            ScanStep::Exprs(output) => output,
+            ScanStep::Closure { f, operator, returns } => {
+                let scope = self.state.scope(element)?;
+                let out = guarded(operator, || f(&scope))?;
+                super::function::check_rows(operator, &out, 1)?;
+                let out =
+                    crate::conform::conform_chunk(out, returns).map_err(|e| super::function::mismatch(operator, e))?;
+                let width = self.state.values.len();
+                self.state.values = out.columns()[..width].to_vec();
+                return Ok(RecordBatch::try_new(self.schema.clone(), out.columns()[width..].to_vec())?);
+            }
+        };
         self.state.step(&self.state.scope(element)?)?;
         let scope = self.state.scope(element)?;
-        let columns = self
-            .output
+        let columns = output
             .iter()
             .map(|o| evaluate(&o.expr, &scope).map_err(|e| e.in_data_of("scan")))
             .collect::<Result<Vec<_>>>()?;
-        let fields = self
-            .output
+        let fields = output
             .iter()
             .zip(&columns)
             .map(|(o, c)| arrow::datatypes::Field::new(&o.name, c.data_type().clone(), true))

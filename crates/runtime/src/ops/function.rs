@@ -280,7 +280,7 @@ pub fn filter_fn(predicate: &Predicate, registry: &Registry, vectorized: bool) -
     }))
 }
 
-fn check_rows(operator: &str, out: &RecordBatch, expected: usize) -> Result<()> {
+pub(crate) fn check_rows(operator: &str, out: &RecordBatch, expected: usize) -> Result<()> {
     if out.num_rows() != expected {
         return Err(Error::Udf {
             operator: operator.to_string(),
@@ -290,6 +290,6 @@ fn check_rows(operator: &str, out: &RecordBatch, expected: usize) -> Result<()> 
     Ok(())
 }
 
-fn mismatch(operator: &str, e: Error) -> Error {
+pub(crate) fn mismatch(operator: &str, e: Error) -> Error {
     Error::Udf { operator: operator.to_string(), message: format!("result does not match the declared spec: {e}") }
 }

@@ -2,6 +2,7 @@
 pub mod batch;
 pub mod bucket;
 pub mod cache;
+pub mod choose_from_datasets;
 pub mod concatenate;
 pub mod count;
 pub mod element_key;
@@ -28,5 +29,6 @@ pub mod snapshot;
 pub mod source;
 pub mod unbatch;
 pub mod uniform_shapes;
+pub mod unique;
 pub mod window;
 pub mod zip;

@@ -346,9 +346,12 @@ mod tests {
         assert_eq!(out[0].column(0).len(), out[0].num_rows());
     }
 
-    /// A column of sparse tensors of `spec`'s field `f`: per row, its points (`rank`
-    /// coordinates each) with their values, and its dense shape.
-    fn sparse_col(spec: &ElementSpec, f: usize, rows: &[(Vec<(Vec<i64>, i64)>, Vec<i64>)]) -> ArrayRef {
+    /// A sparse tensor's points: `rank` coordinates and a value each.
+    type Points = Vec<(Vec<i64>, i64)>;
+
+    /// A column of sparse tensors of `spec`'s field `f`: per row, its points with their
+    /// values, and its dense shape.
+    fn sparse_col(spec: &ElementSpec, f: usize, rows: &[(Points, Vec<i64>)]) -> ArrayRef {
         use arrow::array::Int64Array;
         use arrow::buffer::OffsetBuffer;
         let arrow::datatypes::DataType::Struct(fields) = spec.fields[f].arrow_type() else { unreachable!() };
@@ -371,7 +374,7 @@ mod tests {
     }
 
     /// Each element's points of sparse field `name` as `(coordinates, value)`.
-    fn sparse_rows(chunks: &[RecordBatch], name: &str) -> Vec<Vec<(Vec<i64>, i64)>> {
+    fn sparse_rows(chunks: &[RecordBatch], name: &str) -> Vec<Points> {
         let mut out = Vec::new();
         for c in chunks {
             let s = c.column_by_name(name).unwrap().as_struct();
@@ -422,7 +425,7 @@ mod tests {
         assert_eq!(rows(std::slice::from_ref(&first), "id"), strs(&["7", "8", "9", "5", "6"]));
         // Element e of a row holds the points with leading index e, in the row's order, and
         // the row's dense shape after its leading dimension.
-        let expected: Vec<Vec<(Vec<i64>, i64)>> =
+        let expected: Vec<Points> =
             vec![vec![(vec![2], 20), (vec![0], 40)], vec![(vec![0], 10)], vec![(vec![1], 30)], vec![], vec![]];
         assert_eq!(sparse_rows(std::slice::from_ref(&first), "s"), expected);
         assert_eq!(dense_shapes(&[first], "s"), vec![vec![4], vec![4], vec![4], vec![5], vec![5]]);
