@@ -468,7 +468,14 @@ impl Dataset {
 
     /// Re-groups batched elements into batches of `batch_size`.
     pub fn rebatch(&self, batch_size: u64, drop_remainder: bool) -> Result<Dataset> {
-        self.then(Op::Rebatch { batch_size, drop_remainder })
+        self.then(Op::Rebatch { batch_size, drop_remainder, batch_sizes: Vec::new() })
+    }
+
+    /// tf.data's `rebatch` with a list of sizes: the batches take `batch_sizes` in turn,
+    /// cycling; a size of 0 is an empty batch.
+    pub fn rebatch_sizes(&self, batch_sizes: Vec<u64>, drop_remainder: bool) -> Result<Dataset> {
+        let batch_size = batch_sizes.first().copied().unwrap_or(0);
+        self.then(Op::Rebatch { batch_size, drop_remainder, batch_sizes })
     }
 
     /// Sliding windows, each emitted batched.

@@ -176,6 +176,7 @@ fn batching_operators_resume_exactly() {
     assert_resumes("batch drop_remainder", range(0, 23).batch_with(4, true).unwrap());
     assert_resumes("unbatch", range(0, 23).batch(4).unwrap().unbatch().unwrap());
     assert_resumes("rebatch", range(0, 23).batch(4).unwrap().rebatch(3, false).unwrap());
+    assert_resumes("rebatch sizes", failing(0, 23).batch(4).unwrap().rebatch_sizes(vec![3, 0, 2], false).unwrap());
     let lengths = range(1, 12).map(MapFunction::with_fields([("n", col("value") % lit(4i64))])).unwrap();
     let ragged = lengths
         .flat_map(DatasetFunction::closure(Some("n_copies"), spec("value"), |row| {

@@ -119,9 +119,12 @@ pub fn describe(op: &Op) -> String {
         Op::Interleave { func, cycle_length, block_length, .. } => {
             format!("{}; cycle {}, block {block_length}", dataset_fn(func), tunable(cycle_length))
         }
+        Op::Rebatch { batch_sizes, drop_remainder, .. } if !batch_sizes.is_empty() => {
+            format!("sizes {batch_sizes:?}{}", if *drop_remainder { ", drop_remainder" } else { "" })
+        }
         Op::Batch { batch_size, drop_remainder, .. }
         | Op::RaggedBatch { batch_size, drop_remainder }
-        | Op::Rebatch { batch_size, drop_remainder } => {
+        | Op::Rebatch { batch_size, drop_remainder, .. } => {
             format!("{batch_size}{}", if *drop_remainder { ", drop_remainder" } else { "" })
         }
         Op::PaddedBatch { batch_size, drop_remainder, padded_shapes, .. } => format!(

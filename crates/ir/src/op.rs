@@ -221,6 +221,10 @@ pub enum Op {
         batch_size: u64,
         /// Drop a last, smaller batch.
         drop_remainder: bool,
+        /// tf.data's list form: the batches take these sizes in turn, cycling (a 0 is an empty
+        /// batch, which reads nothing), and `batch_size` is ignored. Empty: `batch_size`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        batch_sizes: Vec<u64>,
     },
     /// Randomly shuffle with a buffer of `buffer_size` elements.
     Shuffle {
@@ -557,10 +561,23 @@ impl Op {
                 Ok(padded.batched(if *drop_remainder { *batch_size as i64 } else { UNKNOWN }))
             }
             Op::Unbatch => unbatched_elements(input(), &name),
-            Op::Rebatch { batch_size, drop_remainder } => {
-                positive("batch_size", *batch_size)?;
+            Op::Rebatch { batch_size, drop_remainder, batch_sizes } => {
                 let inner = unbatched_elements(input(), &name)?;
-                Ok(inner.batched(if *drop_remainder { *batch_size as i64 } else { UNKNOWN }))
+                if !batch_sizes.is_empty() {
+                    if batch_sizes.iter().all(|&b| b == 0) {
+                        return Err(Error::plan(&name, "batch_sizes must not all be 0"));
+                    }
+                    let first = batch_sizes[0];
+                    let same = batch_sizes.iter().all(|&b| b == first);
+                    return Ok(inner.batched(if same && *drop_remainder { first as i64 } else { UNKNOWN }));
+                }
+                positive("batch_size", *batch_size)?;
+                // Input batches of a known size that the new size divides are all cut into
+                // whole batches, as tf.data infers.
+                let leading: Option<i64> = input().fields.first().and_then(|f| f.shape.first().copied());
+                let divides = leading.is_some_and(|n| n > 0 && n % *batch_size as i64 == 0)
+                    && input().fields.iter().all(|f| f.shape.first().copied() == leading);
+                Ok(inner.batched(if *drop_remainder || divides { *batch_size as i64 } else { UNKNOWN }))
             }
             Op::Shuffle { buffer_size, .. } => {
                 positive("buffer_size", *buffer_size)?;

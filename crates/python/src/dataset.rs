@@ -893,10 +893,14 @@ impl Dataset {
         ok(self.0.unbatch())
     }
 
-    /// The same elements in batches of `batch_size`.
+    /// The same elements in batches of `batch_size`, or with a list (tf.data's per-replica
+    /// form) in batches of its sizes in turn, cycling; a size of 0 is an empty batch.
     #[pyo3(signature = (batch_size, drop_remainder = false))]
-    fn rebatch(&self, batch_size: u64, drop_remainder: bool) -> PyResult<Dataset> {
-        ok(self.0.rebatch(batch_size, drop_remainder))
+    fn rebatch(&self, batch_size: &Bound<'_, PyAny>, drop_remainder: bool) -> PyResult<Dataset> {
+        match batch_size.extract::<u64>() {
+            Ok(size) => ok(self.0.rebatch(size, drop_remainder)),
+            Err(_) => ok(self.0.rebatch_sizes(batch_size.extract::<Vec<u64>>()?, drop_remainder)),
+        }
     }
 
     /// Batches whose variable-size fields are padded: to `padded_shapes[field]` (-1: the

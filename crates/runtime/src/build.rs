@@ -491,8 +491,11 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
             plan.spec(),
         )?),
         Op::Unbatch => Box::new(UnbatchOp::new(input()?, schema)),
-        Op::Rebatch { batch_size, drop_remainder } => {
+        Op::Rebatch { batch_size, drop_remainder, batch_sizes } if batch_sizes.is_empty() => {
             Box::new(RebatchOp::new(input()?, *batch_size, *drop_remainder, schema)?)
+        }
+        Op::Rebatch { drop_remainder, batch_sizes, .. } => {
+            Box::new(RebatchOp::cycling(input()?, batch_sizes, *drop_remainder, schema)?)
         }
         Op::Shuffle { buffer_size, seed, reshuffle_each_iteration } => {
             let seed = ctx.seed(plan, *seed, *reshuffle_each_iteration);

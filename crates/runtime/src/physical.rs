@@ -207,7 +207,10 @@ fn as_written(op: &Op) -> String {
             format!("PaddedBatchOp({batch_size}{})", drop(*drop_remainder))
         }
         Op::Unbatch => "UnbatchOp".to_string(),
-        Op::Rebatch { batch_size, drop_remainder } => format!("RebatchOp({batch_size}{})", drop(*drop_remainder)),
+        Op::Rebatch { batch_sizes, drop_remainder, .. } if !batch_sizes.is_empty() => {
+            format!("RebatchOp(sizes {batch_sizes:?}{})", drop(*drop_remainder))
+        }
+        Op::Rebatch { batch_size, drop_remainder, .. } => format!("RebatchOp({batch_size}{})", drop(*drop_remainder)),
         Op::Shuffle { buffer_size, seed, reshuffle_each_iteration } => {
             format!("ShuffleOp({})", shuffle(*buffer_size, *seed, *reshuffle_each_iteration))
         }

@@ -158,3 +158,22 @@ def test_cardinality():
     ds = ds.bucket_by_sequence_length(element_length_func=length(), bucket_boundaries=[3, 7, 11],
                                       bucket_batch_sizes=[2, 2, 2, 2], pad_to_bucket_boundary=True)
     assert ds.cardinality == -1
+
+
+def test_pad_to_bucket_boundary_fails_where_the_long_element_s_batch_would_be():
+    # tf.data pads each bucket's window when it is emitted: an element past the last boundary
+    # fails its bucket's batch (here flushed at the end, after bucket 1's), and the batches
+    # before it are delivered.
+    lengths = [1, 2, 3, 9, 1, 2]
+    ds = records(lambda: [list(range(n)) for n in lengths]).bucket_by_sequence_length(
+        length(), [3, 5], [2, 2, 2], pad_to_bucket_boundary=True)
+    it, got = ds.iter(), []
+    while True:
+        try:
+            got.append(next(it)["x"].shape)
+        except StopIteration:
+            break
+        except flumen.Error as e:
+            assert "length < max(bucket_boundaries) = 5" in str(e)
+            got.append("error")
+    assert got == [(2, 2), (2, 2), (1, 4), "error"]

@@ -114,12 +114,12 @@ def test_unbatch(verify_fn, mode):
     verify_fn(lambda: flumen.Dataset.from_numpy(components(8, 15.0)).batch(2).unbatch(), 8, mode=mode)
 
 
-# rebatch_test.py: RebatchDatasetCheckpointTest (batch_size=[8, 8] is flumen's 8)
+# rebatch_test.py: RebatchDatasetCheckpointTest
 
 
 @VERIFY
 def test_rebatch(verify_fn):
-    verify_fn(lambda: flumen.Dataset.range(64).batch(16, drop_remainder=True).rebatch(8), 8)
+    verify_fn(lambda: flumen.Dataset.range(64).batch(16, drop_remainder=True).rebatch([8, 8]), 8)
 
 
 # window_test.py: WindowCheckpointTest (the windows' datasets are flumen's batched windows)

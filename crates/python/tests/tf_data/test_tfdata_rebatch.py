@@ -1,5 +1,5 @@
-"""tf.data's rebatch_test.py, ported to flumen: Dataset.rebatch. A list of equal batch sizes
-([2, 2]) is flumen's one size (2); lists of different sizes have no flumen equivalent."""
+"""tf.data's rebatch_test.py, ported to flumen: Dataset.rebatch, with one batch size or a
+list of them taken in turn."""
 
 import numpy as np
 import pytest
@@ -10,22 +10,18 @@ from tf_data_helpers import elements, values
 
 # RebatchDatasetCheckpointTest is in test_tfdata_checkpointing.
 
-SIZES_LIST = "flumen's rebatch takes one int batch size, not a list of per-replica sizes"
-STATIC_DIM = "flumen's rebatch keeps a static batch dim only with drop_remainder=True; tf.data infers it from a divisible input batch dim"
 
 
 def shapes(ds):
     return [shape for _, _, shape in ds.element_spec]
 
 
-@pytest.mark.xfail(reason=SIZES_LIST, strict=True)
 def test_shape_inference_not_all_batch_sizes_equal():
     ds = flumen.Dataset.range(8).batch(4, drop_remainder=True).rebatch([2, 1, 1])
     assert shapes(ds) == [[None]]
 
 
-@pytest.mark.parametrize("drop_remainder", [
-    True, pytest.param(False, marks=pytest.mark.xfail(reason=STATIC_DIM, strict=True))])
+@pytest.mark.parametrize("drop_remainder", [True, False])
 def test_shape_inference_input_batch_dim_divisible(drop_remainder):
     ds = flumen.Dataset.range(8).batch(4, drop_remainder=True).rebatch(2, drop_remainder=drop_remainder)
     assert shapes(ds) == [[2]]
@@ -51,8 +47,7 @@ def test_shape_inference_input_batch_dim_indivisible_with_drop_remainder():
     assert shapes(ds) == [[2]]
 
 
-@pytest.mark.parametrize("drop_remainder", [
-    True, pytest.param(False, marks=pytest.mark.xfail(reason=STATIC_DIM, strict=True))])
+@pytest.mark.parametrize("drop_remainder", [True, False])
 def test_basic(drop_remainder):
     ds = flumen.Dataset.range(8).batch(4, drop_remainder=True).rebatch(2, drop_remainder=drop_remainder)
     assert shapes(ds) == [[2]]
@@ -85,7 +80,6 @@ def test_batch_size_equal_to_original(batch_size, drop_remainder):
     assert values(ds.rebatch(batch_size, drop_remainder=False)) == expected
 
 
-@pytest.mark.xfail(reason=SIZES_LIST, strict=True)
 @pytest.mark.parametrize("drop_remainder", [True, False])
 def test_empty_splits(drop_remainder):
     ds = flumen.Dataset.range(8).batch(4, drop_remainder=True).rebatch([1, 1, 1, 1, 0], drop_remainder=drop_remainder)
@@ -93,7 +87,6 @@ def test_empty_splits(drop_remainder):
     assert values(ds) == [[0], [1], [2], [3], [], [4], [5], [6], [7], []]
 
 
-@pytest.mark.xfail(reason=SIZES_LIST, strict=True)
 @pytest.mark.parametrize("drop_remainder", [True, False])
 def test_empty_first_splits(drop_remainder):
     ds = flumen.Dataset.range(8).batch(4, drop_remainder=True).rebatch([0, 1], drop_remainder=drop_remainder)
@@ -102,7 +95,6 @@ def test_empty_first_splits(drop_remainder):
     assert values(ds) == [x for i in range(8) for x in ([], [i])] + [[]]
 
 
-@pytest.mark.xfail(reason=SIZES_LIST, strict=True)
 @pytest.mark.parametrize("drop_remainder", [True, False])
 def test_empty_last_splits(drop_remainder):
     ds = flumen.Dataset.range(8).batch(4, drop_remainder=True).rebatch([1, 0], drop_remainder=drop_remainder)
@@ -121,15 +113,13 @@ def test_empty_tensors(drop_remainder):
     assert all(e["v"].shape == (new_batch_size, 5, 0) for e in got)
 
 
-@pytest.mark.parametrize("drop_remainder", [
-    True, pytest.param(False, marks=pytest.mark.xfail(reason=STATIC_DIM, strict=True))])
+@pytest.mark.parametrize("drop_remainder", [True, False])
 def test_scalar_batch_size_input(drop_remainder):
     ds = flumen.Dataset.range(8).batch(4, drop_remainder=True).rebatch(2, drop_remainder=drop_remainder)
     assert shapes(ds) == [[2]]
     assert values(ds) == [[0, 1], [2, 3], [4, 5], [6, 7]]
 
 
-@pytest.mark.xfail(reason=STATIC_DIM, strict=True)
 def test_multiple_batches():
     ds = flumen.Dataset.range(16).batch(2, drop_remainder=True).batch(4, drop_remainder=True)
     assert shapes(ds) == [[4, 2]]
@@ -138,7 +128,6 @@ def test_multiple_batches():
     assert values(rebatched) == [[[0, 1], [2, 3]], [[4, 5], [6, 7]], [[8, 9], [10, 11]], [[12, 13], [14, 15]]]
 
 
-@pytest.mark.xfail(reason=STATIC_DIM, strict=True)
 def test_nested_dictionary_output():
     # {"a": x, "b": {"c": x + 1}}: the nested key as the field "b/c".
     ds = flumen.Dataset.range(8).map({"a": col("value"), "b/c": col("value") + 1}, keep=False)

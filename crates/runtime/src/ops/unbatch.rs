@@ -17,6 +17,7 @@ use crate::checkpoint::replay::PrePull;
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::{conform_array, make_batch};
 use crate::operator::{BoxOperator, Operator};
+use crate::rows::{concat, RowReader};
 
 /// A field's leading dimension in a chunk.
 enum Leading<'a> {
@@ -196,44 +197,148 @@ impl Operator for UnbatchOp {
     }
 }
 
-/// `rebatch(batch_size, drop_remainder)`: `unbatch()` then `batch(batch_size, drop_remainder)`.
+/// `rebatch(batch_size, drop_remainder)`: `unbatch()` then `batch(batch_size, drop_remainder)`;
+/// with a list of sizes, batches of those sizes in turn.
 pub struct RebatchOp {
-    inner: BatchOp,
+    inner: Rebatching,
+}
+
+enum Rebatching {
+    Uniform(BatchOp),
+    Cycling(CyclingBatches),
+}
+
+/// The unbatched schema of the batched `schema` (each field's item type).
+fn unbatched_schema(schema: &SchemaRef) -> Result<SchemaRef> {
+    let fields = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let item = item_type(f.data_type()).ok_or_else(|| {
+                Error::plan("rebatch", format!("output field '{}' of type {} is not batched", f.name(), f.data_type()))
+            })?;
+            Ok(Field::new(f.name(), item.clone(), true))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Arc::new(Schema::new(fields)))
 }
 
 impl RebatchOp {
     /// Rebatches `input` into batches of `batch_size` (> 0); `schema` is the output schema.
     pub fn new(input: BoxOperator, batch_size: u64, drop_remainder: bool, schema: SchemaRef) -> Result<Self> {
-        let fields = schema
-            .fields()
-            .iter()
-            .map(|f| {
-                let item = item_type(f.data_type()).ok_or_else(|| {
-                    Error::plan(
-                        "rebatch",
-                        format!("output field '{}' of type {} is not batched", f.name(), f.data_type()),
-                    )
-                })?;
-                Ok(Field::new(f.name(), item.clone(), true))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let unbatched: SchemaRef = Arc::new(Schema::new(fields));
-        let unbatch = UnbatchOp::new(input, unbatched);
-        Ok(RebatchOp { inner: BatchOp::new(Box::new(unbatch), batch_size, drop_remainder, schema) })
+        let unbatch = UnbatchOp::new(input, unbatched_schema(&schema)?);
+        let batch = BatchOp::new(Box::new(unbatch), batch_size, drop_remainder, schema);
+        Ok(RebatchOp { inner: Rebatching::Uniform(batch) })
+    }
+
+    /// Rebatches `input` into batches of `sizes` in turn, cycling (a 0 is an empty batch);
+    /// `schema` is the output schema.
+    pub fn cycling(input: BoxOperator, sizes: &[u64], drop_remainder: bool, schema: SchemaRef) -> Result<Self> {
+        let unbatched = unbatched_schema(&schema)?;
+        let rows = RowReader::new(Box::new(UnbatchOp::new(input, unbatched.clone())));
+        let sizes = sizes.iter().map(|&s| usize::try_from(s).unwrap_or(usize::MAX)).collect();
+        let cycling =
+            CyclingBatches { rows, sizes, at: 0, drop_remainder, unbatched, schema, done: false, error: None };
+        Ok(RebatchOp { inner: Rebatching::Cycling(cycling) })
     }
 }
 
 impl Operator for RebatchOp {
     fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
-        self.inner.next_chunk()
+        match &mut self.inner {
+            Rebatching::Uniform(batch) => batch.next_chunk(),
+            Rebatching::Cycling(cycling) => cycling.next_chunk(),
+        }
     }
 
     fn save(&self, mode: SaveMode) -> Result<OpState> {
-        self.inner.save(mode)
+        match &self.inner {
+            Rebatching::Uniform(batch) => batch.save(mode),
+            Rebatching::Cycling(cycling) => {
+                let mut state = OpState::new("rebatch_sizes").with("at", cycling.at)?.with("done", cycling.done)?;
+                if let Some(e) = &cycling.error {
+                    state = state.with_error(e);
+                }
+                Ok(state.child(cycling.rows.save(mode)?))
+            }
+        }
     }
 
     fn restore(&mut self, state: OpState) -> Result<()> {
-        self.inner.restore(state)
+        match &mut self.inner {
+            Rebatching::Uniform(batch) => batch.restore(state),
+            Rebatching::Cycling(cycling) => {
+                let mut state = state.expect("rebatch_sizes")?;
+                cycling.at = state.get("at")?;
+                cycling.done = state.get("done")?;
+                cycling.error = state.take_error();
+                cycling.rows.restore(state.take_child()?)
+            }
+        }
+    }
+}
+
+/// Batches of the unbatched rows in `sizes` in turn. A batch's rows are read within one pull,
+/// so between pulls only the position in the cycle is state; an input error ends the batch it
+/// falls in, which is that error (`batch`'s rule).
+struct CyclingBatches {
+    rows: RowReader,
+    sizes: Vec<usize>,
+    at: usize,
+    drop_remainder: bool,
+    unbatched: SchemaRef,
+    schema: SchemaRef,
+    done: bool,
+    /// An input error met after batches of the chunk being built, the next pull's.
+    error: Option<Error>,
+}
+
+/// Batches a pull gathers at most (each an output element).
+const CYCLING_BATCHES_PER_CHUNK: usize = 64;
+
+impl CyclingBatches {
+    fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        let (mut parts, mut runs) = (Vec::new(), Vec::new());
+        while !self.done && runs.len() < CYCLING_BATCHES_PER_CHUNK {
+            let size = self.sizes[self.at];
+            let batch = match self.rows.next_rows(size) {
+                Ok(batch) => batch,
+                // The error takes its batch's place; batches gathered before it go first.
+                Err(e) => {
+                    self.at = (self.at + 1) % self.sizes.len();
+                    if runs.is_empty() {
+                        return Err(e);
+                    }
+                    self.error = Some(e);
+                    break;
+                }
+            };
+            let n: usize = batch.iter().map(|b| b.num_rows()).sum();
+            if n < size {
+                self.done = true;
+                if n == 0 || self.drop_remainder {
+                    break;
+                }
+            }
+            self.at = (self.at + 1) % self.sizes.len();
+            parts.extend(batch);
+            runs.push(super::list_kernels::Run::new(n, 1));
+        }
+        if runs.is_empty() {
+            return Ok(None);
+        }
+        let rows = concat(&parts)?.unwrap_or_else(|| RecordBatch::new_empty(self.unbatched.clone()));
+        let columns = self
+            .schema
+            .fields()
+            .iter()
+            .zip(rows.columns())
+            .map(|(f, c)| super::list_kernels::wrap(f.data_type(), c.clone(), &runs))
+            .collect::<Result<Vec<_>>>()?;
+        make_batch(&self.schema, columns, runs.len()).map(Some)
     }
 }
 
@@ -332,7 +437,7 @@ mod tests {
         let values: Vec<i64> = (0..10).collect();
         let batched_schema = int_spec("x").batched(-1).arrow_schema();
         let batch = BatchOp::new(source(int_chunks("x", &values, &[3, 5, 2])), 3, false, batched_schema.clone());
-        let op = Op::Rebatch { batch_size: 4, drop_remainder: false };
+        let op = Op::Rebatch { batch_size: 4, drop_remainder: false, batch_sizes: vec![] };
         let schema = op.output_spec(&[&int_spec("x").batched(-1)]).unwrap().arrow_schema();
         let mut rebatch = RebatchOp::new(Box::new(batch), 4, false, schema.clone()).unwrap();
         let out = collect(&mut rebatch, &schema).unwrap();
