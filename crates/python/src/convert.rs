@@ -67,8 +67,18 @@ pub fn array_of(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>
     if field.kind == FieldKind::Sparse {
         return sparse(value, field, rows);
     }
+    let text = matches!(field.dtype, DType::Utf8 | DType::Binary);
+    if text && field.is_fixed_tensor(0) {
+        // A tensor of strings: NumPy gives its shape and its values in order.
+        let np = py.import("numpy")?;
+        let array = np.call_method1("asarray", (value, "object"))?;
+        let shape: Vec<usize> = array.getattr("shape")?.extract()?;
+        let flat = array.call_method1("reshape", (-1,))?.call_method0("tolist")?;
+        let values = array_of(&flat, &FieldSpec::scalar(field.name.clone(), field.dtype), None)?;
+        return wrap_fixed(values, field, &shape, rows);
+    }
     match field.dtype {
-        DType::Utf8 => {
+        DType::Utf8 if field.shape.is_empty() => {
             let mut b = StringBuilder::new();
             for item in value.try_iter()? {
                 let item = item?;
@@ -80,7 +90,7 @@ pub fn array_of(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>
             }
             return Ok(Arc::new(b.finish()));
         }
-        DType::Binary => {
+        DType::Binary if field.shape.is_empty() => {
             let mut b = BinaryBuilder::new();
             for item in value.try_iter()? {
                 let item = item?;
@@ -113,15 +123,7 @@ pub fn array_of(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>
             return Err(PyValueError::new_err(format!("field {:?}: {n} values for {rows} elements", field.name)));
         }
     }
-    let inner: Vec<usize> = shape.iter().skip(1).copied().collect();
-    let declared: Vec<i64> = field.shape.clone();
-    let fits = inner.len() == declared.len() && inner.iter().zip(&declared).all(|(&a, &d)| d < 0 || a as i64 == d);
-    if !fits {
-        return Err(PyValueError::new_err(format!(
-            "field {:?}: values of shape {inner:?}, declared {declared:?}",
-            field.name
-        )));
-    }
+    check_shape(field, &shape)?;
     let count: usize = shape.iter().product();
     let width = match field.dtype {
         DType::BFloat16 => 4,
@@ -130,7 +132,7 @@ pub fn array_of(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>
     // SAFETY: NumPy's array interface says `count` contiguous values of `width` bytes start
     // at `address`; `array` keeps them alive while they are copied.
     let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, count * width) };
-    let mut values: ArrayRef = match field.dtype {
+    let values: ArrayRef = match field.dtype {
         DType::Bool => Arc::new(BooleanArray::from(bytes.iter().map(|&b| b != 0).collect::<Vec<bool>>())),
         DType::Int8 => primitive::<Int8Type>(bytes),
         DType::Int16 => primitive::<Int16Type>(bytes),
@@ -155,6 +157,36 @@ pub fn array_of(value: &Bound<'_, PyAny>, field: &FieldSpec, rows: Option<usize>
         }
     };
     drop(array);
+    wrap_fixed(values, field, &shape, None)
+}
+
+/// Whether values of NumPy `shape` (the elements' count first) fit `field`'s shape.
+fn check_shape(field: &FieldSpec, shape: &[usize]) -> PyResult<()> {
+    let inner = &shape[1.min(shape.len())..];
+    let declared = &field.shape;
+    let fits = inner.len() == declared.len() && inner.iter().zip(declared).all(|(&a, &d)| d < 0 || a as i64 == d);
+    if !fits {
+        return Err(PyValueError::new_err(format!(
+            "field {:?}: values of shape {inner:?}, declared {declared:?}",
+            field.name
+        )));
+    }
+    Ok(())
+}
+
+/// `values`, every value of a NumPy array of `shape` (the elements' count first, `rows` when
+/// given) in order, as the column of `field`'s fixed-size tensors.
+fn wrap_fixed(mut values: ArrayRef, field: &FieldSpec, shape: &[usize], rows: Option<usize>) -> PyResult<ArrayRef> {
+    check_shape(field, shape)?;
+    let n = shape.first().copied().unwrap_or(1);
+    if rows.is_some_and(|rows| rows != n) {
+        return Err(PyValueError::new_err(format!(
+            "field {:?}: {n} values for {} elements",
+            field.name,
+            rows.unwrap_or(0)
+        )));
+    }
+    let inner = &shape[1.min(shape.len())..];
     // The declared list fields, outermost first; wrapped innermost first: [n, a, b] is n
     // lists of a lists of b values.
     let mut items: Vec<Arc<Field>> = Vec::new();
@@ -224,7 +256,7 @@ pub fn yielded(item: &Bound<'_, PyAny>, spec: &ElementSpec) -> PyResult<arrow::a
     let one = PyDict::new(py);
     for field in &spec.fields {
         let Some(value) = fields.get_item(&field.name)? else { return chunk_of(item, spec, None) };
-        let text = matches!(field.dtype, DType::Utf8 | DType::Binary);
+        let text = matches!(field.dtype, DType::Utf8 | DType::Binary) && field.shape.is_empty();
         let element = match text {
             _ if field.kind == FieldKind::Sparse => is_sparse_value(&value)?,
             true => value.is_instance_of::<PyString>() || value.is_instance_of::<PyBytes>() || value.is_none(),

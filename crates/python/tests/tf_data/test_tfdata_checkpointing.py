@@ -24,7 +24,6 @@ from tf_data_helpers import (VERIFY_FNS, VERIFY_IDS, CheckpointStore, fill, slic
 VERIFY = pytest.mark.parametrize("verify_fn", VERIFY_FNS, ids=VERIFY_IDS)
 SYMBOLIC = pytest.mark.parametrize("mode", ["full", "symbolic"])
 NUM_PARALLEL = pytest.mark.parametrize("num_parallel_calls", [None, 2])
-STRING_TENSORS = "flumen cannot make a non-scalar string field from Python (map/from_generator/from_tensors)"
 STATEFUL = ("flumen saves iterators over Python functions without refusing stateful ones "
             "(tf.data: FailedPreconditionError), and has no random-number expression")
 
@@ -90,7 +89,6 @@ def test_padded_batch(verify_fn):
     verify_fn(build, 8)
 
 
-@pytest.mark.xfail(reason=STRING_TENSORS, strict=True)
 @VERIFY
 def test_padded_batch_non_default_padding(verify_fn):
     def fill_tuple(e):

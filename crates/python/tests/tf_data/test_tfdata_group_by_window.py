@@ -14,7 +14,6 @@ from tf_data_helpers import values
 # test_tfdata_checkpointing.
 
 REDUCER = "flumen's group_by_window only batches each window whole: no other reduce_func (padded_batch, zip, from_tensors(key))"
-STRING_TENSORS = "flumen cannot make a non-scalar string field from Python (map/from_generator/from_tensors)"
 
 
 def fill_map(e):

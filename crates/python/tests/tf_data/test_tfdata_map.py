@@ -186,7 +186,6 @@ def test_capture_iterator():
         next(it)
 
 
-@pytest.mark.xfail(reason="flumen cannot make a non-scalar string field from Python (map/from_generator/from_tensors)", strict=True)
 def test_capture_hash_table():
     table = {"brain": 0, "salad": 1, "surgery": 2}
     sentences = flumen.Dataset.from_numpy({"s": np.array(["brain brain tank salad surgery", "surgery brain"])})

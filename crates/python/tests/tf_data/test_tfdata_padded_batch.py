@@ -11,7 +11,6 @@ from tf_data_helpers import fill, slices, values
 # (graph-only placeholders and static shapes of symbolic tensors).
 # PaddedBatchCheckpointTest is in test_tfdata_checkpointing.
 
-STRING_TENSORS = "flumen cannot make a non-scalar string field from Python (map/from_generator/from_tensors)"
 
 
 def filled(seq_lens, dtype="int32"):
@@ -77,7 +76,6 @@ def test_nested_default_padded_shapes():
     assert got == [([1, 2], [[1, 0], [2, 2]]), ([3, 4], [[3, 3, 3, 0], [4, 4, 4, 4]])]
 
 
-@pytest.mark.xfail(reason=STRING_TENSORS, strict=True)
 @pytest.mark.parametrize("structure_padding", ["", None])
 def test_padded_batch_dataset_non_default_padding(structure_padding):
     def fill_tuple(e):
@@ -104,7 +102,6 @@ def test_padded_batch_dataset_non_default_padding(structure_padding):
             assert list(b["structure"][j]) == [str(n)] * n + [""] * (padded_len - n)
 
 
-@pytest.mark.xfail(reason=STRING_TENSORS, strict=True)
 def test_padded_batch_dataset_unicode():
     def generator():
         data = [["Простой", "тест", "юникода"], ["никогда", "не", "бывает", "простым"]]
