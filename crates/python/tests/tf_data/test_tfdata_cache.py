@@ -86,11 +86,14 @@ def test_cleaning_up_cache_files(cache_prefix):
         del it
 
 
-@pytest.mark.xfail(reason="flumen calls a flat_map function ahead of the consumer: the next epoch's datasets are made before the captured count changes", strict=True)
 def test_memory_cache_dataset_passthrough():
     repeat_count = [10]
+    # By default flumen injects a prefetch, whose thread may make the second epoch's datasets
+    # before the captured count changes (the migration guide says so). Without autotuning
+    # nothing reads ahead of the consumer, and the count's change is seen as in tf.data.
     ds = flumen.Dataset.range(3).flat_map(
-        lambda e: flumen.Dataset.from_tensors({"value": e["value"]}).repeat(repeat_count[0]), output={"value": "int64"})
+        lambda e: flumen.Dataset.from_tensors({"value": e["value"]}).repeat(repeat_count[0]), output={"value": "int64"}
+    ).with_options(flumen.Options(autotune=False))
     cached = ds.cache().repeat(2).iter()
     uncached = ds.repeat(2).iter()
     for i in range(3):
