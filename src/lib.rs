@@ -68,3 +68,15 @@ pub mod prelude {
     pub use datafusion_expr::{cast, col, lit, when, Expr};
     pub use flumen_udf::functions::*;
 }
+
+/// The Rust snippets of the README and the user guide, run as doc tests so that they stay
+/// true (`crates/python/tests/test_docs.py` runs the Python ones).
+#[cfg(doctest)]
+mod guide_snippets {
+    #[doc = include_str!("../README.md")]
+    struct Readme;
+    #[doc = include_str!("../docs/guide/expressions.md")]
+    struct Expressions;
+    #[doc = include_str!("../docs/guide/state.md")]
+    struct State;
+}
