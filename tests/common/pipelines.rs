@@ -278,6 +278,13 @@ pub enum OpRecipe {
     /// A nested dataset of batched elements: `batch_with(n, drop)` then
     /// `flat_map(FromTensorSlices)`, or `interleave` of it with `cycle`.
     BatchSlices { n: u64, drop: bool, cycle: Option<u32> },
+    /// `rebatch_sizes(sizes, drop)` of batched elements (a 0 is an empty batch).
+    RebatchSizes { sizes: Vec<u64>, drop: bool },
+    /// `unique()`, where the element's fields are scalars it can key.
+    Unique,
+    /// `choose_from_datasets([self, self.skip(skip)], choices, stop)`, choices in 0..=2 (a 2
+    /// is out of range: an error in its place).
+    Choose { skip: i64, choices: Vec<i64>, stop: bool },
     /// A map drawing at random from an image field `img` (`kind` 0: `random_flip_left_right`,
     /// 1: `random_flip_up_down`, 2: a 5x4 `random_crop`), replacing it or adding `img{idx}`
     /// with `keep`; `fail_before` first adds `d{idx} = 12 / (i - 2)`, which fails on one
@@ -461,6 +468,12 @@ pub fn op_recipe_with(full: bool) -> BoxedStrategy<OpRecipe> {
         }),
         2 => (1u64..=4, any::<bool>(), proptest::option::of(1u32..=3))
             .prop_map(|(n, drop, cycle)| OpRecipe::BatchSlices { n, drop, cycle }),
+        1 => (proptest::collection::vec(0u64..=3, 1..=3), any::<bool>())
+            .prop_filter("a positive size", |(sizes, _)| sizes.iter().any(|&s| s > 0))
+            .prop_map(|(sizes, drop)| OpRecipe::RebatchSizes { sizes, drop }),
+        1 => Just(OpRecipe::Unique),
+        1 => (0i64..=3, proptest::collection::vec(prop_oneof![8 => 0i64..=1, 1 => Just(2i64)], 0..=12), any::<bool>())
+            .prop_map(|(skip, choices, stop)| OpRecipe::Choose { skip, choices, stop }),
         3 => (0u8..3, any::<u8>(), any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
             |(kind, seed, keep, fail_before, sharded)| OpRecipe::RandomImage { kind, seed, keep, fail_before, sharded }
         ),
@@ -1224,6 +1237,24 @@ pub fn apply(ds: &Dataset, r: &OpRecipe, idx: usize, scratch: &Path) -> flumen::
                 format!("sample_from_datasets([self, self.skip({skip})], [{w}, {}], Some({seed}), {stop})", 1.0 - w),
             )
         }
+        OpRecipe::RebatchSizes { sizes, drop } => {
+            if !all_batched(&spec) {
+                return Ok(None);
+            }
+            (ds.rebatch_sizes(sizes.clone(), *drop)?, format!("rebatch_sizes({sizes:?}, {drop})"))
+        }
+        OpRecipe::Unique => match ds.unique() {
+            Ok(unique) => (unique, "unique()".into()),
+            Err(_) => return Ok(None),
+        },
+        OpRecipe::Choose { skip, choices, stop } => {
+            let other = ds.skip(*skip)?;
+            let picks = Dataset::from_batches(vec![super::int_batch("c", choices.clone())])?;
+            (
+                Dataset::choose_from_datasets(&[ds, &other], &picks, *stop)?,
+                format!("choose_from_datasets([self, self.skip({skip})], {choices:?}, {stop})"),
+            )
+        }
         OpRecipe::ParseExample { parse } => {
             let record = spec.field("record").is_some_and(|f| f.dtype == DType::Binary && f.is_scalar());
             if !record || spec.batch_dims > 0 {
@@ -1364,6 +1395,9 @@ pub fn op_name(r: &OpRecipe) -> &'static str {
         OpRecipe::ShuffleRepeat { .. } => "shuffle(reshuffle).repeat",
         OpRecipe::BatchSlices { cycle: None, .. } => "batch.flat_map(FromTensorSlices)",
         OpRecipe::BatchSlices { cycle: Some(_), .. } => "batch.interleave(FromTensorSlices)",
+        OpRecipe::RebatchSizes { .. } => "rebatch(sizes)",
+        OpRecipe::Unique => "unique",
+        OpRecipe::Choose { .. } => "choose_from_datasets",
     }
 }
 
@@ -1593,11 +1627,16 @@ pub fn marks(r: &OpRecipe) -> Marks {
         OpRecipe::Take { .. } | OpRecipe::TakeWhile(_) | OpRecipe::Zip { .. } => m.stops = true,
         OpRecipe::RepeatForeverTake { .. } => (m.stops, m.again) = (true, true),
         OpRecipe::CacheTake { repeat, .. } => (m.stateful, m.stops, m.again) = (true, true, *repeat > 1),
-        OpRecipe::Concatenate { .. } | OpRecipe::Sample { .. } => (m.stops, m.again) = (true, true),
+        OpRecipe::Concatenate { .. } | OpRecipe::Sample { .. } | OpRecipe::Choose { .. } => {
+            (m.stops, m.again) = (true, true)
+        }
         OpRecipe::Repeat { count } | OpRecipe::ShuffleRepeat { count, .. } => m.again = *count > 1,
         OpRecipe::Rebatch { drop, .. } | OpRecipe::BatchSlices { drop, .. } => {
             (m.groups, m.order_sensitive) = (true, *drop);
         }
+        // Batch boundaries cycle through the sizes; the first of equal elements is kept.
+        OpRecipe::RebatchSizes { .. } => (m.groups, m.order_sensitive) = (true, true),
+        OpRecipe::Unique => m.order_sensitive = true,
         OpRecipe::Skip { .. }
         | OpRecipe::Shard { .. }
         | OpRecipe::Enumerate { .. }

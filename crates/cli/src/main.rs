@@ -20,19 +20,14 @@ use clap::{Parser, Subcommand};
 
 /// The binary's allocator. A pipeline allocates a chunk's buffers in one thread and frees
 /// them in another, megabytes at a time; glibc's malloc gives such memory back to the kernel
-/// and faults it in again page by page (36,000 page faults in one w2 pass, 800 with
-/// mimalloc), and w2 and w6 ran 17% and 22% faster with mimalloc. The library leaves the
+/// and faults it in again page by page, which mimalloc does not. The library leaves the
 /// choice to the program that embeds it.
 ///
 /// mimalloc is built with its `no_thp` feature: it no longer advises the kernel to back its
-/// arena with transparent huge pages (`MADV_HUGEPAGE`), which on a host where THP is
-/// `madvise` means 4 KiB pages (where THP is `always`, the kernel still uses huge ones).
-/// With the advice, every first touch of its memory zeroes (and may compact memory for) a
-/// whole 2 MiB page. On a virtual machine whose host has taken
-/// back the guest's free memory (as it does seconds after a process exits), that made a fresh
-/// `flumen bench` pass 2 to 3.5 times slower: w4 34 → 9.6 ms, w2 177 → 72 ms, w6 253 →
-/// 122 ms (medians of 5, alternating, each run after 3.5 s idle). In one warm process,
-/// w2 and w6 ran 12% faster without them and w4 within its noise (194 against 185 M rows/s).
+/// arena with transparent huge pages (`MADV_HUGEPAGE`), with which every first touch of its
+/// memory zeroes (and may compact memory for) a whole 2 MiB page, slow on a virtual machine
+/// whose host has taken back the guest's free memory. docs/performance-notes.md ("The
+/// allocator") has the measurements behind both choices.
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

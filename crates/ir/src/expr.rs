@@ -1441,23 +1441,8 @@ impl fmt::Display for Expr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::build::{c, call, float, int};
     use crate::spec::FieldSpec;
-
-    fn c(name: &str) -> Expr {
-        Expr::col(name)
-    }
-
-    fn int(v: i64) -> Expr {
-        Expr::Literal(Scalar::Int(v, DType::Int64))
-    }
-
-    fn float(v: f64) -> Expr {
-        Expr::Literal(Scalar::Float(v, DType::Float64))
-    }
-
-    fn call(func: Func, args: Vec<Expr>) -> Expr {
-        Expr::Call { func, args }
-    }
 
     /// k: int32, w: float32, s: utf8, words: utf8[2], idx: int64[2], t: float32[2, 3],
     /// u: float64[2, 3], n: int64[2, 3].

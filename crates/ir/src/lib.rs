@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod broadcast;
+pub mod build;
 pub mod cardinality;
 pub mod display;
 pub mod dtype;

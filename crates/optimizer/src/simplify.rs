@@ -238,14 +238,11 @@ pub fn fold_typed(expr: &Expr, input: &ElementSpec) -> Expr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flumen_ir::build::int;
     use flumen_ir::FieldSpec;
 
     fn spec() -> ElementSpec {
         ElementSpec::new(vec![FieldSpec::scalar("i", DType::Int32), FieldSpec::scalar("f", DType::Float64)]).unwrap()
-    }
-
-    fn int(v: i64) -> Expr {
-        Expr::Literal(Scalar::Int(v, DType::Int64))
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use flumen_ir::build::int;
 use flumen_ir::{
     BinaryOp, ClosureKind, ClosureRef, CsvFormat, DType, DatasetFn, ElementSpec, Expr, FieldSpec, FileFormat, Func,
     MapFn, NamedExpr, Op, ParquetFormat, Plan, Predicate, Scalar, SourceDesc, Tunable, UnaryOp,
@@ -28,10 +29,6 @@ fn closure(name: &str, kind: ClosureKind, stateless: bool) -> ClosureRef {
 
 fn col(c: &str) -> Expr {
     Expr::col(c)
-}
-
-fn int(v: i64) -> Expr {
-    Expr::Literal(Scalar::Int(v, DType::Int64))
 }
 
 /// An expression using every expression node kind.

@@ -1,5 +1,5 @@
 //! `flumen.Dataset`: the facade's dataset with tf.data's names, its sources and
-//! transformations, and `flumen.Options`.
+//! transformations.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,6 +21,7 @@ use crate::convert::{array_of, chunk_of, spec_of, traceback, yielded};
 use crate::error::to_py;
 use crate::expr::Expr;
 use crate::iterator::{Iterator, Output};
+use crate::options::Options;
 
 /// `AUTOTUNE`: let the tuner choose (as `tf.data.AUTOTUNE`).
 pub const AUTOTUNE: i64 = -1;
@@ -1396,46 +1397,5 @@ impl Dataset {
                 py.detach(|| self.0.iter_from(&checkpoint)).map_err(to_py)
             }
         }
-    }
-}
-
-/// How a dataset runs (tf.data's `Options`).
-#[pyclass(module = "flumen", frozen)]
-pub struct Options(pub flumen::Options);
-
-#[pymethods]
-impl Options {
-    /// Options, each left at its default when `None`: `threads` (the pool's size),
-    /// `ram_budget` (bytes), `autotune`, `deterministic`, `optimize`, `chunk_rows`.
-    #[new]
-    #[pyo3(signature = (threads = None, ram_budget = None, autotune = None, deterministic = None, optimize = None, chunk_rows = None))]
-    fn new(
-        threads: Option<usize>,
-        ram_budget: Option<u64>,
-        autotune: Option<bool>,
-        deterministic: Option<bool>,
-        optimize: Option<bool>,
-        chunk_rows: Option<usize>,
-    ) -> Options {
-        let mut o = flumen::Options::default();
-        if let Some(t) = threads {
-            o = o.with_threads(t);
-        }
-        if let Some(b) = ram_budget {
-            o = o.with_ram_budget(b);
-        }
-        if let Some(a) = autotune {
-            o = o.with_autotune(a);
-        }
-        if let Some(d) = deterministic {
-            o = o.with_deterministic(d);
-        }
-        if optimize == Some(false) {
-            o = o.without_optimizations();
-        }
-        if let Some(c) = chunk_rows {
-            o = o.with_chunk_rows(c);
-        }
-        Options(o)
     }
 }

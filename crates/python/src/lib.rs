@@ -4,7 +4,7 @@
 //! `Dataset`, its expressions and its iterators, with batches handed to Python without
 //! copies. The pure-Python layer (`python/flumen/`) re-exports these and adds adapters.
 //!
-//! - [`dataset`]: `Dataset`, its sources and transformations, `Options`.
+//! - [`dataset`]: `Dataset`, its sources and transformations; [`options`]: `Options`.
 //! - [`expr`]: expressions built in Python, lowered to the same IR as the Rust builders.
 //! - [`iterator`]: iteration outside the GIL, checkpoints; [`interrupt`]: Ctrl-C in `next()`.
 //! - [`batch`]: a chunk of elements as the Arrow C data interface and NumPy array views,
@@ -16,7 +16,8 @@
 
 use pyo3::prelude::*;
 
-/// The extension's allocator, as the `flumen` binary's (see its `ALLOC` for the figures):
+/// The extension's allocator, as the `flumen` binary's (docs/performance-notes.md, "The
+/// allocator", has the figures):
 /// with glibc's malloc a pass of w2 or w6 spends its time faulting in pages that chunks freed
 /// on another thread gave back. The extension is the program here; NumPy and Python keep
 /// their own allocators, and Arrow buffers viewed from NumPy are freed by this one, which
@@ -33,6 +34,7 @@ pub mod error;
 pub mod expr;
 pub mod interrupt;
 pub mod iterator;
+pub mod options;
 pub mod records;
 
 /// The extension module.
@@ -40,7 +42,7 @@ pub mod records;
 fn _flumen(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<dataset::ArrowStream>()?;
-    m.add_class::<dataset::Options>()?;
+    m.add_class::<options::Options>()?;
     m.add_class::<dataset::WindowProbe>()?;
     m.add_class::<dataset::BatchedWindow>()?;
     m.add_class::<expr::Expr>()?;

@@ -423,16 +423,13 @@ fn all_or(count: i64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use flumen_ir::{BinaryOp, DType, ElementSpec, Expr, FieldSpec, FileFormat, NamedExpr, ParquetFormat, Scalar};
+    use flumen_ir::{BinaryOp, DType, ElementSpec, Expr, FieldSpec, FileFormat, NamedExpr, ParquetFormat};
 
     use super::*;
+    use flumen_ir::build::int;
 
     fn range(stop: i64) -> Plan {
         Plan::new(Op::Source(SourceDesc::Range { start: 0, stop, step: 1 }), vec![]).unwrap()
-    }
-
-    fn int(v: i64) -> Expr {
-        Expr::Literal(Scalar::Int(v, DType::Int64))
     }
 
     /// `map(name := value + 1)`, keeping the input or not.

@@ -333,6 +333,7 @@ mod tests {
     use arrow::record_batch::RecordBatch;
 
     use super::*;
+    use flumen_ir::build::c;
 
     /// The footer of a file holding `columns` in row groups of `group` rows.
     fn metadata(columns: Vec<(&str, ArrayRef)>, group: usize, stats: EnabledStatistics) -> ParquetMetaData {
@@ -347,10 +348,6 @@ mod tests {
         writer.write(&batch).unwrap();
         writer.close().unwrap();
         SerializedFileReader::new(File::open(&path).unwrap()).unwrap().metadata().clone()
-    }
-
-    fn c(name: &str) -> Expr {
-        Expr::col(name)
     }
 
     fn i(v: i64) -> Expr {

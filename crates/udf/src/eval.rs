@@ -1491,6 +1491,7 @@ mod tests {
     use super::*;
     use arrow::array::{Float32Array, Int16Array, Int32Array, Int8Array, UInt8Array};
     use arrow::datatypes::{Int64Type, Schema};
+    use flumen_ir::build::{c, call};
     use flumen_ir::FieldKind;
 
     fn chunk(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
@@ -1527,10 +1528,6 @@ mod tests {
         }
     }
 
-    fn c(name: &str) -> Expr {
-        Expr::col(name)
-    }
-
     fn i(v: i64) -> Expr {
         Expr::Literal(Scalar::Int(v, DType::Int64))
     }
@@ -1549,10 +1546,6 @@ mod tests {
 
     fn un(op: UnaryOp, a: Expr) -> Expr {
         Expr::Unary { op, arg: Box::new(a) }
-    }
-
-    fn call(func: Func, args: Vec<Expr>) -> Expr {
-        Expr::Call { func, args }
     }
 
     fn ints(out: &ArrayRef) -> Vec<Option<i64>> {

@@ -243,6 +243,7 @@ mod tests {
     use super::*;
     use crate::functions::*;
     use datafusion_expr::{case, cast, col, lit, not, placeholder, try_cast, when};
+    use flumen_ir::build::{c, int};
 
     /// A typed null literal. DataFusion's `ScalarValue` cannot be named from this crate, so
     /// take its type from a literal and build the null through its `TryFrom<&DataType>`.
@@ -260,14 +261,6 @@ mod tests {
 
     fn l(e: DfExpr) -> Expr {
         lower(&e).unwrap()
-    }
-
-    fn c(name: &str) -> Expr {
-        Expr::col(name)
-    }
-
-    fn int(v: i64) -> Expr {
-        Expr::Literal(Scalar::Int(v, DType::Int64))
     }
 
     fn bin(op: BinaryOp, a: Expr, b: Expr) -> Expr {

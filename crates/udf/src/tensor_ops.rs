@@ -373,23 +373,8 @@ mod tests {
     use crate::eval::{evaluate, evaluate_map, evaluate_predicate};
     use crate::kernel::{FusedMap, Kernel};
     use arrow::array::{BooleanArray, Int32Array, LargeStringArray, StringArray, UInt64Array};
-    use flumen_ir::{BinaryOp, DType, ElementSpec, FieldSpec, NamedExpr, Scalar};
-
-    fn c(name: &str) -> Expr {
-        Expr::col(name)
-    }
-
-    fn int(v: i64) -> Expr {
-        Expr::Literal(Scalar::Int(v, DType::Int64))
-    }
-
-    fn float(v: f64) -> Expr {
-        Expr::Literal(Scalar::Float(v, DType::Float64))
-    }
-
-    fn call(func: Func, args: Vec<Expr>) -> Expr {
-        Expr::Call { func, args }
-    }
+    use flumen_ir::build::{c, call, float, int};
+    use flumen_ir::{BinaryOp, ElementSpec, FieldSpec, NamedExpr, Scalar};
 
     fn axes(func: Func, arg: Expr, axes: &[i64]) -> Expr {
         call(func, std::iter::once(arg).chain(axes.iter().map(|a| int(*a))).collect())

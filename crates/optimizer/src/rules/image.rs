@@ -63,17 +63,10 @@ fn is_crop(func: Func) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use flumen_ir::{DType, Scalar};
+    use flumen_ir::Scalar;
 
     use super::*;
-
-    fn call(func: Func, args: Vec<Expr>) -> Expr {
-        Expr::Call { func, args }
-    }
-
-    fn int(v: i64) -> Expr {
-        Expr::Literal(Scalar::Int(v, DType::Int64))
-    }
+    use flumen_ir::build::{call, int};
 
     #[test]
     fn crops_of_jpeg_decodes_read_rows_and_nothing_else_changes() {

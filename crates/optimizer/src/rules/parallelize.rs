@@ -4,8 +4,8 @@
 //! `prefetch(AUTOTUNE)` (tf.data's inject_prefetch) so production overlaps consumption.
 //! Order is kept: the map's `deterministic` setting is left as it was. A function whose calls
 //! take a process-wide lock (a Python function and the GIL) gets neither: its calls on other
-//! threads would wait for the lock the consumer holds (a map of `x * 2` over batches of 1024
-//! ran 4x slower from Python with the prefetch than without).
+//! threads would wait for the lock the consumer holds (measured in docs/performance-notes.md,
+//! "Prefetch and parallelism").
 //!
 //! Neither reads ahead of a plan whose results depend on how far it is read
 //! (`Plan::depends_on_demand`: a closure that keeps state, a stateful generator, a cache, a
@@ -18,10 +18,9 @@
 //! As in tf.data, an output that already runs ahead of its consumer (a parallel map,
 //! filter, `map_and_batch`, batch or interleave, a prefetch, or an operator this stage
 //! parallelizes) gets no prefetch: its workers already overlap the consumer, and a prefetch
-//! would hand every element across one more thread. On w4 (two cores, a parallel
-//! `map_and_batch` last) the prefetch cost more than a quarter of the throughput: 118
-//! against 167 M rows/s, medians of 72 passes each, alternating. A written prefetch stays,
-//! and the guard counts only on the parallelizations that are switched on.
+//! would hand every element across one more thread (on w4 it cost more than a quarter of
+//! the throughput). A written prefetch stays, and the guard counts only on the
+//! parallelizations that are switched on.
 
 use egg::Id;
 use flumen_ir::{Op, Tunable};
