@@ -752,7 +752,7 @@ impl Dataset {
             deterministic: o.deterministic,
             threads: o.threads,
             autotune: AutotuneOptions { enabled: o.optimization.autotune, ..o.autotune },
-            fuse_stages: o.stage_fusion,
+            stage_fusion: o.stage_fusion,
             map_files: o.map_files,
             // Not `..ExecOptions::default()`, whose autotune options would read the
             // machine's free memory again only to be replaced.
@@ -880,7 +880,7 @@ impl<C> Iter<C> {
             &self.dataset.optimized_plan()?,
             &ctx.metrics,
             &ctx.budget,
-            ctx.options.fuse_stages,
+            ctx.options.stage_fusion,
         ))
     }
 }

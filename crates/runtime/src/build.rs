@@ -14,6 +14,7 @@ use flumen_ir::{Error, Expr, MapFn, NamedExpr, Op, Plan, Predicate, Result, Tuna
 
 use crate::autotune::tuner::Tuned;
 use crate::context::ExecContext;
+use crate::kernels::function::{filter_fn, filter_map_fn, map_fn, mask_fn, MaskFn};
 use crate::metrics::{Knob, Metered, Param, StatsKey};
 use crate::operator::BoxOperator;
 use crate::ops::batch::BatchOp;
@@ -25,7 +26,6 @@ use crate::ops::count::{EnumerateOp, ShardOp, SkipOp, TakeOp, TakeWhileOp};
 use crate::ops::element_key::ElementKeyOp;
 use crate::ops::file_cache::FileCacheOp;
 use crate::ops::fold::{ReduceOp, ScanOp};
-use crate::ops::function::{filter_fn, filter_map_fn, map_fn, mask_fn, MaskFn};
 use crate::ops::group_by_window::GroupByWindowOp;
 use crate::ops::ignore_errors::IgnoreErrorsOp;
 use crate::ops::map::MapOp;
@@ -53,7 +53,7 @@ pub fn build_root(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
     if !ctx.options.autotune.enabled || !has_autotune(plan) {
         return Ok(root);
     }
-    Ok(Box::new(Tuned::new(root, plan.clone(), ctx.metrics.clone(), ctx.options.autotune, ctx.options.fuse_stages)?))
+    Ok(Box::new(Tuned::new(root, plan.clone(), ctx.metrics.clone(), ctx.options.autotune, ctx.options.stage_fusion)?))
 }
 
 fn has_autotune(plan: &Plan) -> bool {
@@ -152,7 +152,7 @@ fn parallel_map(
     plan: &Plan,
     ctx: &ExecContext,
     input: BoxOperator,
-    func: crate::ops::function::ChunkFn,
+    func: crate::kernels::function::ChunkFn,
     calls: Tunable,
     deterministic: Option<bool>,
     size: TaskSize,
@@ -403,7 +403,7 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
     if runs_one_at_a_time(plan.op()) {
         return build_one_at_a_time(plan, ctx);
     }
-    if ctx.options.fuse_stages {
+    if ctx.options.stage_fusion {
         if let Some(stage) = Stage::of(plan) {
             return build_stage(plan, &stage, ctx);
         }
@@ -471,7 +471,7 @@ fn build_node(plan: &Plan, ctx: &ExecContext) -> Result<BoxOperator> {
         Op::Batch { batch_size, drop_remainder, num_parallel_calls, deterministic }
             if is_parallel(num_parallel_calls) =>
         {
-            let gather: crate::ops::function::ChunkFn = Arc::new(|chunk| Ok(chunk.clone()));
+            let gather: crate::kernels::function::ChunkFn = Arc::new(|chunk| Ok(chunk.clone()));
             let size = TaskSize::Rows(usize::try_from(*batch_size).unwrap_or(usize::MAX));
             let rows = batch_input(plan, *batch_size, ctx)?;
             let rows = parallel_map(plan, ctx, rows, gather, *num_parallel_calls, *deterministic, size);

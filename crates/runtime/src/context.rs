@@ -38,7 +38,7 @@ pub struct ExecOptions {
     /// Autotuning of `AUTOTUNE` parameters.
     pub autotune: AutotuneOptions,
     /// Run chains of maps and filters over whole chunks as one operator (`crate::stage`).
-    pub fuse_stages: bool,
+    pub stage_fusion: bool,
     /// Map uncompressed TFRecord files rather than read them (`ReadOptions::map_files`).
     pub map_files: bool,
 }
@@ -52,7 +52,7 @@ impl Default for ExecOptions {
             deterministic: true,
             threads: cores,
             autotune: AutotuneOptions::default(),
-            fuse_stages: true,
+            stage_fusion: true,
             map_files: true,
         }
     }

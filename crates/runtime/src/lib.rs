@@ -7,7 +7,8 @@
 //!   [`resume`]: continuing after a failed element.
 //! - [`mod@build`]: plan → operator tree; [`context`]: registry, settings, shared state, seeds.
 //! - [`conform`]: fitting chunks and arrays to a declared schema, for every operator.
-//! - [`ops`]: the operators, one module per concept; [`iter`]: what users iterate.
+//! - [`ops`]: the operators, one module per concept; [`kernels`]: what they compute with;
+//!   [`iter`]: what users iterate.
 //! - [`checkpoint`]: saving and restoring a running operator tree (iterator checkpoints).
 //! - [`pool`]: the iterator's thread pool; [`budget`]: the bytes its buffers may hold;
 //!   [`cancel`]: asking a running pipeline to stop;
@@ -26,6 +27,7 @@ pub mod checkpoint;
 pub mod conform;
 pub mod context;
 pub mod iter;
+pub mod kernels;
 pub mod metrics;
 pub mod operator;
 pub mod ops;

@@ -43,7 +43,7 @@ use flumen_ir::{MapFn, NamedExpr, Op, Plan, Predicate, Result, Tunable};
 use flumen_udf::kernel::chain::{FusedChain, Link};
 
 use crate::build::is_parallel;
-use crate::ops::function::{ChunkFn, Failure};
+use crate::kernels::function::{ChunkFn, Failure};
 
 /// Plan nodes that run as one operator: `members[0]` is the top (the node the operator is
 /// counted as), each next member the input of the one before, and `input` the input of the

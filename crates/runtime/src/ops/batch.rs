@@ -18,10 +18,10 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result};
 
-use super::list_kernels::{uniform_runs, wrap};
 use crate::budget::{HeldBuffers, MemoryBudget};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
+use crate::kernels::list_kernels::{uniform_runs, wrap};
 use crate::operator::{BoxOperator, Operator};
 use crate::rows::{concat, RowReader};
 
@@ -292,7 +292,7 @@ mod tests {
     use flumen_ir::{DType, ElementSpec, Error, FieldSpec, Op};
 
     use super::*;
-    use crate::ops::list_kernels::testing::{chunk, collect, int_chunks, int_spec, rows, source, strs, VecOp};
+    use crate::kernels::list_kernels::testing::{chunk, collect, int_chunks, int_spec, rows, source, strs, VecOp};
 
     fn batch_op(chunks: Vec<RecordBatch>, b: u64, drop: bool) -> (BatchOp, SchemaRef) {
         let op = Op::Batch {

@@ -9,7 +9,7 @@
 //!
 //! The operator's own thread groups the rows; the padding, which copies every token of
 //! every row, runs on the iterator's pool when it has more than one worker, the batches
-//! still handed out in the order their groups were completed (`super::in_order`).
+//! still handed out in the order their groups were completed (`crate::kernels::in_order`).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -20,13 +20,13 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{ElementSpec, Error, Expr, FieldKind, Result, Scalar};
 
-use super::grouping::{Group, Grouper};
-use super::in_order::{InOrder, Outputs};
-use super::list_kernels::{gather, pad_gathered, pad_groups, pad_value, PadGroup};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
+use crate::kernels::function::MaskFn;
+use crate::kernels::grouping::{Group, Grouper};
+use crate::kernels::in_order::{InOrder, Outputs};
+use crate::kernels::list_kernels::{gather, pad_gathered, pad_groups, pad_value, PadGroup};
 use crate::operator::{BoxOperator, Operator};
-use crate::ops::function::MaskFn;
 use crate::pool::ThreadPool;
 
 const OP: &str = "bucket_by_sequence_length";
@@ -279,8 +279,8 @@ mod tests {
 
     use super::*;
     use crate::conform::conform_array;
-    use crate::ops::function::{filter_fn, mask_fn};
-    use crate::ops::list_kernels::testing::{chunk, rows, source, strs};
+    use crate::kernels::function::{filter_fn, mask_fn};
+    use crate::kernels::list_kernels::testing::{chunk, rows, source, strs};
     use crate::ops::map::MapOp;
 
     fn spec() -> ElementSpec {

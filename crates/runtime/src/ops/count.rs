@@ -19,8 +19,8 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::Result;
 
 use crate::checkpoint::{OpState, SaveMode};
+use crate::kernels::function::{concat_masks, MaskFn};
 use crate::operator::{BoxOperator, Operator};
-use crate::ops::function::{concat_masks, MaskFn};
 use crate::resume::Resumable;
 use crate::rows::RowReader;
 

@@ -194,9 +194,9 @@ impl ScanOp {
             ScanStep::Closure { f, operator, returns } => {
                 let scope = self.state.scope(element)?;
                 let out = guarded(operator, || f(&scope))?;
-                super::function::check_rows(operator, &out, 1)?;
-                let out =
-                    crate::conform::conform_chunk(out, returns).map_err(|e| super::function::mismatch(operator, e))?;
+                crate::kernels::function::check_rows(operator, &out, 1)?;
+                let out = crate::conform::conform_chunk(out, returns)
+                    .map_err(|e| crate::kernels::function::mismatch(operator, e))?;
                 let width = self.state.values.len();
                 self.state.values = out.columns()[..width].to_vec();
                 return Ok(RecordBatch::try_new(self.schema.clone(), out.columns()[width..].to_vec())?);
@@ -255,7 +255,7 @@ mod tests {
     use flumen_ir::{BinaryOp, DType, Expr};
 
     use super::*;
-    use crate::ops::list_kernels::testing::{drain, int_chunks, int_spec, source, strs, VecOp};
+    use crate::kernels::list_kernels::testing::{drain, int_chunks, int_spec, source, strs, VecOp};
 
     fn lit(v: i64) -> Expr {
         Expr::Literal(Scalar::Int(v, DType::Int64))

@@ -7,12 +7,12 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Expr, Result};
 
-use super::grouping::{Group, Grouper};
-use super::list_kernels::{push_run, wrap, Run};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
+use crate::kernels::function::MaskFn;
+use crate::kernels::grouping::{Group, Grouper};
+use crate::kernels::list_kernels::{push_run, wrap, Run};
 use crate::operator::{BoxOperator, Operator};
-use crate::ops::function::MaskFn;
 
 /// `group_by_window(key, window_size)`.
 pub struct GroupByWindowOp {
@@ -81,7 +81,7 @@ mod tests {
     use flumen_ir::{BinaryOp, DType, Op, Scalar};
 
     use super::*;
-    use crate::ops::list_kernels::testing::{collect, int_chunks, int_spec, rows, source, strs};
+    use crate::kernels::list_kernels::testing::{collect, int_chunks, int_spec, rows, source, strs};
 
     fn run(values: &[i64], splits: &[usize], modulus: i64, window: u64) -> (Vec<String>, GroupByWindowOp) {
         let key = Expr::binary(BinaryOp::Mod, Expr::col("x"), Expr::Literal(Scalar::Int(modulus, DType::Int64)));

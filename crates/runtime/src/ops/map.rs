@@ -10,8 +10,8 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::Result;
 
 use crate::checkpoint::{OpState, SaveMode};
+use crate::kernels::function::ChunkFn;
 use crate::operator::{BoxOperator, Operator};
-use crate::ops::function::ChunkFn;
 use crate::resume::Resumable;
 use crate::rows::concat;
 

@@ -13,9 +13,9 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{ElementSpec, Error, FieldKind, Result, Scalar};
 
 use super::batch::Batcher;
-use super::list_kernels::{pad_groups, pad_value, uniform_runs, wrap, PadGroup};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
+use crate::kernels::list_kernels::{pad_groups, pad_value, uniform_runs, wrap, PadGroup};
 use crate::operator::{BoxOperator, Operator};
 
 /// How one field is batched.
@@ -147,8 +147,8 @@ mod tests {
 
     use super::*;
     use crate::conform::conform_array;
-    use crate::ops::list_kernels::testing::{chunk, collect, rows, source, strs};
-    use crate::ops::list_kernels::Run;
+    use crate::kernels::list_kernels::testing::{chunk, collect, rows, source, strs};
+    use crate::kernels::list_kernels::Run;
 
     fn ints(rows: &[&[i64]], dt: &DataType) -> ArrayRef {
         let a = ListArray::from_iter_primitive::<Int64Type, _, _>(

@@ -65,9 +65,9 @@ use crate::cancel::{Cancel, Wake};
 use crate::checkpoint::replay::skip_rows;
 use crate::checkpoint::saved_error::SavedError;
 use crate::checkpoint::{OpState, SaveMode};
+use crate::kernels::function::ChunkFn;
 use crate::metrics::{Knob, OpStats};
 use crate::operator::{BoxOperator, Deferred, Operator};
-use crate::ops::function::ChunkFn;
 use crate::pool::ThreadPool;
 use crate::rows::concat;
 use crate::thread_cpu::thread_cpu_time;
@@ -1064,8 +1064,8 @@ mod tests {
     use arrow::datatypes::Int64Type;
 
     use super::*;
+    use crate::kernels::list_kernels::testing::{int_chunks, int_spec, source};
     use crate::metrics::Param;
-    use crate::ops::list_kernels::testing::{int_chunks, int_spec, source};
 
     /// A function adding one to `x` in a fresh array, which first says it started on
     /// `entered` and then waits for a word on `go` (or for `go`'s sender to be dropped), so
@@ -1328,7 +1328,7 @@ mod tests {
             if let Some(row) = x.values().iter().position(|v| v % 97 == 0) {
                 let done = if row == 0 { vec![] } else { vec![add_one(&chunk.slice(0, row))] };
                 let error = Error::execution("map", format!("{} is a multiple of 97", x.value(row)));
-                return Err(crate::ops::function::Failure::AtRow { done, row, error });
+                return Err(crate::kernels::function::Failure::AtRow { done, row, error });
             }
             Ok(add_one(chunk))
         });

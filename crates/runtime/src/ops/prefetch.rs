@@ -437,8 +437,8 @@ mod tests {
     use std::sync::mpsc::{channel, Receiver, Sender};
 
     use super::*;
+    use crate::kernels::list_kernels::testing::{int_chunks, VecOp};
     use crate::metrics::Param;
-    use crate::ops::list_kernels::testing::{int_chunks, VecOp};
 
     /// An input that says on `entered` that a pull started, then waits for a word on `go`
     /// (or for `go`'s sender to be dropped), so that a test sees the pull in progress.

@@ -37,8 +37,8 @@ use crate::budget::{HeldBuffers, MemoryBudget};
 use crate::checkpoint::rng::RngState;
 use crate::checkpoint::state::mismatch;
 use crate::checkpoint::{OpState, SaveMode};
+use crate::kernels::gather::gather;
 use crate::operator::{BoxOperator, Operator};
-use crate::ops::gather::gather;
 use crate::ops::parallel_map::TASK_BYTES;
 use crate::rows::concat;
 
@@ -496,7 +496,7 @@ mod tests {
     use arrow::datatypes::Int64Type;
 
     use super::*;
-    use crate::ops::list_kernels::testing::{int_chunks, source};
+    use crate::kernels::list_kernels::testing::{int_chunks, source};
 
     /// Every input row comes out once, and the shuffle holds only chunks that still have
     /// buffered rows: a chunk whose rows are all delivered is let go (one-row chunks, so

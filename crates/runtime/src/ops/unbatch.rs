@@ -12,10 +12,10 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result};
 
 use super::batch::BatchOp;
-use super::list_kernels::{item_type, outer_level, Nest, SparseRows};
 use crate::checkpoint::replay::PrePull;
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::{conform_array, make_batch};
+use crate::kernels::list_kernels::{item_type, outer_level, Nest, SparseRows};
 use crate::operator::{BoxOperator, Operator};
 use crate::rows::{concat, RowReader};
 
@@ -325,7 +325,7 @@ impl CyclingBatches {
             }
             self.at = (self.at + 1) % self.sizes.len();
             parts.extend(batch);
-            runs.push(super::list_kernels::Run::new(n, 1));
+            runs.push(crate::kernels::list_kernels::Run::new(n, 1));
         }
         if runs.is_empty() {
             return Ok(None);
@@ -336,7 +336,7 @@ impl CyclingBatches {
             .fields()
             .iter()
             .zip(rows.columns())
-            .map(|(f, c)| super::list_kernels::wrap(f.data_type(), c.clone(), &runs))
+            .map(|(f, c)| crate::kernels::list_kernels::wrap(f.data_type(), c.clone(), &runs))
             .collect::<Result<Vec<_>>>()?;
         make_batch(&self.schema, columns, runs.len()).map(Some)
     }
@@ -352,8 +352,8 @@ mod tests {
 
     use super::*;
     use crate::conform::conform_array;
+    use crate::kernels::list_kernels::testing::{chunk, collect, int_chunks, int_spec, rows, source, strs};
     use crate::ops::batch::BatchOp;
-    use crate::ops::list_kernels::testing::{chunk, collect, int_chunks, int_spec, rows, source, strs};
 
     fn list_col(rows: Vec<Option<Vec<i64>>>, dt: &arrow::datatypes::DataType) -> ArrayRef {
         let a = ListArray::from_iter_primitive::<Int64Type, _, _>(
@@ -390,14 +390,14 @@ mod tests {
             &in_spec.fields[0].arrow_type(),
         );
         let s_values: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "c"]));
-        let s = super::super::list_kernels::wrap(
+        let s = crate::kernels::list_kernels::wrap(
             &in_spec.fields[1].arrow_type(),
             s_values,
             &[
-                super::super::list_kernels::Run::new(0, 1),
-                super::super::list_kernels::Run::new(2, 1),
-                super::super::list_kernels::Run::new(0, 1),
-                super::super::list_kernels::Run::new(1, 1),
+                crate::kernels::list_kernels::Run::new(0, 1),
+                crate::kernels::list_kernels::Run::new(2, 1),
+                crate::kernels::list_kernels::Run::new(0, 1),
+                crate::kernels::list_kernels::Run::new(1, 1),
             ],
         )
         .unwrap();

@@ -72,7 +72,7 @@ impl Operator for UniqueOp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::list_kernels::testing::{drain, int_chunks, int_spec, source, strs};
+    use crate::kernels::list_kernels::testing::{drain, int_chunks, int_spec, source, strs};
 
     #[test]
     fn keeps_the_first_of_each_value_across_chunks_and_resumes() {

@@ -18,9 +18,9 @@ use arrow::record_batch::RecordBatch;
 use flumen_ir::{Error, Result};
 
 use super::batch::BatchOp;
-use super::list_kernels::{gather, push_run, wrap, Run};
 use crate::checkpoint::{OpState, SaveMode};
 use crate::conform::make_batch;
+use crate::kernels::list_kernels::{gather, push_run, wrap, Run};
 use crate::operator::{BoxOperator, Operator};
 
 /// The most input elements gathered into one output chunk (at least one window is).
@@ -301,7 +301,7 @@ mod tests {
     use flumen_ir::Op;
 
     use super::*;
-    use crate::ops::list_kernels::testing::{collect, int_chunks, int_spec, rows, source, strs, VecOp};
+    use crate::kernels::list_kernels::testing::{collect, int_chunks, int_spec, rows, source, strs, VecOp};
 
     fn window(n: i64, splits: &[usize], size: u64, shift: u64, stride: u64, drop: bool) -> Vec<String> {
         let values: Vec<i64> = (0..n).collect();

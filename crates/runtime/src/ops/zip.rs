@@ -211,8 +211,8 @@ mod tests {
     use flumen_ir::{DType, ElementSpec, FieldSpec};
 
     use super::*;
+    use crate::kernels::list_kernels::testing::{drain, int_chunks, VecOp};
     use crate::ops::ignore_errors::IgnoreErrorsOp;
-    use crate::ops::list_kernels::testing::{drain, int_chunks, VecOp};
 
     /// An input yielding `values` in chunks of `splits` rows, with an error in place of each
     /// element in `errors` (the error stands for that element; the values after it follow).

@@ -15,8 +15,8 @@ use flumen_ir::{Error, Expr, Result};
 
 use super::list_kernels::gather;
 use crate::checkpoint::{OpState, SaveMode};
+use crate::kernels::function::{concat_masks, MaskFn};
 use crate::operator::BoxOperator;
-use crate::ops::function::{concat_masks, MaskFn};
 
 /// A row of a retained chunk: `(chunk id, row)`.
 pub(crate) type RowRef = (u64, usize);

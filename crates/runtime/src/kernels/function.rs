@@ -18,7 +18,7 @@ use flumen_udf::kernel::{FusedMap, FusedPredicate};
 use flumen_udf::registry::Registry;
 
 use crate::conform::conform_chunk;
-use crate::ops::filter_rows::filter_rows;
+use crate::kernels::filter_rows::filter_rows;
 use crate::rows::concat;
 
 /// How a chunk function failed.
