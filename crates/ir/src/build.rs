@@ -1,5 +1,5 @@
 //! Short expression builders, for tests and examples: `c("x")`, `int(3)`, `float(0.5)`,
-//! `call(Func::Sqrt, vec![c("x")])`.
+//! `text("a")`, `call(Func::Sqrt, vec![c("x")])`.
 
 use crate::dtype::DType;
 use crate::expr::{Expr, Func, Scalar};
@@ -17,6 +17,11 @@ pub fn int(v: i64) -> Expr {
 /// A float64 literal.
 pub fn float(v: f64) -> Expr {
     Expr::Literal(Scalar::Float(v, DType::Float64))
+}
+
+/// A string literal.
+pub fn text(v: &str) -> Expr {
+    Expr::Literal(Scalar::Utf8(v.into()))
 }
 
 /// `func` called on `args`.

@@ -334,6 +334,7 @@ mod tests {
 
     use super::*;
     use flumen_ir::build::c;
+    use flumen_ir::build::{float as f, int as i, text as s};
 
     /// The footer of a file holding `columns` in row groups of `group` rows.
     fn metadata(columns: Vec<(&str, ArrayRef)>, group: usize, stats: EnabledStatistics) -> ParquetMetaData {
@@ -348,18 +349,6 @@ mod tests {
         writer.write(&batch).unwrap();
         writer.close().unwrap();
         SerializedFileReader::new(File::open(&path).unwrap()).unwrap().metadata().clone()
-    }
-
-    fn i(v: i64) -> Expr {
-        Expr::Literal(Scalar::Int(v, DType::Int64))
-    }
-
-    fn f(v: f64) -> Expr {
-        Expr::Literal(Scalar::Float(v, DType::Float64))
-    }
-
-    fn s(v: &str) -> Expr {
-        Expr::Literal(Scalar::Utf8(v.into()))
     }
 
     fn b(op: BinaryOp, l: Expr, r: Expr) -> Expr {
