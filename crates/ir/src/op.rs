@@ -412,6 +412,25 @@ pub enum Op {
     },
 }
 
+/// The closure field of an operator, borrowed as `$op` is (`as_ref` or `as_mut` for the
+/// optional snapshot reader): one list of the operators that call closures, for
+/// [`Op::closure`] and [`Op::closure_mut`].
+macro_rules! closure_of {
+    ($op:expr, $borrow:ident) => {
+        match $op {
+            Op::Map { func: MapFn::Closure { closure, .. }, .. }
+            | Op::MapAndBatch { func: MapFn::Closure { closure, .. }, .. } => Some(closure),
+            Op::Filter { predicate: Predicate::Closure { closure }, .. }
+            | Op::TakeWhile { predicate: Predicate::Closure { closure } } => Some(closure),
+            Op::FlatMap { func: DatasetFn::Closure { closure, .. } }
+            | Op::Interleave { func: DatasetFn::Closure { closure, .. }, .. } => Some(closure),
+            Op::Snapshot { options, .. } => options.reader.$borrow(),
+            Op::Scan { function: Some(MapFn::Closure { closure, .. }), .. } => Some(closure),
+            _ => None,
+        }
+    };
+}
+
 impl Op {
     /// The operator's name, as in tf.data (`map`, `padded_batch`, ...).
     pub fn name(&self) -> String {
@@ -457,32 +476,12 @@ impl Op {
     /// The closure the operator calls, if any (its function's, a dataset function's, a
     /// snapshot's reader).
     pub fn closure(&self) -> Option<&crate::function::ClosureRef> {
-        match self {
-            Op::Map { func: MapFn::Closure { closure, .. }, .. }
-            | Op::MapAndBatch { func: MapFn::Closure { closure, .. }, .. } => Some(closure),
-            Op::Filter { predicate: Predicate::Closure { closure }, .. }
-            | Op::TakeWhile { predicate: Predicate::Closure { closure } } => Some(closure),
-            Op::FlatMap { func: DatasetFn::Closure { closure, .. } }
-            | Op::Interleave { func: DatasetFn::Closure { closure, .. }, .. } => Some(closure),
-            Op::Snapshot { options, .. } => options.reader.as_ref(),
-            Op::Scan { function: Some(MapFn::Closure { closure, .. }), .. } => Some(closure),
-            _ => None,
-        }
+        closure_of!(self, as_ref)
     }
 
     /// [`Op::closure`], to change.
     pub fn closure_mut(&mut self) -> Option<&mut crate::function::ClosureRef> {
-        match self {
-            Op::Map { func: MapFn::Closure { closure, .. }, .. }
-            | Op::MapAndBatch { func: MapFn::Closure { closure, .. }, .. } => Some(closure),
-            Op::Filter { predicate: Predicate::Closure { closure }, .. }
-            | Op::TakeWhile { predicate: Predicate::Closure { closure } } => Some(closure),
-            Op::FlatMap { func: DatasetFn::Closure { closure, .. } }
-            | Op::Interleave { func: DatasetFn::Closure { closure, .. }, .. } => Some(closure),
-            Op::Snapshot { options, .. } => options.reader.as_mut(),
-            Op::Scan { function: Some(MapFn::Closure { closure, .. }), .. } => Some(closure),
-            _ => None,
-        }
+        closure_of!(self, as_mut)
     }
 
     /// How many inputs the operator takes (`None`: one or more).
